@@ -1,0 +1,47 @@
+#pragma once
+/// \file error.h
+/// The exceptions rankwise throws. Every message names the rank and world
+/// size, the operation, the path/key/timeout involved, and what to do.
+
+#include <stdexcept>
+#include <string>
+
+namespace rankwise {
+
+/// Base of every rankwise exception.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+/// A collective, barrier or store wait did not complete within its timeout.
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Workers could not meet at the rendezvous store (MASTER_ADDR:MASTER_PORT).
+class RendezvousError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A checkpoint could not be written or read back intact.
+class CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Ranks called different collectives, or the same one with different shapes.
+class CollectiveMismatchError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Bad configuration: an environment variable, option or flag is invalid.
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace rankwise

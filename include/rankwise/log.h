@@ -1,0 +1,41 @@
+#pragma once
+/// \file log.h
+/// Rank-aware printing. Every rank runs the whole program, so a plain print
+/// appears once per rank; the launcher tags each line with its rank.
+///
+/// print0() guards the *output* only: the arguments are still evaluated on
+/// every rank, and any computation (including collectives) must happen
+/// outside it, on every rank. Never put a collective inside `if (rank() == 0)`.
+
+#include <fmt/format.h>
+
+#include <string>
+
+namespace rankwise {
+
+/// True on global rank 0 (from the process group, else from the environment).
+bool is_rank_zero();
+
+/// Writes `line` and a newline to stdout as one write and flushes, so the
+/// launcher receives whole lines promptly. Any rank.
+void print_line(const std::string& line);
+
+/// Formats with fmt (e.g. `print("loss {:.4f}", loss)`) and prints on this rank.
+template <typename... Args>
+void print(fmt::format_string<Args...> format, Args&&... args) {
+  print_line(fmt::format(format, std::forward<Args>(args)...));
+}
+
+/// Like print(), but only rank 0 writes. The other ranks still evaluate the
+/// arguments; nothing is communicated.
+template <typename... Args>
+void print0(fmt::format_string<Args...> format, Args&&... args) {
+  std::string line = fmt::format(format, std::forward<Args>(args)...);
+  if (is_rank_zero()) print_line(line);
+}
+
+/// The sanity header, printed once on rank 0: rankwise and libtorch versions,
+/// CUDA availability, number of visible GPUs, world size and backend.
+void print_header();
+
+}  // namespace rankwise

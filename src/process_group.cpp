@@ -1,0 +1,179 @@
+#include "rankwise/process_group.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <mutex>
+
+#include "rankwise/error.h"
+
+namespace rankwise {
+namespace {
+
+std::unique_ptr<ProcessGroup>& global_group() {
+  static std::unique_ptr<ProcessGroup> group;
+  return group;
+}
+
+std::string where(const ProcessGroup& pg) {
+  return "rank " + std::to_string(pg.rank()) + "/" + std::to_string(pg.world_size());
+}
+
+c10d::ReduceOp to_c10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg:
+      return c10d::ReduceOp::SUM;
+    case ReduceOp::kMin:
+      return c10d::ReduceOp::MIN;
+    case ReduceOp::kMax:
+      return c10d::ReduceOp::MAX;
+  }
+  return c10d::ReduceOp::SUM;
+}
+
+// Waits for `work`, turning c10d failures into rankwise errors that say which
+// rank, which operation and what to check.
+void wait_for(const ProcessGroup& pg, const c10::intrusive_ptr<c10d::Work>& work,
+              const char* operation) {
+  try {
+    work->wait(pg.timeout());
+  } catch (const std::exception& e) {
+    std::string text = e.what();
+    std::string message = "rankwise: " + where(pg) + ": " + operation + " failed";
+    if (text.find("imed out") != std::string::npos || text.find("imeout") != std::string::npos) {
+      throw TimeoutError(message + " after a timeout of " + std::to_string(pg.timeout().count()) +
+                         " ms: not every rank reached this collective. Check that every rank "
+                         "calls the same collectives in the same order. Original error: " +
+                         text);
+    }
+    throw Error(message + ": a peer rank probably exited or crashed; see its output. Original "
+                          "error: " + text);
+  }
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
+    : env_(env), options_(options) {
+  if (options_.backend_ != "auto" && options_.backend_ != "gloo") {
+    throw ConfigError("rankwise: backend '" + options_.backend_ +
+                      "' is not available in this build; use \"gloo\" or \"auto\"");
+  }
+  if (options_.timeout_.count() <= 0) {
+    throw ConfigError("rankwise: InitOptions::timeout must be positive");
+  }
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<std::uint16_t>(env_.master_port);
+  store_options.isServer = !env_.agent_store && env_.rank == 0;
+  store_options.numWorkers = env_.agent_store ? c10::nullopt
+                                              : c10::optional<std::size_t>(env_.world_size);
+  store_options.waitWorkers = false;
+  store_options.timeout = options_.timeout_;
+  try {
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, store_options);
+    // A prefix per restart keeps keys of a failed attempt from leaking into the next.
+    store_ = c10::make_intrusive<c10d::PrefixStore>(
+        "rankwise/" + std::to_string(env_.restart_count), tcp);
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create(options_.timeout_);
+    gloo_options->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname(env_.master_addr == "localhost"
+                                                            ? "127.0.0.1"
+                                                            : env_.master_addr));
+    gloo_options->threads = 2;
+    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env_.rank, env_.world_size,
+                                                         gloo_options);
+  } catch (const std::exception& e) {
+    throw RendezvousError("rankwise: rank " + std::to_string(env_.rank) + "/" +
+                          std::to_string(env_.world_size) + ": rendezvous at " +
+                          env_.master_addr + ":" + std::to_string(env_.master_port) +
+                          " failed (timeout " + std::to_string(options_.timeout_.count()) +
+                          " ms). Check that every rank was started with the same MASTER_ADDR, "
+                          "MASTER_PORT and WORLD_SIZE. Original error: " + e.what());
+  }
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+std::string ProcessGroup::backend() const { return group_->getBackendName(); }
+
+void ProcessGroup::all_reduce(torch::Tensor& tensor, ReduceOp op) {
+  if (op == ReduceOp::kAvg && !tensor.is_floating_point()) {
+    throw ConfigError("rankwise: " + where(*this) +
+                      ": all_reduce with ReduceOp::kAvg needs a floating-point tensor, got " +
+                      std::string(c10::toString(tensor.scalar_type())) +
+                      "; reduce a sum and divide yourself");
+  }
+  std::vector<torch::Tensor> tensors{tensor};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = to_c10d(op);
+  opts.timeout = options_.timeout_;
+  wait_for(*this, group_->allreduce(tensors, opts), "all_reduce");
+  if (op == ReduceOp::kAvg) tensor.div_(env_.world_size);
+}
+
+void ProcessGroup::broadcast(torch::Tensor& tensor, int root) {
+  if (root < 0 || root >= env_.world_size) {
+    throw ConfigError("rankwise: " + where(*this) + ": broadcast root " + std::to_string(root) +
+                      " is not a rank in [0, " + std::to_string(env_.world_size) + ")");
+  }
+  std::vector<torch::Tensor> tensors{tensor};
+  c10d::BroadcastOptions opts;
+  opts.rootRank = root;
+  opts.timeout = options_.timeout_;
+  wait_for(*this, group_->broadcast(tensors, opts), "broadcast");
+}
+
+std::vector<torch::Tensor> ProcessGroup::all_gather(const torch::Tensor& tensor) {
+  auto input = tensor.contiguous();
+  std::vector<std::vector<torch::Tensor>> outputs(1);
+  for (int r = 0; r < env_.world_size; ++r) outputs[0].push_back(torch::empty_like(input));
+  std::vector<torch::Tensor> inputs{input};
+  c10d::AllgatherOptions opts;
+  opts.timeout = options_.timeout_;
+  wait_for(*this, group_->allgather(outputs, inputs, opts), "all_gather");
+  return outputs[0];
+}
+
+void ProcessGroup::barrier() {
+  c10d::BarrierOptions opts;
+  opts.timeout = options_.timeout_;
+  wait_for(*this, group_->barrier(opts), "barrier");
+}
+
+ProcessGroup& init(const InitOptions& options) {
+  auto& group = global_group();
+  if (!group) group = std::make_unique<ProcessGroup>(LaunchEnv::from_environment(), options);
+  return *group;
+}
+
+bool is_initialized() { return global_group() != nullptr; }
+
+ProcessGroup& process_group() {
+  auto& group = global_group();
+  if (!group) {
+    throw Error("rankwise: the process group is not initialized; call rankwise::init() first, "
+                "on every rank");
+  }
+  return *group;
+}
+
+void shutdown() { global_group().reset(); }
+
+int rank() { return is_initialized() ? process_group().rank() : LaunchEnv::from_environment().rank; }
+int world_size() {
+  return is_initialized() ? process_group().world_size() : LaunchEnv::from_environment().world_size;
+}
+int local_rank() {
+  return is_initialized() ? process_group().local_rank() : LaunchEnv::from_environment().local_rank;
+}
+
+void all_reduce(torch::Tensor& tensor, ReduceOp op) { process_group().all_reduce(tensor, op); }
+void broadcast(torch::Tensor& tensor, int root) { process_group().broadcast(tensor, root); }
+std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) {
+  return process_group().all_gather(tensor);
+}
+void barrier() { process_group().barrier(); }
+
+}  // namespace rankwise
