@@ -1,0 +1,52 @@
+// Port of seed 001's ddp_save_log.py: one DDP step, an honest loss (sums and
+// counts reduced, then divided once), rank 0 writes the checkpoint atomically
+// while the others wait, then every rank loads it onto the CPU.
+//
+//   rankwise-run --nproc-per-node 2 build/examples/save_and_log [ckpt.pt]
+#include <torch/torch.h>
+
+#include "rankwise/rankwise.h"
+
+int main(int argc, char** argv) {
+  const std::string path = argc > 1 ? argv[1] : "ckpt.pt";
+  auto& group = rankwise::init();
+  const int rank = group.rank();
+
+  torch::manual_seed(0);
+  torch::nn::Linear model(4, 1);
+  rankwise::DistributedDataParallel ddp(model);
+  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
+
+  torch::manual_seed(50 + rank);  // each rank holds different data
+  auto x = torch::randn({6, 4});
+  auto y = torch::randn({6, 1});
+
+  // --- one training step ---------------------------------------------------
+  opt.zero_grad();
+  auto loss = torch::mse_loss(ddp.forward(x), y);
+  loss.backward();  // gradients are averaged across ranks here
+  opt.step();
+
+  // --- a metric that is honest across all ranks ----------------------------
+  auto local = torch::tensor({loss.item<double>() * x.size(0), static_cast<double>(x.size(0))},
+                             torch::kFloat64);
+  rankwise::all_reduce(local, rankwise::ReduceOp::kSum);  // sum losses AND sample counts
+  const double global_loss = local[0].item<double>() / local[1].item<double>();
+  rankwise::print("rank {}: my loss {:.4f} | true loss over all {} samples {:.4f}", rank,
+                  loss.item<double>(), static_cast<int64_t>(local[1].item<double>()), global_loss);
+
+  // --- exactly one rank writes the file; everyone waits inside save() ------
+  rankwise::Checkpoint state;
+  state.insert("model", rankwise::state_dict(*ddp.module()));  // unwrapped: no prefix
+  state.insert("opt", rankwise::optimizer_state(opt));
+  state.insert("step", int64_t{1});
+  rankwise::save(path, state);
+
+  auto ckpt = rankwise::load(path);
+  std::string keys;
+  for (const auto& entry : ckpt.at("model").toGenericDict()) {
+    keys += (keys.empty() ? "" : ", ") + entry.key().toStringRef();
+  }
+  rankwise::print("rank {}: loaded keys [{}]", rank, keys);
+  return 0;
+}

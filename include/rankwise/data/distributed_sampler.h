@@ -1,0 +1,77 @@
+#pragma once
+/// \file data/distributed_sampler.h
+/// Which sample indices each rank sees: torch.utils.data.distributed.
+/// DistributedSampler's semantics (PyTorch 1.13), plus a record of which
+/// indices are padding.
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace rankwise {
+
+/// Options, with PyTorch's names and defaults.
+struct DistributedSamplerOptions {
+  /// Number of ranks sharing the data (default: the world size).
+  DistributedSamplerOptions& num_replicas(int v) { num_replicas_ = v; return *this; }
+  /// This rank (default: the global rank).
+  DistributedSamplerOptions& rank(int v) { rank_ = v; return *this; }
+  /// Shuffle with a generator seeded with seed + epoch (torch.randperm).
+  DistributedSamplerOptions& shuffle(bool v) { shuffle_ = v; return *this; }
+  DistributedSamplerOptions& seed(uint64_t v) { seed_ = v; return *this; }
+  /// Drop the tail so that every rank gets the same count without padding.
+  DistributedSamplerOptions& drop_last(bool v) { drop_last_ = v; return *this; }
+  /// false selects evaluation mode: no padding, every sample exactly once
+  /// across ranks, shard lengths differing by at most one. (Not in PyTorch.)
+  DistributedSamplerOptions& pad(bool v) { pad_ = v; return *this; }
+
+  std::optional<int> num_replicas_;
+  std::optional<int> rank_;
+  bool shuffle_ = true;
+  uint64_t seed_ = 0;
+  bool drop_last_ = false;
+  bool pad_ = true;
+};
+
+/// Splits [0, dataset_size) across ranks.
+///
+/// With pad (the default, PyTorch's behaviour) every rank gets num_samples()
+/// = ceil(N / R) indices (drop_last: floor), the shuffled list being extended
+/// by repeating its head; is_padding() marks those repeats so metrics can
+/// leave them out. Rank r takes positions r, r + R, r + 2R, ... of the list.
+/// In evaluation mode (pad(false)) shards differ in length by one, so a loop
+/// over them runs a different number of steps per rank: run no collective
+/// inside such a loop (reduce metric states after it).
+class DistributedSampler {
+ public:
+  /// Throws ConfigError when rank is not in [0, num_replicas).
+  explicit DistributedSampler(int64_t dataset_size, DistributedSamplerOptions options = {});
+
+  /// Sets the epoch, so each epoch is shuffled differently (call on every rank).
+  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  int64_t epoch() const { return epoch_; }
+
+  /// This rank's indices for the current epoch.
+  std::vector<int64_t> indices() const;
+  /// For each of indices(): true when it is a padding duplicate.
+  std::vector<bool> is_padding() const;
+  /// Length of this rank's shard.
+  int64_t num_samples() const;
+  /// Padded length of the whole list (num_samples * num_replicas in pad mode).
+  int64_t total_size() const;
+  int num_replicas() const { return num_replicas_; }
+  int rank() const { return rank_; }
+
+ private:
+  // Positions into the (possibly padded) permuted list, for this rank.
+  std::vector<int64_t> positions() const;
+  std::vector<int64_t> permutation() const;
+
+  int64_t dataset_size_;
+  DistributedSamplerOptions options_;
+  int num_replicas_;
+  int rank_;
+  int64_t epoch_ = 0;
+};
+
+}  // namespace rankwise

@@ -1,0 +1,14 @@
+#pragma once
+/// \file rankwise.h
+/// Umbrella include: everything a data-parallel training program needs.
+
+#include "rankwise/checkpoint/checkpoint.h"
+#include "rankwise/checkpoint/state_dict.h"
+#include "rankwise/data/distributed_sampler.h"
+#include "rankwise/data/fashion_mnist.h"
+#include "rankwise/data/idx.h"
+#include "rankwise/ddp.h"
+#include "rankwise/env.h"
+#include "rankwise/error.h"
+#include "rankwise/log.h"
+#include "rankwise/process_group.h"

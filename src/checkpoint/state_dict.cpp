@@ -1,0 +1,121 @@
+#include "rankwise/checkpoint/state_dict.h"
+
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include <sstream>
+
+#include "rankwise/error.h"
+
+namespace rankwise {
+namespace {
+
+std::string shape(const torch::Tensor& t) {
+  std::ostringstream out;
+  out << t.sizes();
+  return out.str();
+}
+
+std::string strip_wrapper(const std::string& key) {
+  const std::string prefix = "module.";
+  return key.rfind(prefix, 0) == 0 ? key.substr(prefix.size()) : key;
+}
+
+}  // namespace
+
+StateDict state_dict(const torch::nn::Module& module) {
+  StateDict result;
+  for (const auto& item : module.named_parameters(true)) result.insert(item.key(), item.value().detach());
+  for (const auto& item : module.named_buffers(true)) result.insert(item.key(), item.value().detach());
+  return result;
+}
+
+StateDict to_state_dict(const c10::IValue& value) {
+  if (!value.isGenericDict()) {
+    throw CheckpointError(std::string("rankwise: expected a state_dict (dict of tensors), got ") +
+                          value.tagKind());
+  }
+  StateDict result;
+  for (const auto& entry : value.toGenericDict()) {
+    if (!entry.key().isString() || !entry.value().isTensor()) {
+      throw CheckpointError("rankwise: a state_dict must map strings to tensors");
+    }
+    result.insert(entry.key().toStringRef(), entry.value().toTensor());
+  }
+  return result;
+}
+
+void load_state_dict(torch::nn::Module& module, const StateDict& state, bool strict) {
+  std::map<std::string, torch::Tensor> incoming;
+  for (const auto& entry : state) incoming[strip_wrapper(entry.key())] = entry.value();
+  std::vector<std::pair<std::string, torch::Tensor>> targets;
+  for (const auto& item : module.named_parameters(true)) targets.emplace_back(item.key(), item.value());
+  for (const auto& item : module.named_buffers(true)) targets.emplace_back(item.key(), item.value());
+
+  std::vector<std::string> missing;
+  std::set<std::string> known;
+  for (const auto& target : targets) {
+    known.insert(target.first);
+    auto it = incoming.find(target.first);
+    if (it == incoming.end()) {
+      missing.push_back(target.first);
+      continue;
+    }
+    if (it->second.sizes() != target.second.sizes()) {
+      throw CheckpointError("rankwise: load_state_dict: shape mismatch for '" + target.first +
+                            "': checkpoint has " + shape(it->second) + ", the model has " +
+                            shape(target.second) + ". Was the checkpoint written by another model?");
+    }
+  }
+  std::vector<std::string> unexpected;
+  for (const auto& entry : incoming) {
+    if (!known.count(entry.first)) unexpected.push_back(entry.first);
+  }
+  if (strict && (!missing.empty() || !unexpected.empty())) {
+    auto join = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (const auto& k : v) s += (s.empty() ? "" : ", ") + k;
+      return s.empty() ? std::string("none") : s;
+    };
+    throw CheckpointError("rankwise: load_state_dict (strict): missing keys [" + join(missing) +
+                          "], unexpected keys [" + join(unexpected) +
+                          "]. Was the checkpoint written by another model? Pass strict=false to "
+                          "load the matching keys only");
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& target : targets) {
+    auto it = incoming.find(target.first);
+    if (it != incoming.end()) target.second.copy_(it->second);
+  }
+}
+
+torch::Tensor optimizer_state(torch::optim::Optimizer& optimizer) {
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  const std::string bytes = out.str();
+  auto tensor = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  std::memcpy(tensor.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  return tensor;
+}
+
+void load_optimizer_state(torch::optim::Optimizer& optimizer, const torch::Tensor& bytes) {
+  if (bytes.scalar_type() != torch::kUInt8 || bytes.dim() != 1) {
+    throw CheckpointError("rankwise: load_optimizer_state expects the 1-D uint8 tensor written "
+                          "by optimizer_state()");
+  }
+  auto contiguous = bytes.contiguous();
+  std::istringstream in(std::string(reinterpret_cast<const char*>(contiguous.data_ptr<uint8_t>()),
+                                    static_cast<std::size_t>(contiguous.numel())));
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(in);
+    optimizer.load(archive);
+  } catch (const c10::Error& e) {
+    throw CheckpointError(std::string("rankwise: optimizer state does not fit this optimizer: ") +
+                          e.what_without_backtrace());
+  }
+}
+
+}  // namespace rankwise

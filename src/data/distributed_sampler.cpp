@@ -1,0 +1,78 @@
+#include "rankwise/data/distributed_sampler.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include "rankwise/error.h"
+#include "rankwise/process_group.h"
+
+namespace rankwise {
+
+DistributedSampler::DistributedSampler(int64_t dataset_size, DistributedSamplerOptions options)
+    : dataset_size_(dataset_size),
+      options_(options),
+      num_replicas_(options.num_replicas_.value_or(world_size())),
+      rank_(options.rank_.value_or(rank())) {
+  if (dataset_size_ < 0) throw ConfigError("rankwise: DistributedSampler: negative dataset size");
+  if (num_replicas_ < 1) {
+    throw ConfigError("rankwise: DistributedSampler: num_replicas must be >= 1, got " +
+                      std::to_string(num_replicas_));
+  }
+  if (rank_ < 0 || rank_ >= num_replicas_) {
+    throw ConfigError("rankwise: DistributedSampler: invalid rank " + std::to_string(rank_) +
+                      ", rank should be in the interval [0, " + std::to_string(num_replicas_ - 1) +
+                      "]");
+  }
+}
+
+int64_t DistributedSampler::num_samples() const {
+  const int64_t n = dataset_size_, r = num_replicas_;
+  if (!options_.pad_) return n / r + (rank_ < n % r ? 1 : 0);
+  if (options_.drop_last_ && n % r != 0) return (n - r + r - 1) / r;  // ceil((n - r) / r)
+  return (n + r - 1) / r;
+}
+
+int64_t DistributedSampler::total_size() const {
+  if (!options_.pad_) return dataset_size_;
+  const int64_t n = dataset_size_, r = num_replicas_;
+  const int64_t per_rank =
+      (options_.drop_last_ && n % r != 0) ? (n - r + r - 1) / r : (n + r - 1) / r;
+  return per_rank * r;
+}
+
+std::vector<int64_t> DistributedSampler::permutation() const {
+  std::vector<int64_t> order(static_cast<std::size_t>(dataset_size_));
+  if (options_.shuffle_) {
+    // Same as Python: g = torch.Generator(); g.manual_seed(seed + epoch); torch.randperm(n, generator=g)
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(options_.seed_ +
+                                                              static_cast<uint64_t>(epoch_));
+    auto perm = torch::randperm(dataset_size_, generator, torch::kInt64);
+    std::copy(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + dataset_size_, order.begin());
+  } else {
+    for (int64_t i = 0; i < dataset_size_; ++i) order[static_cast<std::size_t>(i)] = i;
+  }
+  return order;
+}
+
+std::vector<int64_t> DistributedSampler::positions() const {
+  std::vector<int64_t> result;
+  const int64_t total = total_size();
+  for (int64_t p = rank_; p < total; p += num_replicas_) result.push_back(p);
+  return result;
+}
+
+std::vector<int64_t> DistributedSampler::indices() const {
+  const auto order = permutation();
+  std::vector<int64_t> result;
+  if (dataset_size_ == 0) return result;
+  for (int64_t p : positions()) result.push_back(order[static_cast<std::size_t>(p % dataset_size_)]);
+  return result;
+}
+
+std::vector<bool> DistributedSampler::is_padding() const {
+  std::vector<bool> result;
+  for (int64_t p : positions()) result.push_back(p >= dataset_size_);
+  return result;
+}
+
+}  // namespace rankwise

@@ -1,0 +1,75 @@
+#include "rankwise/data/idx.h"
+
+#include <torch/torch.h>
+#include <zlib.h>
+
+#include <sys/stat.h>
+
+#include "rankwise/error.h"
+
+namespace rankwise {
+namespace {
+
+class GzReader {
+ public:
+  explicit GzReader(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {}
+  ~GzReader() {
+    if (file_) gzclose(file_);
+  }
+  bool ok() const { return file_ != nullptr; }
+  // Reads exactly n bytes or throws naming what was expected.
+  void read(void* out, std::size_t n, const std::string& what) {
+    std::size_t done = 0;
+    while (done < n) {
+      const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(n - done, 1u << 30));
+      int got = gzread(file_, static_cast<char*>(out) + done, chunk);
+      if (got <= 0) {
+        int code = 0;
+        const char* message = gzerror(file_, &code);
+        throw ConfigError("rankwise: IDX file '" + path_ + "' is truncated or corrupt while "
+                          "reading " + what + " (" + std::to_string(done) + " of " +
+                          std::to_string(n) + " bytes" +
+                          (code != Z_OK && message ? std::string(", zlib: ") + message : "") +
+                          "). Re-download or reinstall it");
+      }
+      done += static_cast<std::size_t>(got);
+    }
+  }
+
+ private:
+  std::string path_;
+  gzFile file_;
+};
+
+}  // namespace
+
+torch::Tensor read_idx(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) {
+    throw ConfigError("rankwise: IDX file '" + path + "' does not exist");
+  }
+  GzReader in(path);
+  if (!in.ok()) throw ConfigError("rankwise: cannot open IDX file '" + path + "'");
+  unsigned char magic[4];
+  in.read(magic, 4, "the magic number");
+  if (magic[0] != 0 || magic[1] != 0 || magic[2] != 0x08 || magic[3] < 1 || magic[3] > 4) {
+    throw ConfigError("rankwise: '" + path + "' is not an IDX file of unsigned bytes (bad magic "
+                      "number); expected the MNIST/Fashion-MNIST format");
+  }
+  std::vector<int64_t> dims(magic[3]);
+  int64_t total = 1;
+  for (auto& d : dims) {
+    unsigned char b[4];
+    in.read(b, 4, "the header");
+    d = (int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | int64_t{b[3]};
+    total *= d;
+  }
+  if (total > (int64_t{1} << 34)) {
+    throw ConfigError("rankwise: '" + path + "' declares an implausible size; file is corrupt");
+  }
+  auto tensor = torch::empty(dims, torch::kUInt8);
+  in.read(tensor.data_ptr<uint8_t>(), static_cast<std::size_t>(total), "the data");
+  return tensor;
+}
+
+}  // namespace rankwise
