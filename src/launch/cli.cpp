@@ -1,0 +1,259 @@
+// Command line of rankwise-run (CLI11): flags, help text and validation.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <sstream>
+
+#include "launch/devices.h"
+#include "launch/options.h"
+#include "launch/tag_template.h"
+
+namespace rankwise {
+namespace launch {
+
+namespace {
+
+constexpr const char* kDescription =
+    "rankwise-run: start N copies of PROGRAM on this node for multi-process data-parallel\n"
+    "training (torchrun-compatible environment), host the rendezvous store, tag and merge\n"
+    "their output line by line, and stop every worker when one fails.\n";
+
+constexpr const char* kFooter = R"(
+Each worker gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
+MASTER_PORT, RANKWISE_RESTART_COUNT (= TORCHELASTIC_RESTART_COUNT), TORCHELASTIC_RUN_ID,
+RANKWISE_AGENT_STORE=1 (the launcher hosts the TCPStore; workers connect as clients),
+RANKWISE_ERROR_FILE (where a failing worker may write its error) and OMP_NUM_THREADS=1
+unless set. Every flag with a dash is also accepted with an underscore (--nproc_per_node).
+
+Exit codes: 0 every worker succeeded; 1 a worker failed (the summary names the first
+failure: rank, exit code or signal, last lines of stderr, error file); 2 bad usage or
+configuration; 128+n the launcher got signal n (forwarded to every worker).
+
+Examples:
+  rankwise-run --nproc-per-node 4 ./train --epochs 3
+  rankwise-run --nproc-per-node 2 --tag '[{rank}/{world_size}] ' --only-ranks 0 ./train
+  rankwise-run --nproc-per-node 2 --log-dir logs --max-restarts 2 ./train
+  node 0: rankwise-run --nnodes 2 --node-rank 0 --master-addr node0 --master-port 29500 \
+            --nproc-per-node 8 ./train
+  node 1: rankwise-run --nnodes 2 --node-rank 1 --master-addr node0 --master-port 29500 \
+            --nproc-per-node 8 ./train
+)";
+
+std::chrono::milliseconds seconds_to_ms(double s, const char* flag, bool allow_zero) {
+  if (!std::isfinite(s) || s < 0 || (!allow_zero && s == 0)) {
+    throw UsageError(fmt::format("{} {}: must be {} seconds", flag, s,
+                                 allow_zero ? "zero or more" : "a positive number of"));
+  }
+  return std::chrono::milliseconds(static_cast<long long>(std::llround(s * 1000.0)));
+}
+
+std::vector<int> parse_rank_list(const std::string& text, int world_size) {
+  std::vector<int> ranks;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long r = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || r < 0 || r >= world_size) {
+      throw UsageError(fmt::format(
+          "--only-ranks '{}': '{}' is not a rank in [0, {}); give a comma-separated list "
+          "such as --only-ranks 0,3",
+          text, item, world_size));
+    }
+    ranks.push_back(static_cast<int>(r));
+  }
+  if (ranks.empty()) throw UsageError("--only-ranks: empty list; give ranks such as --only-ranks 0,3");
+  return ranks;
+}
+
+// CLI11 cannot describe the pass-through PROGRAM [ARGS...] in its usage line.
+class LauncherFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string name) const override {
+    return "Usage: " + name + " [OPTIONS] PROGRAM [ARGS...]\n"
+           "  Options end at PROGRAM; everything after it is passed to PROGRAM unchanged.\n";
+  }
+};
+
+}  // namespace
+
+int resolve_nproc_per_node(const std::string& value) {
+  if (value == "cpu") return cpu_core_count();
+  if (value == "gpu" || value == "auto") {
+    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+    const int gpus = visible_gpu_count(cvd ? std::optional<std::string>(cvd) : std::nullopt);
+    if (value == "auto") return gpus > 0 ? gpus : cpu_core_count();
+    if (gpus == 0) {
+      throw UsageError(
+          "--nproc-per-node gpu: no GPU is visible (no NVIDIA driver in /proc/driver/nvidia/gpus, "
+          "or CUDA_VISIBLE_DEVICES hides them); give a number, or cpu/auto");
+    }
+    return gpus;
+  }
+  char* end = nullptr;
+  const long n = std::strtol(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0') {
+    throw UsageError(fmt::format(
+        "--nproc-per-node '{}': expected a positive integer, cpu, gpu or auto", value));
+  }
+  if (n < 1 || n > 4096) {
+    throw UsageError(fmt::format(
+        "--nproc-per-node {}: must be at least 1 (and at most 4096); e.g. --nproc-per-node 2", n));
+  }
+  return static_cast<int>(n);
+}
+
+std::string resolve_program(const std::string& program) {
+  auto is_executable_file = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+  };
+  if (program.find('/') != std::string::npos) {
+    struct stat st {};
+    if (::stat(program.c_str(), &st) != 0) {
+      throw UsageError(fmt::format("program '{}' not found; check the path", program));
+    }
+    if (!is_executable_file(program)) {
+      throw UsageError(fmt::format(
+          "program '{}' is not an executable file; build it or chmod +x it", program));
+    }
+    return program;
+  }
+  const char* path_env = std::getenv("PATH");
+  std::stringstream ss(path_env ? path_env : "/usr/local/bin:/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + program;
+    if (is_executable_file(candidate)) return candidate;
+  }
+  throw UsageError(fmt::format(
+      "program '{}' not found in PATH; give its path (e.g. ./{}) or add its directory to PATH",
+      program, program));
+}
+
+std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
+  LaunchOptions o;
+  CLI::App app(kDescription, "rankwise-run");
+  app.prefix_command();  // options end at PROGRAM; the rest belongs to it
+  app.footer(kFooter);
+  app.formatter(std::make_shared<LauncherFormatter>());
+  app.get_formatter()->column_width(34);
+
+  std::string nproc = "1";
+  std::optional<int> master_port;
+  std::string only_ranks;
+  double monitor_s = 0.1, grace_s = 5.0, rdzv_s = 300.0;
+  bool no_tag = false;
+
+  app.add_option("--nproc-per-node,--nproc_per_node", nproc,
+                 "Workers on this node: N >= 1, cpu (one per CPU core), gpu (one per visible "
+                 "GPU) or auto (gpu if any, else cpu). Default 1. E.g. --nproc-per-node 4");
+  app.add_option("--nnodes", o.nnodes, "Number of nodes (default 1). E.g. --nnodes 2");
+  app.add_option("--node-rank,--node_rank", o.node_rank,
+                 "Index of this node in [0, nnodes) (default 0). E.g. --node-rank 1");
+  app.add_option("--master-addr,--master_addr", o.master_addr,
+                 "Host of node 0, which hosts the rendezvous store (default 127.0.0.1). "
+                 "E.g. --master-addr node0");
+  app.add_option("--master-port,--master_port", master_port,
+                 "Port of the rendezvous store; default: a free port (single node only; "
+                 "required with --nnodes > 1). E.g. --master-port 29500");
+  app.add_flag("--standalone", o.standalone,
+               "Single node with a local store on a free port (like torchrun --standalone)");
+  app.add_option("--tag", o.tag,
+                 "Prefix of every output line; placeholders {rank} {local_rank} {node_rank} "
+                 "{world_size} {host} (default '[rank{rank}]: '). E.g. --tag '{host}:{rank}| '");
+  app.add_flag("--no-tag,--no_tag", no_tag, "Do not tag output lines");
+  app.add_option("--only-ranks,--only_ranks", only_ranks,
+                 "Show only these ranks' stdout (stderr is always shown). E.g. --only-ranks 0,3");
+  app.add_option("--log-dir,--log_dir", o.log_dir,
+                 "Also write each rank's full stdout and stderr to "
+                 "DIR/attempt_<n>/rank_<r>.stdout|.stderr. E.g. --log-dir logs");
+  app.add_flag("--group-by-rank,--group_by_rank", o.group_by_rank,
+               "Print each rank's output as one block, in rank order, when the workers end");
+  app.add_option("--max-restarts,--max_restarts", o.max_restarts,
+                 "Restart all workers up to K times after a failure (default 0). "
+                 "E.g. --max-restarts 2");
+  app.add_option("--monitor-interval,--monitor_interval", monitor_s,
+                 "Longest wait in seconds between checks of the workers (default 0.1; exits "
+                 "and signals are seen at once anyway). E.g. --monitor-interval 1");
+  app.add_option("--run-id,--run_id", o.run_id,
+                 "Job id, passed as TORCHELASTIC_RUN_ID (default none). E.g. --run-id job42");
+  app.add_option("--grace-period,--grace_period", grace_s,
+                 "Seconds between SIGTERM and SIGKILL when stopping workers (default 5). "
+                 "E.g. --grace-period 10");
+  app.add_option("--rendezvous-timeout,--rendezvous_timeout", rdzv_s,
+                 "Seconds to wait for every node to join (default 300). "
+                 "E.g. --rendezvous-timeout 60");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return std::nullopt;
+  } catch (const CLI::CallForAllHelp&) {
+    std::cout << app.help();
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    throw UsageError(e.what());
+  }
+
+  std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+  if (rest.empty()) {
+    throw UsageError("no PROGRAM given; usage: rankwise-run [options] PROGRAM [ARGS...], "
+                     "e.g. rankwise-run --nproc-per-node 2 ./train");
+  }
+  if (rest.front().size() > 1 && rest.front()[0] == '-') {
+    throw UsageError(fmt::format("unknown option '{}'; see rankwise-run -h", rest.front()));
+  }
+
+  o.nproc_per_node = resolve_nproc_per_node(nproc);
+  if (o.nnodes < 1) {
+    throw UsageError(fmt::format("--nnodes {}: must be at least 1", o.nnodes));
+  }
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    throw UsageError(fmt::format("--node-rank {}: must be in [0, {}) (--nnodes {})", o.node_rank,
+                                 o.nnodes, o.nnodes));
+  }
+  if (o.standalone && o.nnodes > 1) {
+    throw UsageError("--standalone runs a single node; drop --standalone or --nnodes");
+  }
+  if (master_port && (*master_port < 1 || *master_port > 65535)) {
+    throw UsageError(fmt::format("--master-port {}: must be in [1, 65535]", *master_port));
+  }
+  if (o.nnodes > 1 && !master_port) {
+    throw UsageError(fmt::format(
+        "--nnodes {} needs --master-port (and --master-addr, node 0's host) so that every node "
+        "finds the same store; e.g. --master-addr node0 --master-port 29500",
+        o.nnodes));
+  }
+  if (o.standalone) {
+    o.master_addr = "127.0.0.1";
+    master_port.reset();
+  }
+  o.master_port = master_port;
+  if (o.master_addr.empty()) throw UsageError("--master-addr: must not be empty");
+  if (o.max_restarts < 0) {
+    throw UsageError(fmt::format("--max-restarts {}: must be 0 or more", o.max_restarts));
+  }
+  o.monitor_interval = seconds_to_ms(monitor_s, "--monitor-interval", false);
+  if (o.monitor_interval.count() == 0) o.monitor_interval = std::chrono::milliseconds(1);
+  o.grace_period = seconds_to_ms(grace_s, "--grace-period", true);
+  o.rendezvous_timeout = seconds_to_ms(rdzv_s, "--rendezvous-timeout", false);
+  o.tag_enabled = !no_tag;
+  if (o.tag_enabled) TagTemplate::parse(o.tag);  // validate now (exit 2)
+  if (!only_ranks.empty()) o.only_ranks = parse_rank_list(only_ranks, o.world_size());
+
+  o.program = resolve_program(rest.front());
+  o.program_argv = rest;
+  return o;
+}
+
+}  // namespace launch
+}  // namespace rankwise

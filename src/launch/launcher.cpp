@@ -1,0 +1,192 @@
+// rankwise-run's top level: parse, set up the store and the environment, run
+// attempts (restarting up to --max-restarts), print the summary, exit.
+#include "launch/launcher.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <set>
+
+#include "launch/free_port.h"
+#include "launch/options.h"
+#include "launch/output_merger.h"
+#include "launch/rendezvous.h"
+#include "launch/signals.h"
+#include "launch/summary.h"
+#include "launch/worker_group.h"
+
+extern char** environ;
+
+namespace rankwise {
+namespace launch {
+
+namespace {
+
+// Variables the launcher sets for every worker (see worker_environment).
+const std::set<std::string> kWorkerVariables = {
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+    "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANKWISE_RESTART_COUNT",
+    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+    "RANKWISE_AGENT_STORE", "TORCHELASTIC_USE_AGENT_STORE", "RANKWISE_ERROR_FILE"};
+
+void say(const std::string& text) { write_all(2, "rankwise-run: " + text + "\n"); }
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
+  return buf;
+}
+
+std::vector<std::string> base_environment() {
+  std::vector<std::string> env;
+  bool has_omp = false;
+  for (char** e = environ; e && *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (!eq) continue;
+    const std::string name(*e, static_cast<std::size_t>(eq - *e));
+    if (name == "OMP_NUM_THREADS") has_omp = true;
+    if (kWorkerVariables.count(name) == 0) env.emplace_back(*e);
+  }
+  if (!has_omp) {
+    env.emplace_back("OMP_NUM_THREADS=1");
+    say("OMP_NUM_THREADS is not set; setting it to 1 for every worker so they do not overload "
+        "the node (set it yourself to tune)");
+  }
+  return env;
+}
+
+// Temporary directory holding the workers' error files; removed on exit.
+class ErrorDir {
+ public:
+  ErrorDir() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/rankwise-run-XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr) {
+      throw UsageError(fmt::format("cannot create a temporary directory from '{}': {}; set TMPDIR "
+                                   "to a writable directory", templ, std::strerror(errno)));
+    }
+    path_ = templ;
+  }
+  ~ErrorDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string one_line_cause(const FailureReport& r) {
+  return fmt::format("rank {} {}", r.root_cause.rank, describe_exit(r.root_cause));
+}
+
+int run(const LaunchOptions& o) {
+  install_signal_pipe();
+  const std::string host = host_name();
+  if (!o.log_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.log_dir, ec);
+    if (ec) {
+      throw UsageError(fmt::format("--log-dir '{}': cannot create it: {}", o.log_dir, ec.message()));
+    }
+  }
+  ErrorDir error_dir;
+  std::vector<std::string> base_env = base_environment();
+
+  // Rendezvous store: hosted by node 0 before any worker starts.
+  std::unique_ptr<NodeRendezvous> rdzv;
+  const bool host_store = o.node_rank == 0;
+  if (o.master_port) {
+    try {
+      rdzv = std::make_unique<NodeRendezvous>(o.master_addr, *o.master_port, host_store,
+                                              o.rendezvous_timeout);
+    } catch (const RendezvousError& e) {
+      if (host_store) throw UsageError(e.what());  // port in use: configuration
+      throw;
+    }
+  } else {
+    for (int tries = 0; !rdzv; ++tries) {
+      const int port = find_free_port(o.master_addr);
+      try {
+        rdzv = std::make_unique<NodeRendezvous>(o.master_addr, port, true, o.rendezvous_timeout);
+      } catch (const RendezvousError&) {
+        if (tries >= 4) throw;  // someone took the port between the probe and the bind
+      }
+    }
+  }
+  int pending_signal = 0;
+  const bool joined = rdzv->join(o.node_rank, o.nnodes, host, o.rendezvous_timeout, [&] {
+    for (int sig : drain_signals()) {
+      if (sig != SIGCHLD) pending_signal = sig;
+    }
+    return pending_signal != 0;
+  });
+  if (!joined) {
+    say(fmt::format("received {} during the rendezvous; exiting", signal_name(pending_signal)));
+    return 128 + pending_signal;
+  }
+
+  AttemptConfig config;
+  config.options = &o;
+  config.master_port = rdzv->port();
+  config.host = host;
+  config.error_dir = error_dir.path();
+  config.base_env = std::move(base_env);
+
+  for (int attempt = 0;; ++attempt) {
+    for (int sig : drain_signals()) {
+      if (sig != SIGCHLD) {
+        say(fmt::format("received {} between attempts; exiting", signal_name(sig)));
+        return 128 + sig;
+      }
+    }
+    config.attempt = attempt;
+    const AttemptResult result = run_attempt(config);
+    switch (result.outcome) {
+      case AttemptResult::Outcome::kSucceeded:
+        return kExitOk;
+      case AttemptResult::Outcome::kSignaled:
+        say(fmt::format("stopped every worker after {}; exit code {}", signal_name(result.signal),
+                        128 + result.signal));
+        return 128 + result.signal;
+      case AttemptResult::Outcome::kFailed:
+        if (attempt < o.max_restarts) {
+          say(fmt::format("attempt {} failed ({}); restarting ({}/{})", attempt,
+                          one_line_cause(*result.failure), attempt + 1, o.max_restarts));
+          continue;
+        }
+        write_all(2, format_failure_summary(*result.failure));
+        if (o.max_restarts > 0) say(fmt::format("giving up after {} restarts", o.max_restarts));
+        return kExitWorkerFailed;
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const std::optional<LaunchOptions> options = parse_command_line(argc, argv);
+    if (!options) return kExitOk;
+    return run(*options);
+  } catch (const UsageError& e) {
+    say(fmt::format("error: {}", e.what()));
+    return kExitUsage;
+  } catch (const RendezvousError& e) {
+    say(fmt::format("error: {}", e.what()));
+    return kExitWorkerFailed;
+  } catch (const std::exception& e) {
+    say(fmt::format("error: {}", e.what()));
+    return kExitWorkerFailed;
+  }
+}
+
+}  // namespace launch
+}  // namespace rankwise

@@ -1,0 +1,59 @@
+#include "launch/line_assembler.h"
+
+#include <cstring>
+
+namespace rankwise {
+namespace launch {
+
+void LineAssembler::feed(const char* data, std::size_t n, const LineFn& emit) {
+  const char* p = data;
+  const char* end = data + n;
+  while (p < end) {
+    if (pending_cr_) {
+      pending_cr_ = false;
+      if (*p == '\n') {
+        emit(line_, false);
+        line_.clear();
+        ++p;
+        continue;
+      }
+      line_.clear();  // carriage return: the line is being overwritten
+    }
+    // Copy the run of ordinary bytes up to the next '\n' or '\r' at once.
+    const char* stop = p;
+    while (stop < end && *stop != '\n' && *stop != '\r') ++stop;
+    line_.append(p, static_cast<std::size_t>(stop - p));
+    if (line_.size() >= kMaxLineBytes) split_overlong(emit);
+    p = stop;
+    if (p == end) break;
+    if (*p == '\n') {
+      emit(line_, false);
+      line_.clear();
+    } else {
+      pending_cr_ = true;
+    }
+    ++p;
+  }
+}
+
+void LineAssembler::split_overlong(const LineFn& emit) {
+  while (line_.size() > kMaxLineBytes) {
+    std::size_t cut = kMaxLineBytes;
+    // Do not cut inside a UTF-8 sequence: back off over continuation bytes.
+    for (int k = 0; k < 3 && cut > 1 && (static_cast<unsigned char>(line_[cut]) & 0xC0) == 0x80; ++k) {
+      --cut;
+    }
+    if ((static_cast<unsigned char>(line_[cut]) & 0xC0) == 0x80) cut = kMaxLineBytes;  // not UTF-8
+    emit(std::string_view(line_.data(), cut), true);
+    line_.erase(0, cut);
+  }
+}
+
+void LineAssembler::finish(const LineFn& emit) {
+  pending_cr_ = false;
+  if (!line_.empty()) emit(line_, false);
+  line_.clear();
+}
+
+}  // namespace launch
+}  // namespace rankwise

@@ -1,0 +1,70 @@
+#pragma once
+/// \file options.h
+/// The launcher's configuration, parsed from its command line (see cli.cpp).
+
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rankwise {
+namespace launch {
+
+/// Exit codes of rankwise-run (documented in DESIGN.md and `-h`).
+constexpr int kExitOk = 0;
+constexpr int kExitWorkerFailed = 1;
+constexpr int kExitUsage = 2;
+
+/// Default tag prepended to every line a worker writes.
+constexpr const char* kDefaultTag = "[rank{rank}]: ";
+
+/// Bad usage or configuration, detected before any worker starts; the launcher
+/// prints the message and exits with kExitUsage (2). The message names the
+/// flag or value at fault and what to do.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Everything the launcher needs to know, validated.
+struct LaunchOptions {
+  int nproc_per_node = 1;  ///< workers on this node (resolved from cpu/gpu/auto)
+  int nnodes = 1;          ///< number of nodes
+  int node_rank = 0;       ///< index of this node, in [0, nnodes)
+  std::string master_addr = "127.0.0.1";  ///< host of the rendezvous store
+  /// Port of the rendezvous store; unset means "pick a free one" (nnodes == 1).
+  std::optional<int> master_port;
+  bool standalone = false;  ///< single node, local store on a free port
+  std::string tag = kDefaultTag;  ///< line tag template (see tag_template.h)
+  bool tag_enabled = true;        ///< false with --no-tag
+  std::vector<int> only_ranks;    ///< ranks whose stdout is shown; empty = all
+  std::string log_dir;            ///< per-rank log files root; empty = none
+  bool group_by_rank = false;     ///< print each rank's output as one block
+  int max_restarts = 0;           ///< restarts of the whole local group
+  std::chrono::milliseconds monitor_interval{100};  ///< max wait between checks
+  std::string run_id = "none";    ///< TORCHELASTIC_RUN_ID
+  std::chrono::milliseconds grace_period{5000};     ///< SIGTERM -> SIGKILL delay
+  std::chrono::milliseconds rendezvous_timeout{300000};  ///< wait for all nodes
+  std::string program;            ///< resolved path of the program to execute
+  std::vector<std::string> program_argv;  ///< argv of the program, [0] as given
+
+  /// nnodes * nproc_per_node.
+  int world_size() const { return nnodes * nproc_per_node; }
+};
+
+/// Parses and validates the command line. Returns nullopt when `-h` was given
+/// (help already printed). Throws UsageError on bad usage.
+std::optional<LaunchOptions> parse_command_line(int argc, char** argv);
+
+/// Resolves `--nproc-per-node`: a positive integer, `cpu` (number of CPU cores),
+/// `gpu` (number of visible GPUs; UsageError when none) or `auto` (GPUs if any,
+/// else CPU cores). Throws UsageError for anything else or a value < 1.
+int resolve_nproc_per_node(const std::string& value);
+
+/// Finds PROGRAM the way execvp would (PATH search when it has no '/').
+/// Throws UsageError when it does not exist or is not an executable file.
+std::string resolve_program(const std::string& program);
+
+}  // namespace launch
+}  // namespace rankwise

@@ -1,0 +1,77 @@
+#include "launch/rendezvous.h"
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <fmt/format.h>
+
+#include <thread>
+#include <vector>
+
+namespace rankwise {
+namespace launch {
+
+std::string node_key(int node_rank) { return fmt::format("rankwise/nodes/{}", node_rank); }
+
+NodeRendezvous::NodeRendezvous(const std::string& addr, int port, bool host_store,
+                               std::chrono::milliseconds timeout)
+    : addr_(addr), port_(port) {
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<std::uint16_t>(port);
+  o.isServer = host_store;
+  o.waitWorkers = false;
+  o.timeout = timeout;
+  try {
+    store_ = std::make_unique<c10d::TCPStore>(addr, o);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    const std::string first_line = what.substr(0, what.find('\n'));
+    if (host_store) {
+      throw RendezvousError(fmt::format(
+          "cannot host the rendezvous store on port {}: {}; the port may be in use: choose "
+          "another --master-port",
+          port, first_line));
+    }
+    throw RendezvousError(fmt::format(
+        "cannot reach node 0's rendezvous store at {}:{} within {} s: {}; start node 0 "
+        "(--node-rank 0) and check --master-addr/--master-port",
+        addr, port, timeout.count() / 1000.0, first_line));
+  }
+}
+
+NodeRendezvous::~NodeRendezvous() = default;
+
+bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
+                          std::chrono::milliseconds timeout,
+                          const std::function<bool()>& interrupted) {
+  const std::string value = host;
+  try {
+    store_->set(node_key(node_rank), std::vector<uint8_t>(value.begin(), value.end()));
+    std::vector<std::string> keys;
+    for (int r = 0; r < nnodes; ++r) keys.push_back(node_key(r));
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (store_->check(keys)) return true;
+      if (interrupted()) return false;
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::string missing;
+    for (int r = 0; r < nnodes; ++r) {
+      if (!store_->check({node_key(r)})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
+    throw RendezvousError(fmt::format(
+        "rendezvous timed out after {} s at {}:{}: node rank(s) {} of {} never arrived; start "
+        "rankwise-run on those nodes with the same --nnodes/--master-addr/--master-port, or "
+        "raise --rendezvous-timeout",
+        timeout.count() / 1000.0, addr_, port_, missing, nnodes));
+  } catch (const RendezvousError&) {
+    throw;
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    throw RendezvousError(fmt::format("rendezvous store {}:{} failed: {}", addr_, port_,
+                                      what.substr(0, what.find('\n'))));
+  }
+}
+
+}  // namespace launch
+}  // namespace rankwise

@@ -1,0 +1,59 @@
+#pragma once
+/// \file rendezvous.h
+/// Static rendezvous of the launchers of a job over c10d's TCPStore: node 0
+/// hosts the store at MASTER_ADDR:MASTER_PORT (the workers connect to it as
+/// clients), every node registers under `rankwise/nodes/<node_rank>` and waits
+/// until all nodes have.
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace c10d {
+class TCPStore;
+}
+
+namespace rankwise {
+namespace launch {
+
+/// The store could not be hosted or reached, or a node never arrived. The
+/// message names the address, the timeout and the missing node ranks.
+class RendezvousError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The launcher's connection to the job's store, alive for the whole run.
+class NodeRendezvous {
+ public:
+  /// Node 0 (`host_store`): hosts the store on `port`; throws RendezvousError
+  /// when the port cannot be bound. Other nodes: connect to addr:port,
+  /// retrying until `timeout`; throws RendezvousError when unreachable.
+  NodeRendezvous(const std::string& addr, int port, bool host_store,
+                 std::chrono::milliseconds timeout);
+  ~NodeRendezvous();
+  NodeRendezvous(const NodeRendezvous&) = delete;
+  NodeRendezvous& operator=(const NodeRendezvous&) = delete;
+
+  /// Registers this node and waits until nodes [0, nnodes) all registered.
+  /// `interrupted` is polled every 100 ms; when it returns true join() returns
+  /// false. Throws RendezvousError naming the missing node ranks at `timeout`.
+  bool join(int node_rank, int nnodes, const std::string& host, std::chrono::milliseconds timeout,
+            const std::function<bool()>& interrupted);
+
+  /// Port of the store.
+  int port() const { return port_; }
+
+ private:
+  std::unique_ptr<c10d::TCPStore> store_;
+  std::string addr_;
+  int port_;
+};
+
+/// The store key under which node `node_rank` registers.
+std::string node_key(int node_rank);
+
+}  // namespace launch
+}  // namespace rankwise

@@ -1,0 +1,56 @@
+#include "launch/signals.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <system_error>
+
+namespace rankwise {
+namespace launch {
+
+namespace {
+int g_pipe[2] = {-1, -1};
+
+extern "C" void on_signal(int sig) {
+  const int saved = errno;
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  (void)!::write(g_pipe[1], &byte, 1);  // full pipe: a wake-up is pending anyway
+  errno = saved;
+}
+}  // namespace
+
+void install_signal_pipe() {
+  if (g_pipe[0] >= 0) return;
+  if (::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    throw std::system_error(errno, std::generic_category(), "pipe");
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT}) ::sigaction(sig, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+}
+
+int signal_pipe_fd() { return g_pipe[0]; }
+
+std::vector<int> drain_signals() {
+  std::vector<int> sigs;
+  unsigned char buf[64];
+  for (;;) {
+    const ssize_t n = ::read(g_pipe[0], buf, sizeof(buf));
+    if (n > 0) {
+      for (ssize_t i = 0; i < n; ++i) sigs.push_back(buf[i]);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      break;
+    }
+  }
+  return sigs;
+}
+
+}  // namespace launch
+}  // namespace rankwise

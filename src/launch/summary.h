@@ -1,0 +1,65 @@
+#pragma once
+/// \file summary.h
+/// What happened to each worker, and the failure summary printed on stderr.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace rankwise {
+namespace launch {
+
+/// Life cycle of a worker.
+enum class WorkerState {
+  kRunning,
+  kSucceeded,   ///< exited with code 0
+  kFailed,      ///< exited non-zero or by a signal the launcher did not send
+  kTerminated,  ///< ended after the launcher asked it to stop
+};
+
+/// One worker of one attempt.
+struct WorkerRecord {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  WorkerState state = WorkerState::kRunning;
+  int exit_code = -1;   ///< valid when it exited normally
+  int term_signal = 0;  ///< signal that ended it, 0 when it exited
+  bool stop_requested = false;  ///< the launcher sent it SIGTERM/SIGKILL/forwarded a signal
+  std::chrono::steady_clock::time_point start;
+  std::chrono::steady_clock::time_point end;
+  std::string error_file;  ///< its RANKWISE_ERROR_FILE
+};
+
+/// "SIGKILL" for 9 and so on; "signal N" when unknown.
+std::string signal_name(int sig);
+
+/// "exited with code 3" or "was killed by SIGKILL (signal 9)".
+std::string describe_exit(const WorkerRecord& w);
+
+/// Everything the summary shows.
+struct FailureReport {
+  int attempt = 0;
+  std::string host;
+  int node_rank = 0;
+  int world_size = 1;
+  WorkerRecord root_cause;                 ///< first failure in time
+  std::deque<std::string> root_stderr_tail;  ///< its last stderr lines
+  std::string root_error_file_text;        ///< contents of its error file, may be empty
+  std::vector<WorkerRecord> workers;       ///< every local worker
+  std::chrono::steady_clock::time_point job_start;
+};
+
+/// Multi-line summary naming the root cause (rank, local rank, host, pid,
+/// exit code or signal, elapsed time, stderr tail, error file) and the fate of
+/// the other local workers. Ends with a newline.
+std::string format_failure_summary(const FailureReport& report);
+
+/// Reads at most `max_bytes` of a worker's error file; "" when absent.
+std::string read_error_file(const std::string& path, std::size_t max_bytes = 16 * 1024);
+
+}  // namespace launch
+}  // namespace rankwise

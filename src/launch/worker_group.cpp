@@ -1,0 +1,308 @@
+#include "launch/worker_group.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "launch/output_merger.h"
+#include "launch/signals.h"
+#include "launch/tag_template.h"
+#include "launch/worker_process.h"
+
+namespace rankwise {
+namespace launch {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::string> worker_environment(const AttemptConfig& c, int local_rank) {
+  const LaunchOptions& o = *c.options;
+  const int rank = o.node_rank * o.nproc_per_node + local_rank;
+  std::vector<std::string> env = c.base_env;
+  auto set = [&](const char* name, const std::string& value) {
+    env.push_back(fmt::format("{}={}", name, value));
+  };
+  set("RANK", std::to_string(rank));
+  set("LOCAL_RANK", std::to_string(local_rank));
+  set("WORLD_SIZE", std::to_string(o.world_size()));
+  set("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node));
+  set("GROUP_RANK", std::to_string(o.node_rank));
+  set("GROUP_WORLD_SIZE", std::to_string(o.nnodes));
+  set("ROLE_RANK", std::to_string(rank));
+  set("ROLE_WORLD_SIZE", std::to_string(o.world_size()));
+  set("MASTER_ADDR", o.master_addr);
+  set("MASTER_PORT", std::to_string(c.master_port));
+  set("RANKWISE_RESTART_COUNT", std::to_string(c.attempt));
+  set("TORCHELASTIC_RESTART_COUNT", std::to_string(c.attempt));
+  set("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts));
+  set("TORCHELASTIC_RUN_ID", o.run_id);
+  set("RANKWISE_AGENT_STORE", "1");
+  set("TORCHELASTIC_USE_AGENT_STORE", "True");
+  set("RANKWISE_ERROR_FILE",
+      fmt::format("{}/error_attempt{}_rank{}.json", c.error_dir, c.attempt, rank));
+  return env;
+}
+
+namespace {
+
+struct Pipe {
+  int fd = -1;
+  std::size_t worker = 0;
+  Stream stream = Stream::kStdout;
+};
+
+int open_log(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw std::system_error(errno, std::generic_category(), "cannot open log file " + path);
+  }
+  return fd;
+}
+
+class AttemptRunner {
+ public:
+  explicit AttemptRunner(const AttemptConfig& c) : c_(c), o_(*c.options) {}
+
+  AttemptResult run() {
+    const int n = o_.nproc_per_node;
+    MergerOptions mo;
+    mo.only_ranks = o_.only_ranks;
+    mo.group_by_rank = o_.group_by_rank;
+    const TagTemplate tag = TagTemplate::parse(o_.tag_enabled ? o_.tag : "");
+    std::string log_attempt_dir;
+    if (!o_.log_dir.empty()) {
+      log_attempt_dir = fmt::format("{}/attempt_{}", o_.log_dir, c_.attempt);
+      std::filesystem::create_directories(log_attempt_dir);
+    }
+    for (int l = 0; l < n; ++l) {
+      const int rank = o_.node_rank * n + l;
+      mo.ranks.push_back(rank);
+      mo.tags.push_back(tag.render({rank, l, o_.node_rank, o_.world_size(), c_.host}));
+      if (!log_attempt_dir.empty()) {
+        mo.log_fds.emplace_back(open_log(fmt::format("{}/rank_{}.stdout", log_attempt_dir, rank)),
+                                open_log(fmt::format("{}/rank_{}.stderr", log_attempt_dir, rank)));
+      }
+    }
+    log_fds_ = mo.log_fds;
+    merger_.emplace(std::move(mo));
+    job_start_ = Clock::now();
+
+    for (int l = 0; l < n; ++l) {
+      WorkerRecord rec;
+      rec.local_rank = l;
+      rec.rank = o_.node_rank * n + l;
+      WorkerSpec spec{o_.program, o_.program_argv, worker_environment(c_, l)};
+      rec.error_file = fmt::format("{}/error_attempt{}_rank{}.json", c_.error_dir, c_.attempt, rec.rank);
+      ::unlink(rec.error_file.c_str());
+      SpawnedWorker sw;
+      try {
+        sw = spawn_worker(spec);
+      } catch (...) {
+        stop_all(SIGKILL);
+        loop();
+        close_logs();
+        throw;
+      }
+      rec.pid = sw.pid;
+      rec.start = Clock::now();
+      workers_.push_back(rec);
+      pipes_.push_back({sw.stdout_fd, workers_.size() - 1, Stream::kStdout});
+      pipes_.push_back({sw.stderr_fd, workers_.size() - 1, Stream::kStderr});
+    }
+
+    loop();
+    close_logs();
+
+    AttemptResult result;
+    if (signal_ != 0) {
+      result.outcome = AttemptResult::Outcome::kSignaled;
+      result.signal = signal_;
+    } else if (root_cause_) {
+      result.outcome = AttemptResult::Outcome::kFailed;
+      FailureReport r;
+      r.attempt = c_.attempt;
+      r.host = c_.host;
+      r.node_rank = o_.node_rank;
+      r.world_size = o_.world_size();
+      r.root_cause = workers_[*root_cause_];
+      r.root_stderr_tail = merger_->stderr_tail(*root_cause_);
+      r.root_error_file_text = read_error_file(r.root_cause.error_file);
+      r.workers = workers_;
+      r.job_start = job_start_;
+      result.failure = std::move(r);
+    }
+    return result;
+  }
+
+ private:
+  bool any_running() const {
+    return std::any_of(workers_.begin(), workers_.end(),
+                       [](const WorkerRecord& w) { return w.state == WorkerState::kRunning; });
+  }
+
+  void stop_all(int sig) {
+    for (auto& w : workers_) {
+      if (w.state != WorkerState::kRunning) continue;
+      w.stop_requested = true;
+      signal_worker_group(w.pid, sig);
+    }
+    if (sig == SIGKILL) {
+      killed_ = true;
+    } else if (!stopping_) {
+      stopping_ = true;
+      kill_deadline_ = Clock::now() + o_.grace_period;
+    }
+  }
+
+  void reap() {
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+      WorkerRecord& w = workers_[i];
+      if (w.state != WorkerState::kRunning) continue;
+      int status = 0;
+      const pid_t r = ::waitpid(w.pid, &status, WNOHANG);
+      if (r != w.pid) continue;
+      w.end = Clock::now();
+      if (WIFSIGNALED(status)) {
+        w.term_signal = WTERMSIG(status);
+      } else {
+        w.exit_code = WEXITSTATUS(status);
+      }
+      if (w.term_signal == 0 && w.exit_code == 0) {
+        w.state = WorkerState::kSucceeded;
+      } else if (w.stop_requested) {
+        w.state = WorkerState::kTerminated;
+      } else {
+        w.state = WorkerState::kFailed;
+        if (!root_cause_ && signal_ == 0) {
+          root_cause_ = i;
+          stop_all(SIGTERM);
+        }
+      }
+    }
+    if (!any_running() && !all_reaped_) {
+      all_reaped_ = true;
+      drain_deadline_ = Clock::now() + std::chrono::seconds(2);
+      // Children the workers left behind in their process groups end with them.
+      for (const auto& w : workers_) ::kill(-w.pid, SIGKILL);
+    }
+  }
+
+  void on_signal(int sig) {
+    if (sig == SIGCHLD) return;
+    if (signal_ == 0) {
+      signal_ = sig;
+      write_all(2, fmt::format("rankwise-run: received {}; forwarding it to every worker "
+                               "(SIGKILL after {:.1f} s)\n",
+                               signal_name(sig), o_.grace_period.count() / 1000.0));
+      stop_all(sig);
+    } else {
+      write_all(2, fmt::format("rankwise-run: received {} again; killing every worker\n",
+                               signal_name(sig)));
+      stop_all(SIGKILL);
+    }
+  }
+
+  void read_pipe(Pipe& p) {
+    char buf[65536];
+    for (int round = 0; round < 4; ++round) {
+      const ssize_t n = ::read(p.fd, buf, sizeof(buf));
+      if (n > 0) {
+        merger_->on_data(p.worker, p.stream, buf, static_cast<std::size_t>(n));
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      close_pipe(p);
+      return;
+    }
+  }
+
+  void close_pipe(Pipe& p) {
+    merger_->on_eof(p.worker, p.stream);
+    ::close(p.fd);
+    p.fd = -1;
+  }
+
+  void loop() {
+    std::vector<pollfd> pfds;
+    for (;;) {
+      reap();
+      const bool pipes_open =
+          std::any_of(pipes_.begin(), pipes_.end(), [](const Pipe& p) { return p.fd >= 0; });
+      if (all_reaped_ && (!pipes_open || Clock::now() >= drain_deadline_)) break;
+
+      auto timeout = o_.monitor_interval;
+      const auto now = Clock::now();
+      auto until = [&](Clock::time_point t) {
+        return std::max<std::chrono::milliseconds>(
+            std::chrono::milliseconds(0),
+            std::chrono::duration_cast<std::chrono::milliseconds>(t - now) +
+                std::chrono::milliseconds(1));
+      };
+      if (stopping_ && !killed_) timeout = std::min(timeout, until(kill_deadline_));
+      if (all_reaped_) timeout = std::min(timeout, until(drain_deadline_));
+
+      pfds.clear();
+      pfds.push_back({signal_pipe_fd(), POLLIN, 0});
+      std::vector<std::size_t> index;
+      for (std::size_t i = 0; i < pipes_.size(); ++i) {
+        if (pipes_[i].fd < 0) continue;
+        pfds.push_back({pipes_[i].fd, POLLIN, 0});
+        index.push_back(i);
+      }
+      const int rc = ::poll(pfds.data(), pfds.size(), static_cast<int>(timeout.count()));
+      if (rc > 0) {
+        for (std::size_t k = 1; k < pfds.size(); ++k) {
+          if (pfds[k].revents & (POLLIN | POLLHUP | POLLERR)) read_pipe(pipes_[index[k - 1]]);
+        }
+        if (pfds[0].revents & POLLIN) {
+          for (int sig : drain_signals()) on_signal(sig);
+        }
+      }
+      if (stopping_ && !killed_ && Clock::now() >= kill_deadline_ && any_running()) {
+        stop_all(SIGKILL);
+      }
+    }
+    for (auto& p : pipes_) {
+      if (p.fd >= 0) close_pipe(p);
+    }
+    merger_->flush_groups();
+  }
+
+  void close_logs() {
+    for (auto& fds : log_fds_) {
+      if (fds.first >= 0) ::close(fds.first);
+      if (fds.second >= 0) ::close(fds.second);
+    }
+    log_fds_.clear();
+  }
+
+  const AttemptConfig& c_;
+  const LaunchOptions& o_;
+  std::optional<OutputMerger> merger_;
+  std::vector<std::pair<int, int>> log_fds_;
+  std::vector<WorkerRecord> workers_;
+  std::vector<Pipe> pipes_;
+  std::optional<std::size_t> root_cause_;
+  int signal_ = 0;
+  bool stopping_ = false;
+  bool killed_ = false;
+  bool all_reaped_ = false;
+  Clock::time_point kill_deadline_;
+  Clock::time_point drain_deadline_;
+  Clock::time_point job_start_;
+};
+
+}  // namespace
+
+AttemptResult run_attempt(const AttemptConfig& config) { return AttemptRunner(config).run(); }
+
+}  // namespace launch
+}  // namespace rankwise

@@ -1,0 +1,42 @@
+#pragma once
+/// \file worker_group.h
+/// One attempt: start the local workers, merge their output, watch them, and
+/// stop them all when one fails or the launcher gets a signal.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch/options.h"
+#include "launch/summary.h"
+
+namespace rankwise {
+namespace launch {
+
+/// Inputs of one attempt.
+struct AttemptConfig {
+  const LaunchOptions* options = nullptr;
+  int attempt = 0;           ///< restart count, from 0
+  int master_port = 0;       ///< resolved store port
+  std::string host;          ///< this node's host name
+  std::string error_dir;     ///< where RANKWISE_ERROR_FILE paths live
+  std::vector<std::string> base_env;  ///< launcher's env minus the variables we set
+};
+
+/// How an attempt ended.
+struct AttemptResult {
+  enum class Outcome { kSucceeded, kFailed, kSignaled };
+  Outcome outcome = Outcome::kSucceeded;
+  int signal = 0;                        ///< with kSignaled: the launcher's signal
+  std::optional<FailureReport> failure;  ///< with kFailed
+};
+
+/// Runs one attempt to its end. Throws std::system_error when a worker cannot
+/// be started (pipe/fork), after stopping the ones already running.
+AttemptResult run_attempt(const AttemptConfig& config);
+
+/// The environment of the worker with `local_rank` (exposed for tests).
+std::vector<std::string> worker_environment(const AttemptConfig& config, int local_rank);
+
+}  // namespace launch
+}  // namespace rankwise

@@ -1,0 +1,97 @@
+#include "launch/worker_process.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <system_error>
+
+namespace rankwise {
+namespace launch {
+
+namespace {
+
+void close_from(int lowfd) {
+#ifdef SYS_close_range
+  if (::syscall(SYS_close_range, lowfd, ~0U, 0) == 0) return;
+#endif
+  rlimit rl{};
+  int maxfd = 4096;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    maxfd = static_cast<int>(rl.rlim_cur);
+  }
+  for (int fd = lowfd; fd < maxfd; ++fd) ::close(fd);
+}
+
+void child_fail(const char* what, int err) {
+  // async-signal-safe reporting only
+  const char* prefix = "rankwise-run: cannot start worker: ";
+  ::write(2, prefix, strlen(prefix));
+  ::write(2, what, strlen(what));
+  ::write(2, ": ", 2);
+  const char* msg = strerror(err);
+  ::write(2, msg, strlen(msg));
+  ::write(2, "\n", 1);
+  _exit(127);
+}
+
+}  // namespace
+
+SpawnedWorker spawn_worker(const WorkerSpec& spec) {
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+  if (::pipe2(err, O_CLOEXEC) != 0) {
+    const int e = errno;
+    ::close(out[0]);
+    ::close(out[1]);
+    throw std::system_error(e, std::generic_category(), "pipe");
+  }
+  // Everything the child needs is prepared before fork: after it, only
+  // async-signal-safe calls (the launcher has threads: the TCPStore server).
+  std::vector<char*> argv, envp;
+  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const pid_t parent = ::getpid();
+
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
+    throw std::system_error(e, std::generic_category(), "fork");
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail("prctl(PR_SET_PDEATHSIG)", errno);
+    if (::getppid() != parent) _exit(128 + SIGKILL);  // the launcher already died
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) ::signal(sig, SIG_DFL);
+    if (::dup2(out[1], 1) < 0 || ::dup2(err[1], 2) < 0) child_fail("dup2", errno);
+    close_from(3);
+    ::execve(spec.path.c_str(), argv.data(), envp.data());
+    child_fail(spec.path.c_str(), errno);
+  }
+  ::setpgid(pid, pid);  // also in the parent, so signalling the group never races the child
+  ::close(out[1]);
+  ::close(err[1]);
+  for (int fd : {out[0], err[0]}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return SpawnedWorker{pid, out[0], err[0]};
+}
+
+bool signal_worker_group(pid_t pid, int sig) {
+  if (pid <= 0) return false;
+  if (::kill(-pid, sig) == 0) return true;
+  // The group may not exist yet (setpgid race) or only the leader is left.
+  return ::kill(pid, sig) == 0;
+}
+
+}  // namespace launch
+}  // namespace rankwise
