@@ -4,6 +4,7 @@
 
 #include "rankwise/checkpoint/checkpoint.h"
 #include "rankwise/checkpoint/state_dict.h"
+#include "rankwise/consensus.h"
 #include "rankwise/data/distributed_sampler.h"
 #include "rankwise/data/fashion_mnist.h"
 #include "rankwise/data/idx.h"
@@ -11,4 +12,9 @@
 #include "rankwise/env.h"
 #include "rankwise/error.h"
 #include "rankwise/log.h"
+#include "rankwise/metrics/aggregation.h"
+#include "rankwise/metrics/auroc.h"
+#include "rankwise/metrics/classification.h"
+#include "rankwise/metrics/collection.h"
+#include "rankwise/metrics/metric.h"
 #include "rankwise/process_group.h"

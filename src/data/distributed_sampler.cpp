@@ -11,8 +11,8 @@ namespace rankwise {
 DistributedSampler::DistributedSampler(int64_t dataset_size, DistributedSamplerOptions options)
     : dataset_size_(dataset_size),
       options_(options),
-      num_replicas_(options.num_replicas_.value_or(world_size())),
-      rank_(options.rank_.value_or(rank())) {
+      num_replicas_(options.num_replicas_.value_or(rankwise::world_size())),
+      rank_(options.rank_.value_or(rankwise::rank())) {
   if (dataset_size_ < 0) throw ConfigError("rankwise: DistributedSampler: negative dataset size");
   if (num_replicas_ < 1) {
     throw ConfigError("rankwise: DistributedSampler: num_replicas must be >= 1, got " +

@@ -7,7 +7,7 @@
 
 namespace rankwise {
 
-FashionMnist load_fashion_mnist(const std::string& dir, bool train) {
+FashionMnist load_fashion_mnist(const std::string& dir, bool train, bool normalize) {
   const std::string prefix = dir + "/" + (train ? "train" : "t10k");
   auto read = [](const std::string& path) {
     try {
@@ -27,6 +27,7 @@ FashionMnist load_fashion_mnist(const std::string& dir, bool train) {
   }
   FashionMnist data;
   data.images = images.reshape({images.size(0), -1}).to(torch::kFloat32).div_(255.0);
+  if (normalize) data.images.sub_(kFashionMnistMean).div_(kFashionMnistStd);
   data.labels = labels.to(torch::kInt64);
   return data;
 }

@@ -1,0 +1,44 @@
+#pragma once
+/// \file metrics/auroc.h
+/// Binary AUROC (area under the ROC curve) over every rank's samples.
+///
+/// AUROC is not a mean of per-rank values: it ranks every score against every
+/// other. So the metric keeps its inputs (kCat states) and compute() gathers
+/// them from every rank (shards may differ in length, also 0: lengths are
+/// gathered first, shards padded to the longest and trimmed on arrival), then
+/// computes the area once on the union. Memory: 16 bytes per sample per rank.
+///
+/// Definition: scikit-learn's roc_auc_score for binary targets: the ROC curve
+/// has one point per distinct score (tied scores move FPR and TPR together)
+/// and its area is taken with the trapezoidal rule. This equals the
+/// Mann-Whitney U statistic / (positives * negatives) with ties counted 1/2.
+
+#include "rankwise/metrics/metric.h"
+
+namespace rankwise {
+namespace metrics {
+
+/// AUROC of binary `scores` against `target`, locally (no communication;
+/// torchmetrics.functional style). scores: [N] floating (any monotone score:
+/// probability or logit). target: [N] bool or integer with values 0/1.
+/// Returns a double; NaN when the targets hold only one class (sklearn raises
+/// there; a NaN keeps every rank on the same path). Throws ConfigError on
+/// mismatched shapes, non-binary targets or NaN scores.
+double binary_auroc(const torch::Tensor& scores, const torch::Tensor& target);
+
+/// Distributed binary AUROC. States: "scores" float64 [n] (kCat), "target"
+/// int64 [n] (kCat). compute(): 0-d float64 (NaN when only one class occurs
+/// over all ranks). compute() issues two all_gathers (lengths, then data).
+class AUROC : public Metric {
+ public:
+  AUROC();
+  /// scores: [N] floating; target: [N] bool or integer, values 0/1; rows
+  /// marked padding are left out. Local. Throws ConfigError on mismatched
+  /// shapes, non-binary targets, NaN scores or a mask of the wrong length.
+  void update(const torch::Tensor& scores, const torch::Tensor& target,
+              const PaddingMask& is_padding = {});
+  torch::Tensor compute_from(const StateMap& states) const override;
+};
+
+}  // namespace metrics
+}  // namespace rankwise

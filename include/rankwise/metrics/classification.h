@@ -1,0 +1,143 @@
+#pragma once
+/// \file metrics/classification.h
+/// Multiclass (single-label) classification metrics: Accuracy (top-k),
+/// ConfusionMatrix, Precision, Recall and F1 with micro and macro averaging.
+/// All are decomposable: their states are int64 counts, reduced by sum.
+///
+/// Inputs of update(preds, target, is_padding):
+/// - `target`: [N], an integer dtype, each label in [0, num_classes).
+/// - `preds`: either scores [N, num_classes] (floating; logits or
+///   probabilities; the prediction is the argmax, ties going to the lowest
+///   index as torch.argmax) or predicted labels [N] (integer dtype, each in
+///   [0, num_classes)).
+/// - `is_padding`: optional mask [N] (see PaddingMask); padding samples are
+///   left out.
+/// Errors (ConfigError, local, thrown by update): mismatched N, wrong rank of
+/// a tensor, floating labels, a label out of range, num_classes <= 0, a mask of
+/// the wrong length.
+///
+/// Definitions follow scikit-learn (sklearn.metrics: accuracy_score,
+/// top_k_accuracy_score, confusion_matrix, precision_score, recall_score,
+/// f1_score) with zero_division=0.
+
+#include "rankwise/metrics/metric.h"
+
+namespace rankwise {
+namespace metrics {
+
+/// How per-class values are combined.
+enum class Average {
+  /// From the counts summed over classes: sum(tp) / sum(tp + fp) etc. For
+  /// single-label multiclass data micro precision = recall = F1 = accuracy.
+  kMicro,
+  /// Unweighted mean of the per-class values over the classes that occur in
+  /// the targets or the predictions (scikit-learn's labels=None); a class
+  /// whose ratio is 0/0 counts as 0 (zero_division=0).
+  kMacro,
+  /// No averaging: compute() returns the per-class values, float64 [num_classes]
+  /// (0 where a ratio is 0/0).
+  kNone,
+};
+
+/// Options of the classification metrics.
+struct ClassificationOptions {
+  explicit ClassificationOptions(int64_t num_classes) : num_classes_(num_classes) {}
+  /// Number of classes C (> 0).
+  ClassificationOptions& num_classes(int64_t v) { num_classes_ = v; return *this; }
+  /// Averaging of Precision/Recall/F1 (default kMacro). Ignored by Accuracy
+  /// and ConfusionMatrix.
+  ClassificationOptions& average(Average v) { average_ = v; return *this; }
+  /// Accuracy only: a sample is correct when its target is among the k
+  /// highest scores (default 1). k > 1 needs scores [N, C] and k <= C.
+  ClassificationOptions& top_k(int64_t v) { top_k_ = v; return *this; }
+
+  int64_t num_classes_;
+  Average average_ = Average::kMacro;
+  int64_t top_k_ = 1;
+};
+
+/// Fraction of correctly classified samples, correct / total, over every rank
+/// (sklearn accuracy_score; with top_k, top_k_accuracy_score). Ties among the
+/// top scores are broken as torch::topk does.
+/// States: "correct" int64 [] (kSum), "total" int64 [] (kSum).
+/// compute(): 0-d float64; NaN when no sample was counted.
+/// Throws ConfigError from the constructor when num_classes <= 0 or top_k is
+/// not in [1, num_classes].
+class Accuracy : public Metric {
+ public:
+  explicit Accuracy(ClassificationOptions options);
+  /// See this file's docs for shapes. Local.
+  void update(const torch::Tensor& preds, const torch::Tensor& target,
+              const PaddingMask& is_padding = {});
+  torch::Tensor compute_from(const StateMap& states) const override;
+  const ClassificationOptions& options() const { return options_; }
+
+ private:
+  ClassificationOptions options_;
+};
+
+/// Counts of (true class, predicted class) pairs: entry [i, j] is the number
+/// of samples of class i predicted as j (rows true, columns predicted, as
+/// sklearn confusion_matrix). State: "confmat" int64 [C, C] (kSum).
+/// compute(): int64 [C, C]. Throws ConfigError when num_classes <= 0.
+class ConfusionMatrix : public Metric {
+ public:
+  explicit ConfusionMatrix(ClassificationOptions options);
+  /// See this file's docs for shapes. Local.
+  void update(const torch::Tensor& preds, const torch::Tensor& target,
+              const PaddingMask& is_padding = {});
+  torch::Tensor compute_from(const StateMap& states) const override;
+  const ClassificationOptions& options() const { return options_; }
+
+ private:
+  ClassificationOptions options_;
+};
+
+/// Shared base of Precision, Recall and F1: per-class true positives, false
+/// positives and false negatives. States: "tp", "fp", "fn", each int64 [C]
+/// (kSum); torchmetrics' StatScores convention.
+class StatScores : public Metric {
+ public:
+  /// See this file's docs for shapes. Local.
+  void update(const torch::Tensor& preds, const torch::Tensor& target,
+              const PaddingMask& is_padding = {});
+  const ClassificationOptions& options() const { return options_; }
+
+ protected:
+  /// Throws ConfigError when num_classes <= 0.
+  StatScores(std::string name, ClassificationOptions options);
+  /// Per-class ratio num / den (0 where den == 0), then averaged as options().average_.
+  /// `present`: classes occurring in targets or predictions (for kMacro).
+  torch::Tensor average(const torch::Tensor& num, const torch::Tensor& den,
+                        const StateMap& states) const;
+  ClassificationOptions options_;
+};
+
+/// Precision tp / (tp + fp) (sklearn precision_score).
+/// compute(): 0-d float64 (kMicro, kMacro) or float64 [C] (kNone); 0 when undefined.
+class Precision : public StatScores {
+ public:
+  explicit Precision(ClassificationOptions options);
+  torch::Tensor compute_from(const StateMap& states) const override;
+};
+
+/// Recall tp / (tp + fn) (sklearn recall_score).
+/// compute(): 0-d float64 (kMicro, kMacro) or float64 [C] (kNone); 0 when undefined.
+class Recall : public StatScores {
+ public:
+  explicit Recall(ClassificationOptions options);
+  torch::Tensor compute_from(const StateMap& states) const override;
+};
+
+/// F1 = 2 tp / (2 tp + fp + fn), the harmonic mean of precision and recall
+/// (sklearn f1_score; macro is the mean of the per-class F1, not the F1 of
+/// the macro precision and recall).
+/// compute(): 0-d float64 (kMicro, kMacro) or float64 [C] (kNone); 0 when undefined.
+class F1 : public StatScores {
+ public:
+  explicit F1(ClassificationOptions options);
+  torch::Tensor compute_from(const StateMap& states) const override;
+};
+
+}  // namespace metrics
+}  // namespace rankwise

@@ -1,0 +1,72 @@
+#pragma once
+/// \file metrics/collection.h
+/// Several metrics computed together with the fewest collectives:
+/// torchmetrics.MetricCollection, with its compute groups replaced by one
+/// flat buffer.
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rankwise/metrics/metric.h"
+
+namespace rankwise {
+namespace metrics {
+
+/// Named metrics that are computed together. compute() combines the states
+/// of every decomposable metric (Sum, Mean, Min, Max, Accuracy,
+/// ConfusionMatrix, Precision, Recall, F1, ...) with ONE all_reduce of one
+/// flat float64 buffer, however many metrics the collection holds; the kCat
+/// states of the others (AUROC) travel in two all_gathers (lengths, then
+/// data), also shared by all of them. last_sync() reports the count.
+///
+/// update() stays per metric (metrics take different inputs): keep the
+/// shared_ptr that add() returns and update through it.
+class MetricCollection {
+ public:
+  MetricCollection() = default;
+
+  /// Adds `metric` under `name` (unique, non-empty; used as the key of
+  /// compute() and the prefix "name." of state()). Returns `metric`.
+  /// Throws ConfigError on an empty or duplicate name or a null metric.
+  template <typename M>
+  std::shared_ptr<M> add(const std::string& name, std::shared_ptr<M> metric) {
+    add_metric(name, metric);
+    return metric;
+  }
+
+  /// The value of every metric, by name (see Metric::compute()). Collective:
+  /// every rank, same order, every rank holding the same metrics.
+  std::map<std::string, torch::Tensor> compute();
+  /// reset() of every metric. Local.
+  void reset();
+  /// Every metric's state() under keys "name.state" (this rank's part). Local.
+  c10::Dict<std::string, torch::Tensor> state() const;
+  /// Restores state(). Throws ConfigError when an entry is missing or its shape differs.
+  void load_state(const c10::Dict<std::string, torch::Tensor>& state);
+
+  /// The metric added under `name`; throws ConfigError when there is none.
+  Metric& at(const std::string& name);
+  std::size_t size() const { return metrics_.size(); }
+  /// Collectives issued by the last compute().
+  const SyncStats& last_sync() const { return last_sync_; }
+
+ private:
+  void add_metric(const std::string& name, std::shared_ptr<Metric> metric);
+  std::vector<std::pair<std::string, std::shared_ptr<Metric>>> metrics_;
+  SyncStats last_sync_;
+};
+
+namespace detail {
+/// Combines the states of `metrics` across ranks (one all_reduce for every
+/// kSum/kMin/kMax state of all of them, two all_gathers for every kCat state)
+/// and returns, per metric, its combined StateMap. Without a process group,
+/// or with one rank, returns the local states and communicates nothing.
+/// Collective. Adds what it issued to `stats`.
+std::vector<Metric::StateMap> sync_states(const std::vector<const Metric*>& metrics,
+                                          SyncStats& stats);
+}  // namespace detail
+
+}  // namespace metrics
+}  // namespace rankwise
