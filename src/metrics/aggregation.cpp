@@ -1,0 +1,134 @@
+#include "rankwise/metrics/aggregation.h"
+
+#include <cmath>
+#include <limits>
+
+#include "metrics/detail/common.h"
+
+namespace rankwise {
+namespace metrics {
+
+using detail::context;
+using detail::fail;
+using detail::shape_of;
+
+namespace {
+
+// `values` as float64 on the CPU, rows marked padding removed.
+torch::Tensor kept_values(const torch::Tensor& values, const PaddingMask& is_padding,
+                          const std::string& where) {
+  if (!values.defined()) fail(where, "values is an undefined tensor");
+  if (values.is_complex()) fail(where, "complex values are not supported");
+  auto v = values.detach().to(torch::kCPU, torch::kDouble);
+  if (is_padding.empty()) return v;
+  if (v.dim() == 0) {
+    fail(where, "a padding mask needs values of shape [N, ...], got a 0-d tensor");
+  }
+  return v.index({is_padding.keep(v.size(0), where)});
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ Sum
+Sum::Sum() : Metric("Sum") { add_state("sum", torch::zeros({}, torch::kDouble), Reduction::kSum); }
+
+void Sum::update(const torch::Tensor& values, const PaddingMask& is_padding) {
+  auto v = kept_values(values, is_padding, context(name(), "update"));
+  state_tensor("sum").add_(v.sum());
+}
+
+void Sum::update(double value) { state_tensor("sum").add_(value); }
+
+torch::Tensor Sum::compute_from(const StateMap& states) const { return states.at("sum").clone(); }
+
+// ------------------------------------------------------------------ Mean
+Mean::Mean() : Metric("Mean") {
+  add_state("sum", torch::zeros({}, torch::kDouble), Reduction::kSum);
+  add_state("weight", torch::zeros({}, torch::kDouble), Reduction::kSum);
+}
+
+void Mean::update(const torch::Tensor& values, const PaddingMask& is_padding) {
+  const std::string where = context(name(), "update");
+  if (values.defined() && values.dim() > 1) {
+    fail(where, "values must have shape [N] or [] (one value per sample), got " + shape_of(values) +
+                    "; reduce the other dimensions first, or use update_weighted");
+  }
+  auto v = kept_values(values, is_padding, where);
+  state_tensor("sum").add_(v.sum());
+  state_tensor("weight").add_(static_cast<double>(v.numel()));
+}
+
+void Mean::update(double value, double weight) {
+  if (!std::isfinite(weight) || weight < 0) {
+    fail(context(name(), "update"), "weight must be finite and >= 0, got " + std::to_string(weight));
+  }
+  if (weight == 0) return;  // 0 * inf would poison the sum
+  state_tensor("sum").add_(value * weight);
+  state_tensor("weight").add_(weight);
+}
+
+void Mean::update_weighted(const torch::Tensor& values, const torch::Tensor& weights,
+                           const PaddingMask& is_padding) {
+  const std::string where = context(name(), "update_weighted");
+  if (!values.defined() || !weights.defined() || values.dim() != 1 ||
+      values.sizes() != weights.sizes()) {
+    fail(where, "values and weights must both have shape [N], got " +
+                    (values.defined() ? shape_of(values) : std::string("undefined")) + " and " +
+                    (weights.defined() ? shape_of(weights) : std::string("undefined")));
+  }
+  auto v = kept_values(values, is_padding, where);
+  auto w = kept_values(weights, is_padding, where);
+  if (w.numel() > 0 && (w.min().item<double>() < 0 || !w.isfinite().all().item<bool>())) {
+    fail(where, "weights must be finite and >= 0");
+  }
+  auto nonzero = w.ne(0);  // 0 * inf would poison the sum
+  state_tensor("sum").add_((v.index({nonzero}) * w.index({nonzero})).sum());
+  state_tensor("weight").add_(w.sum());
+}
+
+torch::Tensor Mean::compute_from(const StateMap& states) const {
+  // 0 / 0 = NaN when nothing was counted.
+  return states.at("sum") / states.at("weight");
+}
+
+// ------------------------------------------------------------------ Min / Max
+Min::Min() : Metric("Min") {
+  add_state("min", torch::full({}, std::numeric_limits<double>::infinity(), torch::kDouble),
+            Reduction::kMin);
+}
+
+void Min::update(const torch::Tensor& values, const PaddingMask& is_padding) {
+  auto v = kept_values(values, is_padding, context(name(), "update"));
+  if (v.numel() == 0) return;
+  auto& m = state_tensor("min");
+  m = torch::minimum(m, v.min());
+}
+
+void Min::update(double value) {
+  auto& m = state_tensor("min");
+  m = torch::minimum(m, torch::full({}, value, torch::kDouble));
+}
+
+torch::Tensor Min::compute_from(const StateMap& states) const { return states.at("min").clone(); }
+
+Max::Max() : Metric("Max") {
+  add_state("max", torch::full({}, -std::numeric_limits<double>::infinity(), torch::kDouble),
+            Reduction::kMax);
+}
+
+void Max::update(const torch::Tensor& values, const PaddingMask& is_padding) {
+  auto v = kept_values(values, is_padding, context(name(), "update"));
+  if (v.numel() == 0) return;
+  auto& m = state_tensor("max");
+  m = torch::maximum(m, v.max());
+}
+
+void Max::update(double value) {
+  auto& m = state_tensor("max");
+  m = torch::maximum(m, torch::full({}, value, torch::kDouble));
+}
+
+torch::Tensor Max::compute_from(const StateMap& states) const { return states.at("max").clone(); }
+
+}  // namespace metrics
+}  // namespace rankwise
