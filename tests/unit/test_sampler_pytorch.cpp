@@ -1,0 +1,61 @@
+// The sampler's index lists equal PyTorch's DistributedSampler (Debian
+// python3-torch 1.13), run here as the reference.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+#include "rankwise/data/distributed_sampler.h"
+
+namespace {
+
+std::string run(const std::string& command) {
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buffer[4096];
+  std::size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+  ::pclose(pipe);
+  return out;
+}
+
+}  // namespace
+
+TEST(DistributedSamplerInterop, SameIndicesAsPyTorch) {
+  if (run("/usr/bin/python3 -c 'import torch' 2>/dev/null && echo yes").find("yes") ==
+      std::string::npos) {
+    GTEST_SKIP() << "Debian python3-torch is not installed (/usr/bin/python3 cannot import torch)";
+  }
+  struct Case {
+    int64_t n;
+    int replicas;
+    uint64_t seed;
+    int64_t epoch;
+    bool shuffle;
+    bool drop_last;
+  };
+  const Case cases[] = {{10, 3, 0, 0, true, false},  {10, 3, 0, 0, false, false},
+                        {101, 4, 42, 3, true, false}, {101, 4, 42, 3, true, true},
+                        {7, 2, 5, 1, true, false},    {2, 5, 0, 0, true, false},
+                        {1000, 2, 0, 7, true, false}};
+  for (const auto& c : cases) {
+    const std::string command = "/usr/bin/python3 " RANKWISE_SOURCE_DIR
+                                "/tests/python/sampler_reference.py " +
+                                std::to_string(c.n) + " " + std::to_string(c.replicas) + " " +
+                                std::to_string(c.seed) + " " + std::to_string(c.epoch) + " " +
+                                std::to_string(c.shuffle) + " " + std::to_string(c.drop_last);
+    auto reference = nlohmann::json::parse(run(command));
+    for (int r = 0; r < c.replicas; ++r) {
+      rankwise::DistributedSampler sampler(c.n, rankwise::DistributedSamplerOptions()
+                                                    .num_replicas(c.replicas)
+                                                    .rank(r)
+                                                    .seed(c.seed)
+                                                    .shuffle(c.shuffle)
+                                                    .drop_last(c.drop_last));
+      sampler.set_epoch(c.epoch);
+      EXPECT_EQ(sampler.indices(), reference[std::to_string(r)].get<std::vector<int64_t>>())
+          << command << " rank " << r;
+    }
+  }
+}
