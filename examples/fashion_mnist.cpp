@@ -55,7 +55,7 @@ bool file_exists(const std::string& path) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int train(int argc, char** argv) {
   Config cfg;
   CLI::App app{"Data-parallel MLP training on Fashion-MNIST (run it through rankwise-run)"};
   app.add_option("--data-dir", cfg.data_dir, "directory with the four gzipped IDX files");
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   app.add_flag("--resume", cfg.resume, "continue from --checkpoint if it exists");
   CLI11_PARSE(app, argc, argv);
 
-  try {
+  {
     auto& group = rankwise::init();
     rankwise::print_header();
 
@@ -165,9 +165,10 @@ int main(int argc, char** argv) {
       state.insert("epoch", static_cast<int64_t>(epoch + 1));
       rankwise::save(cfg.checkpoint, state);  // collective: rank 0 writes, all wait
     }
-  } catch (const rankwise::Error& e) {
-    std::fprintf(stderr, "fashion_mnist: %s\n", e.what());
-    return 1;
   }
   return 0;
 }
+
+// run_main reports an uncaught exception (e.g. missing data files) to the
+// launcher, which shows it as the root cause.
+int main(int argc, char** argv) { return rankwise::run_main(argc, argv, train); }

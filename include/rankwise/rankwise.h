@@ -18,3 +18,4 @@
 #include "rankwise/metrics/collection.h"
 #include "rankwise/metrics/metric.h"
 #include "rankwise/process_group.h"
+#include "rankwise/run_main.h"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# fashion_mnist_short.sh RUN PROGRAM WORKDIR: the main job in a short mode
+# (2,000 samples), then a resume from its checkpoint.
+set -uo pipefail
+run=$1; program=$2; work=$3
+fail() { echo "FAIL: $*"; exit 1; }
+if [ ! -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ]; then
+  echo "dataset-fashion-mnist is not installed (run scripts/setup)"; exit 1
+fi
+rm -rf "$work"; mkdir -p "$work"
+ckpt="$work/fm.ckpt"
+out=$("$run" --nproc-per-node 2 "$program" --epochs 1 --limit 2000 --checkpoint "$ckpt") || fail "run: $out"
+echo "$out"
+line=$(grep -E '^\[rank0\]: epoch 1/1 \| train loss [0-9.]+ over 2000 samples \| test accuracy 0\.[0-9]{4} over 2000 samples \| [0-9]+ samples/s on 2 ranks$' <<<"$out") \
+  || fail "epoch line"
+[ "$(grep -c 'epoch 1/1' <<<"$out")" = 1 ] || fail "epoch line printed once (rank 0 only)"
+acc=$(sed -E 's/.*test accuracy (0\.[0-9]+).*/\1/' <<<"$line")
+awk -v a="$acc" 'BEGIN { exit !(a > 0.55) }' || fail "accuracy $acc after one short epoch should exceed 0.55"
+[ -f "$ckpt" ] || fail "checkpoint not written"
+ls "$work" | grep -q tmp && fail "temporary file left behind"
+out2=$("$run" --nproc-per-node 2 "$program" --epochs 2 --limit 2000 --checkpoint "$ckpt" --resume) || fail "resume: $out2"
+echo "$out2"
+grep -q "^\[rank0\]: resumed from $ckpt at epoch 1$" <<<"$out2" || fail "resume line"
+grep -q 'epoch 2/2' <<<"$out2" || fail "second epoch after resume"
+grep -q 'epoch 1/2' <<<"$out2" && fail "epoch 1 ran again after resume"
+echo PASS
