@@ -87,6 +87,8 @@ std::string one_line_cause(const FailureReport& r) {
   return fmt::format("rank {} {}", r.root_cause.rank, describe_exit(r.root_cause));
 }
 
+int run_attempts(const LaunchOptions& o, AttemptConfig& config);
+
 int run(const LaunchOptions& o) {
   install_signal_pipe();
   const std::string host = host_name();
@@ -140,6 +142,23 @@ int run(const LaunchOptions& o) {
   config.error_dir = error_dir.path();
   config.base_env = std::move(base_env);
 
+  const int code = run_attempts(o, config);
+  // Exit barrier: a node whose workers succeeded waits for the others, so node 0
+  // keeps the store up while their workers may still use it. After a failure,
+  // closing the store at once helps the other nodes' workers fail fast.
+  if (o.nnodes > 1) {
+    const auto wait = code == kExitOk ? o.rendezvous_timeout : std::chrono::milliseconds(0);
+    rdzv->leave(o.nnodes, wait, [] {
+      for (int sig : drain_signals()) {
+        if (sig != SIGCHLD) return true;
+      }
+      return false;
+    });
+  }
+  return code;
+}
+
+int run_attempts(const LaunchOptions& o, AttemptConfig& config) {
   for (int attempt = 0;; ++attempt) {
     for (int sig : drain_signals()) {
       if (sig != SIGCHLD) {

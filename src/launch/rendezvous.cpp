@@ -73,5 +73,19 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
   }
 }
 
+void NodeRendezvous::leave(int nnodes, std::chrono::milliseconds timeout,
+                           const std::function<bool()>& interrupted) {
+  try {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::int64_t done = store_->add("rankwise/finished", 1);
+    while (done < nnodes && std::chrono::steady_clock::now() < deadline && !interrupted()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      done = store_->add("rankwise/finished", 0);
+    }
+  } catch (const std::exception&) {
+    // Node 0 already closed the store: nothing left to wait for.
+  }
+}
+
 }  // namespace launch
 }  // namespace rankwise

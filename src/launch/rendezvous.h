@@ -43,6 +43,12 @@ class NodeRendezvous {
   bool join(int node_rank, int nnodes, const std::string& host, std::chrono::milliseconds timeout,
             const std::function<bool()>& interrupted);
 
+  /// Exit barrier (multi-node): marks this node finished and waits until all
+  /// `nnodes` nodes did, at most `timeout`, so that node 0 keeps the store up
+  /// while other nodes' workers may still use it. Returns early when
+  /// `interrupted` returns true or the store is gone; never throws.
+  void leave(int nnodes, std::chrono::milliseconds timeout, const std::function<bool()>& interrupted);
+
   /// Port of the store.
   int port() const { return port_; }
 

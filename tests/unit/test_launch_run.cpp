@@ -1,0 +1,553 @@
+// End-to-end tests of rankwise-run: each test starts the built launcher on the
+// launch_probe worker program (tests/programs/launch_probe.cpp) and checks its
+// exact output, exit code and timing. The launcher picks its own free port, so
+// these tests run in parallel safely.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "launch/free_port.h"
+#include "launch/line_assembler.h"
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+const std::string kRun = RANKWISE_RUN_PATH;
+const std::string kProbe = std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/launch_probe";
+
+struct Result {
+  int code = -1;  // exit code, or 128+signal when the launcher was killed
+  std::string out;
+  std::string err;
+  double seconds = 0;  // from start to exit
+};
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+/// rankwise-run started with `args`, stdout and stderr captured.
+class Launcher {
+ public:
+  explicit Launcher(const std::vector<std::string>& args,
+                    const std::map<std::string, std::string>& env = {}) {
+    std::map<std::string, std::string> vars;
+    for (char** e = environ; *e; ++e) {
+      const char* eq = std::strchr(*e, '=');
+      if (eq) vars[std::string(*e, eq - *e)] = eq + 1;
+    }
+    vars["OMP_NUM_THREADS"] = "1";  // keeps the launcher's note out of stderr
+    for (const auto& [k, v] : env) vars[k] = v;
+    std::vector<std::string> env_strings, argv_strings{kRun};
+    for (const auto& [k, v] : vars) env_strings.push_back(k + "=" + v);
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv, envp;
+    for (auto& s : argv_strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) std::abort();
+    start_ = Clock::now();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int devnull = ::open("/dev/null", O_RDONLY);
+      ::dup2(devnull, 0);
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      ::execve(kRun.c_str(), argv.data(), envp.data());
+      _exit(127);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    out_fd_ = out[0];
+    err_fd_ = err[0];
+  }
+
+  ~Launcher() {
+    if (!done_) {
+      ::kill(pid_, SIGKILL);
+      wait(30);
+    }
+  }
+
+  pid_t pid() const { return pid_; }
+
+  /// Collects the output until the launcher exits; kills it after `timeout_s`.
+  Result wait(double timeout_s = 60) {
+    Result r;
+    const auto deadline = start_ + std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+    int fds[2] = {out_fd_, err_fd_};
+    std::string* sinks[2] = {&r.out, &r.err};
+    while (fds[0] >= 0 || fds[1] >= 0) {
+      pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+      const int ms = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+      if (ms <= 0) {
+        ADD_FAILURE() << "rankwise-run still running after " << timeout_s << " s; killed";
+        ::kill(pid_, SIGKILL);
+        break;
+      }
+      if (::poll(p, 2, ms) < 0 && errno != EINTR) break;
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        char buf[65536];
+        const ssize_t n = ::read(fds[i], buf, sizeof buf);
+        if (n > 0) {
+          sinks[i]->append(buf, static_cast<size_t>(n));
+        } else if (n == 0 || errno != EINTR) {
+          ::close(fds[i]);
+          fds[i] = -1;
+        }
+      }
+    }
+    for (int fd : fds) {
+      if (fd >= 0) ::close(fd);
+    }
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    r.seconds = since(start_);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    done_ = true;
+    return r;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int out_fd_ = -1, err_fd_ = -1;
+  bool done_ = false;
+  Clock::time_point start_;
+};
+
+Result run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
+  return Launcher(args, env).wait();
+}
+
+/// A fresh temporary directory, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    char templ[] = "/tmp/rankwise-launch-test-XXXXXX";
+    if (!::mkdtemp(templ)) std::abort();
+    path_ = templ;
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Waits until every file exists (generous deadline for a loaded machine).
+bool wait_for_files(const std::vector<std::string>& paths, double timeout_s = 30) {
+  const auto start = Clock::now();
+  for (;;) {
+    bool all = true;
+    for (const auto& p : paths) all = all && std::filesystem::exists(p);
+    if (all) return true;
+    if (since(start) > timeout_s) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+/// True while `pid` exists and is not a zombie.
+bool process_alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  const char state = line[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
+std::vector<pid_t> read_pids(const TempDir& dir, int n) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) pids.push_back(std::stoi(read_file(dir / ("pid_" + std::to_string(r)))));
+  return pids;
+}
+
+std::vector<std::string> pid_files(const TempDir& dir, int n) {
+  std::vector<std::string> files;
+  for (int r = 0; r < n; ++r) files.push_back(dir / ("pid_" + std::to_string(r)));
+  return files;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::string::size_type start = 0, nl;
+  while ((nl = text.find('\n', start)) != std::string::npos) {
+    lines.push_back(text.substr(start, nl - start));
+    start = nl + 1;
+  }
+  if (start < text.size()) lines.push_back(text.substr(start));
+  return lines;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// Same as spam_line() in launch_probe.cpp.
+std::string spam_line(int rank, int i, int len) {
+  std::string s = "rank=" + std::to_string(rank) + " line=" + std::to_string(i) + " ";
+  while (static_cast<int>(s.size()) < len) s += static_cast<char>('a' + (i + s.size()) % 26);
+  s.resize(static_cast<size_t>(len));
+  return s;
+}
+
+TEST(LaunchRun, ManyRanksManyLinesStayWholeAndTagged) {
+  const Result r = run({"--nproc-per-node", "4", kProbe, "spam", "2000", "150"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto lines = split_lines(r.out);
+  ASSERT_EQ(lines.size(), 8000u);
+  ASSERT_EQ(r.out.back(), '\n');
+  std::vector<int> next(4, 0);
+  for (const auto& line : lines) {
+    ASSERT_EQ(line.rfind("[rank", 0), 0u) << line;
+    const int rank = line[5] - '0';
+    ASSERT_TRUE(rank >= 0 && rank < 4) << line;
+    ASSERT_EQ(line, "[rank" + std::to_string(rank) + "]: " + spam_line(rank, next[rank], 150));
+    ++next[rank];
+  }
+  EXPECT_EQ(next, (std::vector<int>{2000, 2000, 2000, 2000}));
+  EXPECT_EQ(r.err, "");
+}
+
+TEST(LaunchRun, FailingRankStopsTheOthersAndIsNamed) {
+  TempDir dir;
+  Launcher l({"--nproc-per-node", "3", kProbe, "fail", "1", "3", dir.path()});
+  const Result r = l.wait();
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_TRUE(contains(r.err, "root cause (first failure): rank 1 (local rank 1) on host ")) << r.err;
+  EXPECT_TRUE(contains(r.err, " exited with code 3\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, "  exit code:  3\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, "  last 10 lines of stderr:\n    error line 2\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, "    error line 11\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, ": terminated (SIGTERM)\n")) << r.err;
+  // The failing rank's stderr also went through, tagged.
+  EXPECT_TRUE(contains(r.err, "[rank1]: error line 0\n")) << r.err;
+  ASSERT_TRUE(wait_for_files(pid_files(dir, 3), 1));
+  const auto pids = read_pids(dir, 3);
+  EXPECT_TRUE(contains(r.err, "  pid:        " + std::to_string(pids[1]) + "\n")) << r.err;
+  for (pid_t pid : pids) EXPECT_FALSE(process_alive(pid)) << "worker " << pid << " survived";
+}
+
+TEST(LaunchRun, KilledWorkerIsNamedWithItsSignal) {
+  TempDir dir;
+  Launcher l({"--nproc-per-node", "3", kProbe, "hang", dir.path()});
+  ASSERT_TRUE(wait_for_files(pid_files(dir, 3)));
+  const auto pids = read_pids(dir, 3);
+  const auto killed_at = Clock::now();
+  ASSERT_EQ(::kill(pids[1], SIGKILL), 0);
+  const Result r = l.wait();
+  EXPECT_LT(since(killed_at), 10.0);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "root cause (first failure): rank 1 (local rank 1)")) << r.err;
+  EXPECT_TRUE(contains(r.err, "was killed by SIGKILL (signal 9)")) << r.err;
+  EXPECT_TRUE(contains(r.err, "  signal:     SIGKILL (9)\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, "rank 0 (pid " + std::to_string(pids[0]) + "): terminated (SIGTERM)"))
+      << r.err;
+  for (pid_t pid : pids) EXPECT_FALSE(process_alive(pid));
+}
+
+TEST(LaunchRun, SigintReachesEveryWorkerAndExits130) {
+  TempDir dir;
+  Launcher l({"--nproc-per-node", "3", kProbe, "hang", dir.path()});
+  ASSERT_TRUE(wait_for_files(pid_files(dir, 3)));
+  const auto pids = read_pids(dir, 3);
+  const auto sent_at = Clock::now();
+  ASSERT_EQ(::kill(l.pid(), SIGINT), 0);
+  const Result r = l.wait();
+  EXPECT_LT(since(sent_at), 10.0);
+  EXPECT_EQ(r.code, 130) << r.err;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_TRUE(std::filesystem::exists(dir / ("sigint_" + std::to_string(rank))))
+        << "rank " << rank << " did not get SIGINT";
+  }
+  EXPECT_TRUE(contains(r.err, "received SIGINT; forwarding it to every worker")) << r.err;
+  EXPECT_FALSE(contains(r.err, "job failed")) << r.err;
+  for (pid_t pid : pids) EXPECT_FALSE(process_alive(pid));
+}
+
+TEST(LaunchRun, WorkersDieWhenTheLauncherIsKilled) {
+  TempDir dir;
+  Launcher l({"--nproc-per-node", "2", kProbe, "hang", dir.path()});
+  ASSERT_TRUE(wait_for_files(pid_files(dir, 2)));
+  const auto pids = read_pids(dir, 2);
+  ASSERT_EQ(::kill(l.pid(), SIGKILL), 0);
+  const Result r = l.wait();
+  EXPECT_EQ(r.code, 128 + SIGKILL);
+  const auto start = Clock::now();
+  bool any_alive = true;
+  while (any_alive && since(start) < 10) {
+    any_alive = false;
+    for (pid_t pid : pids) any_alive = any_alive || process_alive(pid);
+    if (any_alive) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_FALSE(any_alive) << "a worker outlived the SIGKILLed launcher";
+}
+
+TEST(LaunchRun, RestartsAfterAFailure) {
+  const Result r = run({"--nproc-per-node", "2", "--max-restarts", "1", kProbe, "restart"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "[rank1]: failing on attempt 0\n")) << r.err;
+  EXPECT_TRUE(contains(
+      r.err, "rankwise-run: attempt 0 failed (rank 1 exited with code 3); restarting (1/1)\n"))
+      << r.err;
+  EXPECT_FALSE(contains(r.err, "job failed")) << r.err;
+  const auto lines = split_lines(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  EXPECT_TRUE(contains(r.out, "[rank0]: ok on attempt 1\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "[rank1]: ok on attempt 1\n")) << r.out;
+}
+
+TEST(LaunchRun, GivesUpAfterMaxRestarts) {
+  const Result r = run({"--nproc-per-node", "2", "--max-restarts", "1", kProbe, "restart", "always"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "restarting (1/1)\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, "(attempt 1)\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, "rankwise-run: giving up after 1 restarts\n")) << r.err;
+}
+
+TEST(LaunchRun, BadUsageExits2NamingTheProblem) {
+  TempDir dir;
+  const std::string not_executable = dir / "data.txt";
+  std::ofstream(not_executable) << "x";
+  struct Case {
+    std::vector<std::string> args;
+    std::string expected;
+    std::map<std::string, std::string> env;
+  };
+  const std::vector<Case> cases = {
+      {{"--nproc-per-node", "0", kProbe, "echo"}, "--nproc-per-node 0: must be at least 1", {}},
+      {{"--nproc_per_node", "two", kProbe, "echo"}, "--nproc-per-node 'two'", {}},
+      {{"--nproc-per-node", "gpu", kProbe, "echo"}, "--nproc-per-node gpu: no GPU is visible",
+       {{"CUDA_VISIBLE_DEVICES", ""}}},
+      {{}, "no PROGRAM given", {}},
+      {{dir / "missing"}, "program '" + dir.path() + "/missing' not found", {}},
+      {{not_executable}, "is not an executable file", {}},
+      {{"--tag", "[{rnk}] ", kProbe, "echo"}, "--tag '[{rnk}] ': unknown placeholder {rnk}", {}},
+      {{"--nnodes", "2", kProbe, "echo"}, "--nnodes 2 needs --master-port", {}},
+      {{"--nnodes", "1:2", kProbe, "echo"}, "--nnodes", {}},
+      {{"--node-rank", "1", kProbe, "echo"}, "--node-rank 1: must be in [0, 1)", {}},
+      {{"--only-ranks", "0,5", "--nproc-per-node", "2", kProbe, "echo"}, "--only-ranks '0,5'", {}},
+      {{"--max-restarts", "-1", kProbe, "echo"}, "--max-restarts -1", {}},
+      {{"--grace-period", "-1", kProbe, "echo"}, "--grace-period", {}},
+      {{"--bogus", kProbe, "echo"}, "unknown option '--bogus'", {}},
+  };
+  // Start them all at once: each launcher start costs a libtorch load.
+  std::vector<std::unique_ptr<Launcher>> launchers;
+  for (const auto& c : cases) launchers.push_back(std::make_unique<Launcher>(c.args, c.env));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Result r = launchers[i]->wait();
+    std::string cmd;
+    for (const auto& a : cases[i].args) cmd += " " + a;
+    EXPECT_EQ(r.code, 2) << "rankwise-run" << cmd << "\n" << r.err;
+    EXPECT_TRUE(contains(r.err, "rankwise-run: error: ")) << cmd << "\n" << r.err;
+    EXPECT_TRUE(contains(r.err, cases[i].expected)) << "rankwise-run" << cmd << "\n" << r.err;
+    EXPECT_EQ(r.out, "") << cmd;
+  }
+}
+
+TEST(LaunchRun, HelpDocumentsEveryFlag) {
+  const Result r = run({"-h"});
+  EXPECT_EQ(r.code, 0);
+  for (const char* flag :
+       {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port",
+        "--standalone", "--tag", "--no-tag", "--only-ranks", "--log-dir", "--group-by-rank",
+        "--max-restarts", "--monitor-interval", "--run-id", "--grace-period",
+        "--rendezvous-timeout", "Examples:", "Exit codes:", "PROGRAM [ARGS...]"}) {
+    EXPECT_TRUE(contains(r.out, flag)) << flag;
+  }
+}
+
+TEST(LaunchRun, WorkerEnvironmentAndArgumentsPassThrough) {
+  const Result r = run({"--nproc_per_node", "2", "--run-id", "job7", kProbe, "env"},
+                       {{"OMP_NUM_THREADS", "3"}, {"RANK", "99"}});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string t = "[rank" + std::to_string(rank) + "]: ";
+    for (const std::string& kv :
+         {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
+          std::string("WORLD_SIZE=2"), std::string("LOCAL_WORLD_SIZE=2"), std::string("GROUP_RANK=0"),
+          std::string("MASTER_ADDR=127.0.0.1"), std::string("RANKWISE_RESTART_COUNT=0"),
+          std::string("TORCHELASTIC_RESTART_COUNT=0"), std::string("RANKWISE_AGENT_STORE=1"),
+          std::string("TORCHELASTIC_RUN_ID=job7"), std::string("OMP_NUM_THREADS=3")}) {
+      EXPECT_TRUE(contains(r.out, t + kv + "\n")) << kv << "\n" << r.out;
+    }
+    EXPECT_TRUE(contains(r.out, t + "RANKWISE_ERROR_FILE=/")) << r.out;
+  }
+  EXPECT_FALSE(contains(r.out, "MASTER_PORT=<unset>"));
+  EXPECT_FALSE(contains(r.err, "OMP_NUM_THREADS")) << r.err;  // set by the user: no note
+
+  const Result e = run({"--no-tag", kProbe, "echo", "--nproc-per-node", "7", "-h", "--", "x y"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_EQ(e.out, "--nproc-per-node\n7\n-h\n--\nx y\n");
+
+  const Result n = run({"--no-tag", kProbe, "env"}, {{"OMP_NUM_THREADS", ""}});
+  EXPECT_TRUE(contains(n.err, "OMP_NUM_THREADS")) << n.err;
+}
+
+TEST(LaunchRun, TagTemplatesAndNoTag) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const Result r = run({"--nproc-per-node", "2", "--tag", "<{host}|{node_rank}|{local_rank}/{world_size}|{rank}> ",
+                        kProbe, "split"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string t = std::string("<") + host + "|0|" + std::to_string(rank) + "/2|" +
+                          std::to_string(rank) + "> ";
+    EXPECT_TRUE(contains(r.out, t + "out " + std::to_string(rank) + "\n")) << r.out;
+    EXPECT_TRUE(contains(r.err, t + "err " + std::to_string(rank) + "\n")) << r.err;
+  }
+  const Result n = run({"--no-tag", kProbe, "split"});
+  EXPECT_EQ(n.out, "out 0\n");
+  EXPECT_EQ(n.err, "err 0\n");
+}
+
+TEST(LaunchRun, OnlyRanksFiltersStdoutNotStderr) {
+  const Result r = run({"--nproc-per-node", "4", "--only-ranks", "0,3", kProbe, "split"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto out = split_lines(r.out), err = split_lines(r.err);
+  std::sort(out.begin(), out.end());
+  std::sort(err.begin(), err.end());
+  EXPECT_EQ(out, (std::vector<std::string>{"[rank0]: out 0", "[rank3]: out 3"}));
+  EXPECT_EQ(err, (std::vector<std::string>{"[rank0]: err 0", "[rank1]: err 1", "[rank2]: err 2",
+                                           "[rank3]: err 3"}));
+}
+
+TEST(LaunchRun, LogDirHoldsEachRanksFullOutput) {
+  TempDir dir;
+  const std::string logs = dir / "logs";
+  const Result r =
+      run({"--nproc-per-node", "2", "--only-ranks", "0", "--log-dir", logs, kProbe, "split"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string base = logs + "/attempt_0/rank_" + std::to_string(rank);
+    EXPECT_EQ(read_file(base + ".stdout"), "out " + std::to_string(rank) + "\n");
+    EXPECT_EQ(read_file(base + ".stderr"), "err " + std::to_string(rank) + "\n");
+  }
+  EXPECT_EQ(r.out, "[rank0]: out 0\n");  // the console still honours --only-ranks
+}
+
+TEST(LaunchRun, GroupByRankPrintsBlocksInRankOrder) {
+  const Result r = run({"--nproc-per-node", "3", "--group-by-rank", kProbe, "lines", "4"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string expected_out, expected_err;
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string t = "[rank" + std::to_string(rank) + "]: rank " + std::to_string(rank);
+    for (int k = 0; k < 4; ++k) expected_out += t + " line " + std::to_string(k) + "\n";
+    expected_err += t + " err\n";
+  }
+  EXPECT_EQ(r.out, expected_out);
+  EXPECT_EQ(r.err, expected_err);
+}
+
+TEST(LaunchRun, OutputWithoutFinalNewlineIsFlushedAtExit) {
+  const Result r = run({kProbe, "nonewline"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "[rank0]: no newline here\n");
+}
+
+TEST(LaunchRun, VeryLongLineIsSplitWithMarker) {
+  const int bytes = 100 * 1024;
+  const Result r = run({"--nproc-per-node", "2", kProbe, "longline", std::to_string(bytes)});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string full;
+  for (int i = 0; i < bytes; ++i) full += static_cast<char>('a' + i % 26);
+  const std::string marker(rankwise::launch::kContinuationMarker);
+  const size_t cut = rankwise::launch::kMaxLineBytes;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string t = "[rank" + std::to_string(rank) + "]: ";
+    EXPECT_TRUE(contains(r.out, t + full.substr(0, cut) + marker + "\n" + t + full.substr(cut) + "\n"))
+        << "rank " << rank;
+  }
+  EXPECT_EQ(split_lines(r.out).size(), 4u);
+  EXPECT_EQ(marker, " [rankwise-run: line continues]");
+}
+
+TEST(LaunchRun, CarriageReturnProgressBarsCollapse) {
+  const Result r = run({kProbe, "progress"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "[rank0]: step 5/5\n[rank0]: done\n");
+}
+
+TEST(LaunchRun, InvalidUtf8PassesThrough) {
+  const Result r = run({kProbe, "bytes"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, std::string("[rank0]: bad \xff\xfe utf8 \xc3\n"));
+}
+
+TEST(LaunchRun, SummaryShowsTheErrorFile) {
+  const Result r = run({"--nproc-per-node", "2", kProbe, "errorfile",
+                        "{\"message\": \"CUDA out of memory on rank 1\"}"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "  error file (")) << r.err;
+  EXPECT_TRUE(contains(r.err, "    {\"message\": \"CUDA out of memory on rank 1\"}\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, "root cause (first failure): rank 1 ")) << r.err;
+}
+
+TEST(LaunchRun, TwoNodesRendezvousOverTheStore) {
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  const std::vector<std::string> common = {"--nnodes", "2", "--nproc-per-node", "2",
+                                           "--master-addr", "127.0.0.1", "--master-port",
+                                           std::to_string(port), "--rendezvous-timeout", "60"};
+  auto args = [&](int node) {
+    std::vector<std::string> a = common;
+    a.insert(a.end(), {"--node-rank", std::to_string(node), kProbe, "env"});
+    return a;
+  };
+  Launcher node1(args(1));  // starts first: it waits for node 0's store
+  Launcher node0(args(0));
+  const Result r1 = node1.wait(), r0 = node0.wait();
+  ASSERT_EQ(r0.code, 0) << r0.err;
+  ASSERT_EQ(r1.code, 0) << r1.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    const Result& r = rank < 2 ? r0 : r1;
+    const std::string t = "[rank" + std::to_string(rank) + "]: ";
+    EXPECT_TRUE(contains(r.out, t + "RANK=" + std::to_string(rank) + "\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, t + "LOCAL_RANK=" + std::to_string(rank % 2) + "\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, t + "WORLD_SIZE=4\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, t + "GROUP_RANK=" + std::to_string(rank / 2) + "\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, t + "MASTER_PORT=" + std::to_string(port) + "\n")) << r.out;
+  }
+}
+
+TEST(LaunchRun, MissingNodeIsNamedAfterTheRendezvousTimeout) {
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  const Result r = run({"--nnodes", "3", "--node-rank", "0", "--master-port", std::to_string(port),
+                        "--rendezvous-timeout", "1", kProbe, "env"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_LT(r.seconds, 10.0);
+  EXPECT_TRUE(contains(r.err, "node rank(s) 1, 2 of 3 never arrived")) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+}  // namespace

@@ -1,0 +1,134 @@
+// In-process tests of the launcher's building blocks (src/launch): line
+// assembly, tag templates, --nproc-per-node resolution, GPU counting.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "launch/devices.h"
+#include "launch/line_assembler.h"
+#include "launch/options.h"
+#include "launch/summary.h"
+#include "launch/tag_template.h"
+
+namespace rankwise::launch {
+namespace {
+
+std::vector<std::string> assemble(const std::vector<std::string>& pieces, bool finish = true) {
+  LineAssembler a;
+  std::vector<std::string> lines;
+  auto emit = [&](std::string_view line, bool continued) {
+    lines.emplace_back(std::string(line) + (continued ? "<cont>" : ""));
+  };
+  for (const auto& p : pieces) a.feed(p.data(), p.size(), emit);
+  if (finish) a.finish(emit);
+  return lines;
+}
+
+TEST(LaunchLineAssembler, JoinsPiecesIntoWholeLines) {
+  EXPECT_EQ(assemble({"he", "llo\nwor", "ld\n", "\n"}),
+            (std::vector<std::string>{"hello", "world", ""}));
+}
+
+TEST(LaunchLineAssembler, EmitsUnterminatedRestOnlyAtFinish) {
+  EXPECT_TRUE(assemble({"partial"}, /*finish=*/false).empty());
+  EXPECT_EQ(assemble({"partial"}), (std::vector<std::string>{"partial"}));
+}
+
+TEST(LaunchLineAssembler, CarriageReturnKeepsLastState) {
+  EXPECT_EQ(assemble({"\r10%", "\r20%\r", "30%\ndone\r\n"}),
+            (std::vector<std::string>{"30%", "done"}));
+  // CRLF split across writes is still a plain line end.
+  EXPECT_EQ(assemble({"line\r", "\nnext\n"}), (std::vector<std::string>{"line", "next"}));
+  EXPECT_EQ(assemble({"\rfinal state\r"}), (std::vector<std::string>{"final state"}));
+}
+
+TEST(LaunchLineAssembler, SplitsOverlongLinesWithMarker) {
+  const std::string big(kMaxLineBytes + 100, 'x');
+  const auto lines = assemble({big + "\n"});
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], std::string(kMaxLineBytes, 'x') + "<cont>");
+  EXPECT_EQ(lines[1], std::string(100, 'x'));
+  // Exactly the limit: not split.
+  EXPECT_EQ(assemble({std::string(kMaxLineBytes, 'y') + "\n"}).size(), 1u);
+}
+
+TEST(LaunchLineAssembler, SplitDoesNotCutUtf8Sequence) {
+  // "é" is 0xC3 0xA9; put it across the cut point.
+  std::string s(kMaxLineBytes - 1, 'a');
+  s += "\xC3\xA9tail\n";
+  const auto lines = assemble({s});
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], std::string(kMaxLineBytes - 1, 'a') + "<cont>");
+  EXPECT_EQ(lines[1], "\xC3\xA9tail");
+}
+
+TEST(LaunchLineAssembler, PassesInvalidUtf8Through) {
+  EXPECT_EQ(assemble({"a\xff\xfe\n"}), (std::vector<std::string>{"a\xff\xfe"}));
+}
+
+TEST(LaunchTagTemplate, RendersEveryPlaceholder) {
+  const TagTemplate t =
+      TagTemplate::parse("{host}:{node_rank}:{rank}/{world_size}:{local_rank} {{x}} ");
+  EXPECT_EQ(t.render({5, 1, 2, 8, "h"}), "h:2:5/8:1 {x} ");
+  EXPECT_EQ(TagTemplate::parse(kDefaultTag).render({3, 0, 0, 4, "h"}), "[rank3]: ");
+  EXPECT_EQ(TagTemplate::parse("").render({3, 0, 0, 4, "h"}), "");
+}
+
+TEST(LaunchTagTemplate, RejectsUnknownPlaceholderNamingIt) {
+  try {
+    TagTemplate::parse("[{rnk}] ");
+    FAIL() << "expected UsageError";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("--tag"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("{rnk}"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(TagTemplate::parse("[{rank] "), UsageError);
+  EXPECT_THROW(TagTemplate::parse("rank}"), UsageError);
+}
+
+TEST(LaunchNproc, ParsesNumbersAndKeywords) {
+  EXPECT_EQ(resolve_nproc_per_node("3"), 3);
+  EXPECT_EQ(resolve_nproc_per_node("cpu"), cpu_core_count());
+  EXPECT_GE(resolve_nproc_per_node("auto"), 1);
+  EXPECT_THROW(resolve_nproc_per_node("0"), UsageError);
+  EXPECT_THROW(resolve_nproc_per_node("-2"), UsageError);
+  EXPECT_THROW(resolve_nproc_per_node("two"), UsageError);
+  EXPECT_THROW(resolve_nproc_per_node("2x"), UsageError);
+}
+
+TEST(LaunchDevices, CountsGpusFromDriverDirAndVisibleDevices) {
+  char templ[] = "/tmp/rankwise-gpus-XXXXXX";
+  ASSERT_NE(::mkdtemp(templ), nullptr);
+  const std::string dir = templ;
+  EXPECT_EQ(visible_gpu_count(std::nullopt, dir + "/absent"), 0);
+  EXPECT_EQ(visible_gpu_count(std::string("0,1"), dir + "/absent"), 0);
+  for (const char* bus : {"0000:01:00.0", "0000:02:00.0", "0000:03:00.0"}) {
+    std::filesystem::create_directory(dir + "/" + bus);
+  }
+  EXPECT_EQ(visible_gpu_count(std::nullopt, dir), 3);
+  EXPECT_EQ(visible_gpu_count(std::string("1,2"), dir), 2);
+  EXPECT_EQ(visible_gpu_count(std::string(""), dir), 0);
+  EXPECT_EQ(visible_gpu_count(std::string("-1"), dir), 0);
+  EXPECT_EQ(visible_gpu_count(std::string("0,7,1"), dir), 1);  // ends at the invalid index
+  EXPECT_EQ(visible_gpu_count(std::string("GPU-abc,GPU-def"), dir), 2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(LaunchSummary, NamesSignalsAndExitCodes) {
+  EXPECT_EQ(signal_name(9), "SIGKILL");
+  EXPECT_EQ(signal_name(15), "SIGTERM");
+  WorkerRecord w;
+  w.exit_code = 3;
+  EXPECT_EQ(describe_exit(w), "exited with code 3");
+  w.term_signal = 11;
+  EXPECT_EQ(describe_exit(w), "was killed by SIGSEGV (signal 11)");
+}
+
+}  // namespace
+}  // namespace rankwise::launch
