@@ -65,10 +65,10 @@ struct EarlyStoppingOptions {
   /// it off only when the value is known to be identical (then step() is local).
   EarlyStoppingOptions& verify_agreement(bool v) { verify_agreement_ = v; return *this; }
 
-  EarlyStoppingMode mode_ = EarlyStoppingMode::kMin;
-  int64_t patience_ = 3;
-  double min_delta_ = 0.0;
-  bool verify_agreement_ = true;
+  EarlyStoppingMode mode_ = EarlyStoppingMode::kMin;  ///< see mode()
+  int64_t patience_ = 3;                              ///< see patience()
+  double min_delta_ = 0.0;                            ///< see min_delta()
+  bool verify_agreement_ = true;                      ///< see verify_agreement()
 };
 
 /// Stops training when a monitored value stopped improving, with the same

@@ -21,6 +21,7 @@ class Sum : public Metric {
   void update(const torch::Tensor& values, const PaddingMask& is_padding = {});
   /// Adds one value. Local.
   void update(double value);
+  /// The value from combined states (pure; see Metric::compute_from).
   torch::Tensor compute_from(const StateMap& states) const override;
 };
 
@@ -45,6 +46,7 @@ class Mean : public Metric {
   /// Throws ConfigError on mismatched shapes or negative weights.
   void update_weighted(const torch::Tensor& values, const torch::Tensor& weights,
                        const PaddingMask& is_padding = {});
+  /// The value from combined states (pure; see Metric::compute_from).
   torch::Tensor compute_from(const StateMap& states) const override;
 };
 
@@ -57,6 +59,7 @@ class Min : public Metric {
   /// are left out). Local. Throws ConfigError on a mask of the wrong length.
   void update(const torch::Tensor& values, const PaddingMask& is_padding = {});
   void update(double value);
+  /// The value from combined states (pure; see Metric::compute_from).
   torch::Tensor compute_from(const StateMap& states) const override;
 };
 
@@ -68,6 +71,7 @@ class Max : public Metric {
   /// Same contract as Min::update.
   void update(const torch::Tensor& values, const PaddingMask& is_padding = {});
   void update(double value);
+  /// The value from combined states (pure; see Metric::compute_from).
   torch::Tensor compute_from(const StateMap& states) const override;
 };
 

@@ -37,6 +37,7 @@ class AUROC : public Metric {
   /// shapes, non-binary targets, NaN scores or a mask of the wrong length.
   void update(const torch::Tensor& scores, const torch::Tensor& target,
               const PaddingMask& is_padding = {});
+  /// The value from combined states (pure; see Metric::compute_from).
   torch::Tensor compute_from(const StateMap& states) const override;
 };
 

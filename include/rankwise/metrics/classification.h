@@ -69,7 +69,9 @@ class Accuracy : public Metric {
   /// See this file's docs for shapes. Local.
   void update(const torch::Tensor& preds, const torch::Tensor& target,
               const PaddingMask& is_padding = {});
+  /// The value from combined states (pure; see Metric::compute_from).
   torch::Tensor compute_from(const StateMap& states) const override;
+  /// The options given to the constructor.
   const ClassificationOptions& options() const { return options_; }
 
  private:
@@ -86,7 +88,9 @@ class ConfusionMatrix : public Metric {
   /// See this file's docs for shapes. Local.
   void update(const torch::Tensor& preds, const torch::Tensor& target,
               const PaddingMask& is_padding = {});
+  /// The value from combined states (pure; see Metric::compute_from).
   torch::Tensor compute_from(const StateMap& states) const override;
+  /// The options given to the constructor.
   const ClassificationOptions& options() const { return options_; }
 
  private:
@@ -101,6 +105,7 @@ class StatScores : public Metric {
   /// See this file's docs for shapes. Local.
   void update(const torch::Tensor& preds, const torch::Tensor& target,
               const PaddingMask& is_padding = {});
+  /// The options given to the constructor.
   const ClassificationOptions& options() const { return options_; }
 
  protected:
@@ -118,6 +123,7 @@ class StatScores : public Metric {
 class Precision : public StatScores {
  public:
   explicit Precision(ClassificationOptions options);
+  /// The value from combined states (pure; see Metric::compute_from).
   torch::Tensor compute_from(const StateMap& states) const override;
 };
 
@@ -126,6 +132,7 @@ class Precision : public StatScores {
 class Recall : public StatScores {
  public:
   explicit Recall(ClassificationOptions options);
+  /// The value from combined states (pure; see Metric::compute_from).
   torch::Tensor compute_from(const StateMap& states) const override;
 };
 
@@ -136,6 +143,7 @@ class Recall : public StatScores {
 class F1 : public StatScores {
  public:
   explicit F1(ClassificationOptions options);
+  /// The value from combined states (pure; see Metric::compute_from).
   torch::Tensor compute_from(const StateMap& states) const override;
 };
 

@@ -28,6 +28,24 @@
 ///
 /// Single process (rankwise::is_initialized() is false, or the world size is
 /// 1): compute() computes from the local state and communicates nothing.
+///
+/// States live on the CPU (Gloo reduces CPU tensors); update() copies inputs
+/// from another device. update() is local (any rank, no communication), so it
+/// may run inside loops whose length differs between ranks (evaluation shards
+/// without padding); compute() must then come after the loop, on every rank.
+///
+/// Usage:
+/// \code
+///   MetricCollection metrics;
+///   auto acc = metrics.add("acc", std::make_shared<Accuracy>(ClassificationOptions(10)));
+///   auto loss = metrics.add("loss", std::make_shared<Mean>());
+///   for (...) {  // this rank's batches; `pad` = sampler.is_padding() of the batch
+///     acc->update(logits, labels, pad);
+///     loss->update(per_sample_loss, pad);
+///   }
+///   auto values = metrics.compute();  // every rank: one all_reduce, same values
+///   print0("acc {:.4f} loss {:.4f}", values["acc"].item<double>(), values["loss"].item<double>());
+/// \endcode
 
 #include <ATen/core/Dict.h>
 #include <torch/types.h>
@@ -125,6 +143,7 @@ class Metric {
   bool is_decomposable() const;
   /// The registered states, in registration order.
   const std::vector<StateSpec>& state_specs() const { return specs_; }
+  /// The metric's kind, e.g. "Accuracy" (used in error messages).
   const std::string& name() const { return name_; }
   /// Collectives issued by the last compute() of this metric.
   const SyncStats& last_sync() const { return last_sync_; }
