@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -100,6 +101,70 @@ TEST(LaunchNproc, ParsesNumbersAndKeywords) {
   EXPECT_THROW(resolve_nproc_per_node("-2"), UsageError);
   EXPECT_THROW(resolve_nproc_per_node("two"), UsageError);
   EXPECT_THROW(resolve_nproc_per_node("2x"), UsageError);
+}
+
+/// parse_command_line over `args` (program name prepended); the UsageError text.
+std::string usage_error(std::vector<std::string> args) {
+  args.insert(args.begin(), "rankwise-run");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  try {
+    parse_command_line(static_cast<int>(argv.size()), argv.data());
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(LaunchCli, BadUsageNamesTheFlag) {
+  char templ[] = "/tmp/rankwise-cli-XXXXXX";
+  ASSERT_NE(::mkdtemp(templ), nullptr);
+  const std::string dir = templ, data = dir + "/data.txt";
+  { std::ofstream(data) << "x"; }
+  const std::string sh = "/bin/sh";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--nproc-per-node", "0", sh}, "--nproc-per-node 0: must be at least 1"},
+      {{"--nproc_per_node", "two", sh}, "--nproc-per-node 'two'"},
+      {{"--nproc-per-node", "2"}, "no PROGRAM given"},
+      {{dir + "/missing"}, "program '" + dir + "/missing' not found"},
+      {{"no-such-program-rankwise"}, "'no-such-program-rankwise' not found in PATH"},
+      {{data}, "is not an executable file"},
+      {{"--tag", "[{rnk}] ", sh}, "--tag '[{rnk}] ': unknown placeholder {rnk}"},
+      {{"--nnodes", "2", sh}, "--nnodes 2 needs --master-port"},
+      {{"--nnodes", "1:2", sh}, "--nnodes"},
+      {{"--nnodes", "0", sh}, "--nnodes 0: must be at least 1"},
+      {{"--node-rank", "1", sh}, "--node-rank 1: must be in [0, 1)"},
+      {{"--standalone", "--nnodes", "2", "--master-port", "29500", sh}, "--standalone"},
+      {{"--master-port", "70000", sh}, "--master-port 70000"},
+      {{"--only-ranks", "0,5", "--nproc-per-node", "2", sh}, "--only-ranks '0,5'"},
+      {{"--only_ranks", "x", sh}, "--only-ranks 'x'"},
+      {{"--max-restarts", "-1", sh}, "--max-restarts"},
+      {{"--grace-period", "-1", sh}, "--grace-period"},
+      {{"--monitor-interval", "0", sh}, "--monitor-interval"},
+      {{"--rendezvous-timeout", "0", sh}, "--rendezvous-timeout"},
+      {{"--bogus", sh}, "unknown option '--bogus'"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const std::string msg = usage_error(args);
+    EXPECT_NE(msg.find(expected), std::string::npos) << "expected '" << expected << "' in: " << msg;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(LaunchCli, OptionsEndAtTheProgram) {
+  std::vector<std::string> args = {"rankwise-run", "--nproc_per_node", "3", "--no-tag",
+                                   "--grace-period", "0.5", "sh", "-c", "--nnodes", "-h"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  const auto o = parse_command_line(static_cast<int>(argv.size()), argv.data());
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->nproc_per_node, 3);
+  EXPECT_FALSE(o->tag_enabled);
+  EXPECT_EQ(o->grace_period, std::chrono::milliseconds(500));
+  EXPECT_EQ(o->program_argv, (std::vector<std::string>{"sh", "-c", "--nnodes", "-h"}));
+  EXPECT_EQ(o->program.substr(o->program.size() - 3), "/sh");
+  EXPECT_FALSE(o->master_port.has_value());
+  EXPECT_EQ(o->world_size(), 3);
 }
 
 TEST(LaunchDevices, CountsGpusFromDriverDirAndVisibleDevices) {
