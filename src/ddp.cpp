@@ -1,114 +1,284 @@
 #include "rankwise/ddp.h"
 
-#include <torch/csrc/autograd/engine.h>
+// reducer.hpp needs the stub in src/detail/compat (see its header comment).
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
 #include <torch/torch.h>
 
-#include <atomic>
+#include <regex>
+#include <sstream>
+
+#include "rankwise/error.h"
 
 namespace rankwise {
 namespace detail {
 namespace {
 
-// Broadcasts `tensors` from rank 0 as one flat buffer per dtype.
-void broadcast_flat(ProcessGroup& group, const std::vector<torch::Tensor>& tensors) {
-  if (tensors.empty() || group.world_size() == 1) return;
-  torch::NoGradGuard no_grad;
-  std::map<c10::ScalarType, std::vector<torch::Tensor>> by_dtype;
-  for (const auto& t : tensors) by_dtype[t.scalar_type()].push_back(t);
-  for (auto& entry : by_dtype) {
-    std::vector<torch::Tensor> flat_parts;
-    for (const auto& t : entry.second) flat_parts.push_back(t.detach().reshape({-1}));
-    auto flat = torch::cat(flat_parts);
-    group.broadcast(flat, 0);
-    int64_t offset = 0;
-    for (auto& t : entry.second) {
-      const auto n = t.numel();
-      t.detach().copy_(flat.narrow(0, offset, n).view(t.sizes()));
-      offset += n;
-    }
-  }
+constexpr int64_t kMiB = 1024 * 1024;
+// PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES and its module-state broadcast bucket.
+constexpr int64_t kFirstBucketBytes = kMiB;
+constexpr int64_t kBroadcastBucketBytes = 250 * kMiB;
+
+std::string where(const ProcessGroup& group) {
+  return "rank " + std::to_string(group.rank()) + "/" + std::to_string(group.world_size());
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
 }
 
 }  // namespace
 
-struct DataParallelEngine::State {
+struct DataParallelEngine::Impl {
   std::shared_ptr<torch::nn::Module> module;
   DistributedDataParallelOptions options;
   ProcessGroup* group = nullptr;
   std::vector<torch::Tensor> params;  // parameters that require grad
+  std::vector<std::string> names;     // their dotted names
   std::vector<torch::Tensor> buffers;
-  bool require_sync = true;
-  bool callback_queued = false;
+  std::unique_ptr<c10d::Reducer> reducer;
+  bool require_forward_param_sync = true;
+  int64_t iterations = 0;  // training forwards so far
+  std::string join_key_prefix;
 
-  void finalize() {
-    callback_queued = false;
-    all_reduce();
+  void broadcast_states(const std::vector<torch::Tensor>& tensors) {
+    if (tensors.empty() || group->world_size() == 1) return;
+    std::vector<torch::Tensor> detached;
+    for (const auto& t : tensors) detached.push_back(t.detach());
+    try {
+      c10d::broadcast_coalesced(group->c10d_group(), detached, kBroadcastBucketBytes, 0);
+    } catch (const std::exception& e) {
+      throw Error("rankwise: " + where(*group) +
+                  ": DistributedDataParallel: broadcast of parameters/buffers from rank 0 failed; "
+                  "a peer probably exited. Original error: " + e.what());
+    }
   }
 
-  void all_reduce() {
-    if (group->world_size() == 1) return;
-    torch::NoGradGuard no_grad;
-    std::vector<torch::Tensor> parts;
-    parts.reserve(params.size());
-    for (auto& p : params) {
-      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-      parts.push_back(p.grad().reshape({-1}));
+  // Turns the Reducer's "did not receive grad" error into one naming the parameters.
+  [[noreturn]] void rethrow_reducer_error(const std::exception& e) {
+    const std::string text = e.what();
+    std::smatch match;
+    static const std::regex unused("did not receive grad for rank \\d+: ([0-9 ]+)");
+    if (std::regex_search(text, match, unused)) {
+      std::istringstream indices(match[1].str());
+      std::vector<std::string> missing;
+      std::size_t index;
+      while (indices >> index) {
+        if (index < names.size()) missing.push_back(names[index]);
+      }
+      throw Error("rankwise: " + where(*group) + ": DistributedDataParallel: parameter(s) [" +
+                  join_names(missing) +
+                  "] received no gradient in the previous backward pass. Make every parameter "
+                  "take part in the loss, or construct DistributedDataParallel with "
+                  "DistributedDataParallelOptions().find_unused_parameters(true). Original "
+                  "error: " + text);
     }
-    auto flat = torch::cat(parts);
-    group->all_reduce(flat, ReduceOp::kSum);
-    flat.div_(group->world_size());
-    int64_t offset = 0;
-    for (auto& p : params) {
-      const auto n = p.numel();
-      p.mutable_grad().copy_(flat.narrow(0, offset, n).view(p.sizes()));
-      offset += n;
+    throw Error("rankwise: " + where(*group) + ": DistributedDataParallel: " + text);
+  }
+
+  // One all_reduce per training step: how many ranks still have inputs.
+  int64_t ranks_with_inputs(bool have_inputs) {
+    auto flag = torch::tensor({static_cast<int64_t>(have_inputs ? 1 : 0)}, torch::kInt64);
+    group->all_reduce(flag, ReduceOp::kSum);
+    return flag.item<int64_t>();
+  }
+
+  std::vector<int> joined_ranks() {
+    std::vector<int> ranks;
+    for (int r = 0; r < group->world_size(); ++r) {
+      if (group->store()->check({join_key_prefix + std::to_string(r)})) ranks.push_back(r);
     }
+    return ranks;
+  }
+
+  [[noreturn]] void throw_uneven(const std::vector<int>& joined) {
+    std::string ran_out, still;
+    for (int r = 0; r < group->world_size(); ++r) {
+      bool is_joined = std::find(joined.begin(), joined.end(), r) != joined.end();
+      std::string& list = is_joined ? ran_out : still;
+      list += (list.empty() ? "" : ", ") + std::to_string(r);
+    }
+    throw Error("rankwise: " + where(*group) + ": DistributedDataParallel: uneven inputs: rank(s) [" +
+                ran_out + "] ran out of batches (called join()) while rank(s) [" + still +
+                "] still had batches, at this rank's iteration " + std::to_string(iterations) +
+                ". Give every rank the same number of batches (DistributedSampler pads or "
+                "drop_last), or construct DistributedDataParallel with "
+                "DistributedDataParallelOptions().uneven_inputs(rankwise::UnevenInputs::kJoin)");
   }
 };
 
 DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module,
-                                       DistributedDataParallelOptions options,
-                                       ProcessGroup& group)
-    : state_(std::make_shared<State>()) {
-  state_->module = std::move(module);
-  state_->options = options;
-  state_->group = &group;
-  for (auto& p : state_->module->parameters()) {
-    if (p.requires_grad()) state_->params.push_back(p);
+                                       DistributedDataParallelOptions options, ProcessGroup& group)
+    : impl_(std::make_unique<Impl>()) {
+  if (!(options.bucket_cap_mb_ > 0)) {
+    throw ConfigError("rankwise: DistributedDataParallelOptions::bucket_cap_mb must be positive, "
+                      "got " + std::to_string(options.bucket_cap_mb_));
   }
-  state_->buffers = state_->module->buffers();
+  auto& d = *impl_;
+  d.module = std::move(module);
+  d.options = options;
+  d.group = &group;
+  for (const auto& item : d.module->named_parameters(true)) {
+    if (item.value().requires_grad()) {
+      d.params.push_back(item.value());
+      d.names.push_back(item.key());
+    }
+  }
+  if (d.params.empty()) {
+    throw ConfigError("rankwise: DistributedDataParallel: the module has no parameter that "
+                      "requires a gradient; there is nothing to train");
+  }
+  d.buffers = d.module->buffers(true);
+  if (group.world_size() > 1) {
+    try {
+      c10d::verify_params_across_processes(group.c10d_group(), d.params, c10::nullopt);
+    } catch (const std::exception& e) {
+      throw ConfigError("rankwise: " + where(group) +
+                        ": DistributedDataParallel: the model differs across ranks (number, "
+                        "shape or dtype of parameters). Build the same model on every rank. "
+                        "Original error: " + e.what());
+    }
+  }
   // Every rank starts from rank 0's replica.
-  auto all = state_->module->parameters();
-  all.insert(all.end(), state_->buffers.begin(), state_->buffers.end());
-  broadcast_flat(group, all);
-  // A hook on every parameter queues one end-of-backward callback per backward
-  // pass; the callback runs after every gradient was accumulated.
-  std::weak_ptr<State> weak = state_;
-  for (auto& p : state_->params) {
-    p.register_hook([weak](const torch::Tensor& grad) {
-      auto state = weak.lock();
-      if (state && state->require_sync && !state->callback_queued) {
-        state->callback_queued = true;
-        torch::autograd::Engine::get_default_engine().queue_callback([weak] {
-          if (auto s = weak.lock()) s->finalize();
-        });
-      }
-      return grad;
-    });
-  }
+  auto states = d.module->parameters(true);
+  states.insert(states.end(), d.buffers.begin(), d.buffers.end());
+  d.broadcast_states(states);
+
+  // Buckets as PyTorch's DDP: assigned by size in parameter order, then
+  // reversed, since gradients become ready roughly in reverse order.
+  const auto cap_bytes = static_cast<int64_t>(options.bucket_cap_mb_ * kMiB);
+  const bool default_cap = options.bucket_cap_mb_ == 25.0;
+  std::vector<bool> expect_sparse(d.params.size(), false);
+  auto assignment = c10d::compute_bucket_assignment_by_size(
+      d.params, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(cap_bytes)},
+      expect_sparse);
+  auto bucket_indices = std::get<0>(assignment);
+  auto size_limits = std::get<1>(assignment);
+  std::reverse(bucket_indices.begin(), bucket_indices.end());
+  std::reverse(size_limits.begin(), size_limits.end());
+  std::unordered_map<size_t, std::string> param_names;
+  for (size_t i = 0; i < d.names.size(); ++i) param_names[i] = d.names[i];
+  d.reducer = std::make_unique<c10d::Reducer>(
+      d.params, bucket_indices, size_limits, group.c10d_group(), expect_sparse, cap_bytes,
+      options.find_unused_parameters_, options.gradient_as_bucket_view_, param_names,
+      default_cap ? kFirstBucketBytes : cap_bytes);
+  if (options.static_graph_) d.reducer->set_static_graph();
+
+  // Keys that join() sets; unique per DDP instance (every rank builds them in the same order).
+  auto counter = group.store()->add("rankwise/ddp/instances/" + std::to_string(group.rank()), 1);
+  d.join_key_prefix = "rankwise/ddp/" + std::to_string(counter) + "/joined/";
 }
 
 DataParallelEngine::~DataParallelEngine() = default;
 
 void DataParallelEngine::before_forward() {
-  if (state_->options.broadcast_buffers_ && !state_->buffers.empty()) {
-    broadcast_flat(*state_->group, state_->buffers);
+  auto& d = *impl_;
+  const bool grad = torch::GradMode::is_enabled();
+  if (grad && require_sync_) {
+    if (d.group->world_size() > 1) {
+      const auto ranks = d.ranks_with_inputs(true);
+      if (ranks < d.group->world_size() && d.options.uneven_inputs_ == UnevenInputs::kError) {
+        d.throw_uneven(d.joined_ranks());
+      }
+    }
+    ++d.iterations;
+    d.reducer->prepare_for_forward();
+  }
+  if (grad) {
+    try {
+      d.reducer->rebuild_buckets();
+    } catch (const std::exception& e) {
+      d.rethrow_reducer_error(e);
+    }
+  }
+  if (d.options.broadcast_buffers_ && d.require_forward_param_sync) d.broadcast_states(d.buffers);
+}
+
+void DataParallelEngine::after_forward(const std::vector<torch::Tensor>& outputs) {
+  auto& d = *impl_;
+  if (torch::GradMode::is_enabled() && require_sync_) {
+    d.require_forward_param_sync = true;
+    try {
+      if (d.options.find_unused_parameters_ && !d.options.static_graph_) {
+        d.reducer->prepare_for_backward(outputs);
+      } else {
+        d.reducer->prepare_for_backward({});
+      }
+    } catch (const std::exception& e) {
+      d.rethrow_reducer_error(e);
+    }
+  } else {
+    d.require_forward_param_sync = false;
   }
 }
 
-void DataParallelEngine::all_reduce_gradients() { state_->all_reduce(); }
-void DataParallelEngine::set_require_sync(bool sync) { state_->require_sync = sync; }
-bool DataParallelEngine::require_sync() const { return state_->require_sync; }
+void DataParallelEngine::join() {
+  auto& d = *impl_;
+  if (d.group->world_size() == 1) return;
+  d.group->store()->set(d.join_key_prefix + std::to_string(d.group->rank()),
+                        std::vector<uint8_t>{'1'});
+  while (true) {
+    const auto ranks = d.ranks_with_inputs(false);
+    if (ranks == 0) break;  // every rank has joined
+    if (d.options.uneven_inputs_ == UnevenInputs::kError) d.throw_uneven(d.joined_ranks());
+    // kJoin: shadow one training step of the ranks that still have inputs,
+    // issuing the same collectives with zeros (PyTorch's _DDPJoinHook).
+    d.reducer->rebuild_buckets();
+    if (d.options.broadcast_buffers_ && d.require_forward_param_sync) d.broadcast_states(d.buffers);
+    for (auto& bucket : d.reducer->get_grad_buckets(/*return_zero_tensors=*/true)) {
+      auto zeros = bucket.getBufferRef();
+      d.group->all_reduce(zeros, ReduceOp::kSum);
+    }
+  }
+  // The ranks that joined early skipped optimizer steps: as PyTorch's join
+  // hook does, every rank takes the model of the last rank to join (the one
+  // with the most iterations; the lowest such rank on a tie).
+  auto counts = d.group->all_gather(torch::tensor({d.iterations}, torch::kInt64));
+  int last = 0;
+  for (int r = 1; r < d.group->world_size(); ++r) {
+    if (counts[r].item<int64_t>() > counts[last].item<int64_t>()) last = r;
+  }
+  bool uneven = false;
+  for (const auto& c : counts) uneven = uneven || !c.equal(counts[0]);
+  if (uneven) {
+    auto states = d.module->parameters(true);
+    states.insert(states.end(), d.buffers.begin(), d.buffers.end());
+    std::vector<torch::Tensor> detached;
+    for (const auto& t : states) detached.push_back(t.detach());
+    c10d::broadcast_coalesced(d.group->c10d_group(), detached, kBroadcastBucketBytes, last);
+  }
+}
+
+void DataParallelEngine::check_replicas() {
+  auto& d = *impl_;
+  torch::NoGradGuard no_grad;
+  // Per parameter: sum and sum of squares in float64, and a bit-level hash.
+  auto local = torch::empty({static_cast<int64_t>(d.params.size()), 2}, torch::kFloat64);
+  for (size_t i = 0; i < d.params.size(); ++i) {
+    auto p = d.params[i].detach().to(torch::kFloat64);
+    local[static_cast<int64_t>(i)][0] = p.sum();
+    local[static_cast<int64_t>(i)][1] = (p * p).sum();
+  }
+  auto all = d.group->all_gather(local);
+  std::vector<std::string> differences;
+  for (size_t i = 0; i < d.params.size(); ++i) {
+    std::string ranks;
+    for (int r = 1; r < d.group->world_size(); ++r) {
+      if (!all[r][static_cast<int64_t>(i)].equal(all[0][static_cast<int64_t>(i)])) {
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      }
+    }
+    if (!ranks.empty()) differences.push_back(d.names[i] + " (ranks " + ranks + " differ from rank 0)");
+  }
+  if (!differences.empty()) {
+    throw Error("rankwise: " + where(*d.group) + ": check_replicas: replicas diverged: " +
+                join_names(differences) +
+                ". Something updated parameters on some ranks only (an optimizer step or "
+                "load inside `if (rank == 0)`, or non-deterministic code)");
+  }
+}
 
 }  // namespace detail
 }  // namespace rankwise

@@ -1,7 +1,9 @@
 #pragma once
 /// \file ddp.h
-/// DistributedDataParallel for torch::nn::Module: the same replica on every
-/// rank, gradients averaged across ranks during backward().
+/// DistributedDataParallel for torch::nn::Module, on c10d's Reducer: the
+/// engine behind PyTorch's Python DDP (gradient buckets filled in reverse
+/// order, an all_reduce launched per bucket from autograd hooks while
+/// backward is still running, unused-parameter detection).
 ///
 /// Usage (every rank):
 /// \code
@@ -10,30 +12,63 @@
 ///   auto loss = torch::mse_loss(ddp.forward(x), y);
 ///   loss.backward();                               // gradients are now averaged
 ///   optimizer.step();
-///   torch::save(ddp.module(), ...);                // unwrapped: no "module." prefix
+///   rankwise::state_dict(*ddp.module());           // unwrapped: no "module." prefix
 /// \endcode
 ///
-/// Semantics follow torch.nn.parallel.DistributedDataParallel: the gradient
-/// each rank sees after backward() is the mean over ranks of the per-rank
-/// gradients (sum, then divided by world size). A parameter that received no
-/// gradient on a rank contributes zeros.
+/// Semantics follow torch.nn.parallel.DistributedDataParallel (PyTorch 1.13):
+/// after backward() each parameter's gradient is the mean over ranks of the
+/// per-rank gradients (each rank's gradient divided by the world size, then
+/// summed by all_reduce). Every rank must run the same number of forward and
+/// backward passes (collective: every rank, same order); for uneven inputs
+/// see join().
 
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
 #include <memory>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "rankwise/process_group.h"
 
 namespace rankwise {
 
+/// What happens when ranks run out of batches at different steps (see join()).
+enum class UnevenInputs {
+  /// Every rank raises an Error naming the rank(s) that ran out (default).
+  kError,
+  /// Ranks that ran out keep shadowing the others' collectives with zeros
+  /// until every rank is done (PyTorch's Join). Gradients of such a step are
+  /// the sum over the ranks that still had data divided by the full world
+  /// size, as PyTorch's default (divide_by_initial_world_size=True).
+  kJoin,
+};
+
 /// Options of DistributedDataParallel (PyTorch's names and defaults).
 struct DistributedDataParallelOptions {
+  /// Bucket size in MiB for gradient all_reduce (PyTorch: 25). The first
+  /// bucket is 1 MiB so that communication starts early.
+  DistributedDataParallelOptions& bucket_cap_mb(double v) { bucket_cap_mb_ = v; return *this; }
   /// Send rank 0's buffers (e.g. BatchNorm running statistics) to every rank
-  /// before each forward.
+  /// before each forward (PyTorch: true).
   DistributedDataParallelOptions& broadcast_buffers(bool v) { broadcast_buffers_ = v; return *this; }
+  /// false (PyTorch's default): a parameter that got no gradient is an error
+  /// naming it. true: such parameters are detected each step and reduced as zeros.
+  DistributedDataParallelOptions& find_unused_parameters(bool v) { find_unused_parameters_ = v; return *this; }
+  /// Gradients become views into the all_reduce buckets (saves memory).
+  DistributedDataParallelOptions& gradient_as_bucket_view(bool v) { gradient_as_bucket_view_ = v; return *this; }
+  /// The set of used parameters never changes between iterations.
+  DistributedDataParallelOptions& static_graph(bool v) { static_graph_ = v; return *this; }
+  /// Behaviour when ranks have different numbers of batches (default kError).
+  DistributedDataParallelOptions& uneven_inputs(UnevenInputs v) { uneven_inputs_ = v; return *this; }
+
+  double bucket_cap_mb_ = 25.0;
   bool broadcast_buffers_ = true;
+  bool find_unused_parameters_ = false;
+  bool gradient_as_bucket_view_ = false;
+  bool static_graph_ = false;
+  UnevenInputs uneven_inputs_ = UnevenInputs::kError;
 };
 
 namespace detail {
@@ -41,20 +76,40 @@ namespace detail {
 /// The type-independent engine behind DistributedDataParallel.
 class DataParallelEngine {
  public:
+  /// Validates options (ConfigError), checks that every rank holds the same
+  /// parameter shapes, broadcasts rank 0's parameters and buffers, and builds
+  /// the Reducer. Collective.
   DataParallelEngine(std::shared_ptr<torch::nn::Module> module,
                      DistributedDataParallelOptions options, ProcessGroup& group);
   ~DataParallelEngine();
-  /// Called before each forward: broadcasts buffers if configured.
+  DataParallelEngine(const DataParallelEngine&) = delete;
+  DataParallelEngine& operator=(const DataParallelEngine&) = delete;
+
   void before_forward();
-  /// Average every parameter's gradient across ranks now. Collective.
-  void all_reduce_gradients();
-  void set_require_sync(bool sync);
-  bool require_sync() const;
+  void after_forward(const std::vector<torch::Tensor>& outputs);
+  void join();
+  void set_require_sync(bool sync) { require_sync_ = sync; }
+  bool require_sync() const { return require_sync_; }
+  void check_replicas();
 
  private:
-  struct State;
-  std::shared_ptr<State> state_;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  bool require_sync_ = true;
 };
+
+inline void collect_tensors(const torch::Tensor& t, std::vector<torch::Tensor>& out) {
+  out.push_back(t);
+}
+inline void collect_tensors(const std::vector<torch::Tensor>& v, std::vector<torch::Tensor>& out) {
+  out.insert(out.end(), v.begin(), v.end());
+}
+template <typename... T>
+void collect_tensors(const std::tuple<T...>& t, std::vector<torch::Tensor>& out) {
+  std::apply([&](const auto&... e) { (collect_tensors(e, out), ...); }, t);
+}
+template <typename T>
+void collect_tensors(const T&, std::vector<torch::Tensor>&) {}
 
 template <typename T>
 std::shared_ptr<torch::nn::Module> as_module(const std::shared_ptr<T>& module) {
@@ -68,10 +123,13 @@ std::shared_ptr<torch::nn::Module> as_module(const torch::nn::ModuleHolder<T>& m
 }  // namespace detail
 
 /// Wraps a module (a std::shared_ptr<M> or a holder such as torch::nn::Linear).
-/// Construction is collective (every rank): parameters and buffers are
-/// broadcast from rank 0. Every backward() through the wrapped module
-/// all_reduces the gradients (collective: every rank must run backward the
-/// same number of times). Throws Error/TimeoutError like the process group.
+/// Construction is collective (every rank): rank 0's parameters and buffers
+/// are broadcast. Each forward() in training (grad mode, outside no_sync())
+/// prepares the Reducer; the following backward() all_reduces the gradients
+/// bucket by bucket. Throws ConfigError for bad options or replicas whose
+/// parameter shapes differ across ranks; Error/TimeoutError from collectives;
+/// Error naming the parameters that received no gradient (without
+/// find_unused_parameters) or the ranks that ran out of inputs.
 template <typename ModuleType>
 class DistributedDataParallel {
  public:
@@ -81,11 +139,15 @@ class DistributedDataParallel {
         engine_(std::make_shared<detail::DataParallelEngine>(detail::as_module(module_), options,
                                                              group)) {}
 
-  /// Runs the wrapped module's forward (after the buffer broadcast).
+  /// Runs the wrapped module's forward (collective in training mode).
   template <typename... Args>
   decltype(auto) forward(Args&&... args) {
     engine_->before_forward();
-    return module_->forward(std::forward<Args>(args)...);
+    auto output = module_->forward(std::forward<Args>(args)...);
+    std::vector<torch::Tensor> tensors;
+    detail::collect_tensors(output, tensors);
+    engine_->after_forward(tensors);
+    return output;
   }
   template <typename... Args>
   decltype(auto) operator()(Args&&... args) {
@@ -94,17 +156,13 @@ class DistributedDataParallel {
 
   /// The unwrapped module: its state_dict has no wrapper prefix.
   ModuleType& module() { return module_; }
-  /// Access to the wrapped module's members.
   auto operator->() { return module_.operator->(); }
-
   /// Parameters of the wrapped module (for the optimizer).
   std::vector<torch::Tensor> parameters() { return detail::as_module(module_)->parameters(); }
 
-  /// Averages gradients now; needed only after backward() calls made under no_sync().
-  void all_reduce_gradients() { engine_->all_reduce_gradients(); }
-
-  /// RAII guard: backward() inside it communicates nothing (gradient
-  /// accumulation); the next backward() outside averages the accumulated sum.
+  /// RAII guard for gradient accumulation: forward/backward inside it
+  /// communicate nothing; the first synced backward after it averages the
+  /// accumulated gradients (PyTorch's no_sync()).
   class NoSync {
    public:
     explicit NoSync(std::shared_ptr<detail::DataParallelEngine> e) : engine_(std::move(e)) {
@@ -119,8 +177,19 @@ class DistributedDataParallel {
     std::shared_ptr<detail::DataParallelEngine> engine_;
     bool previous_ = true;
   };
-  /// `{ auto guard = ddp.no_sync(); loss.backward(); }`
+  /// `{ auto guard = ddp.no_sync(); ddp.forward(x).sum().backward(); }`
   NoSync no_sync() { return NoSync(engine_); }
+
+  /// Call on a rank after its last training batch; returns when every rank
+  /// has called it. Collective: every rank, once per epoch, after its loop.
+  /// With UnevenInputs::kError (default) a rank that joins while others still
+  /// train makes every rank throw Error naming the rank(s) that ran out; with
+  /// kJoin it shadows the others' steps with zero gradients until all joined.
+  void join() { engine_->join(); }
+
+  /// Debug helper (collective): compares every parameter's checksum across
+  /// ranks; throws Error naming the parameters and ranks that differ.
+  void check_replicas() { engine_->check_replicas(); }
 
  private:
   ModuleType module_;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "rankwise/error.h"
 #include "rankwise/process_group.h"
 
 class Collectives : public ::testing::Test {

@@ -1,9 +1,12 @@
-// DistributedDataParallel on 2 ranks: replicas stay bitwise equal and a step
-// equals a single-process step over the union of the ranks' batches.
+// DistributedDataParallel on 2 ranks (c10d Reducer): replicas stay bitwise
+// equal, steps equal a single-process step over the union of the ranks'
+// batches, buffers follow rank 0, unused parameters and uneven inputs are
+// named instead of hanging.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include "rankwise/ddp.h"
+#include "rankwise/error.h"
 #include "rankwise/process_group.h"
 
 namespace {
@@ -11,9 +14,14 @@ namespace {
 struct NetImpl : torch::nn::Module {
   NetImpl()
       : fc1(register_module("fc1", torch::nn::Linear(5, 8))),
-        fc2(register_module("fc2", torch::nn::Linear(8, 3))) {}
-  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::tanh(fc1(x))); }
-  torch::nn::Linear fc1, fc2;
+        fc2(register_module("fc2", torch::nn::Linear(8, 3))),
+        spare(register_module("spare", torch::nn::Linear(8, 3))) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = torch::tanh(fc1(x));
+    return use_spare ? fc2(h) + spare(h) : fc2(h);
+  }
+  torch::nn::Linear fc1, fc2, spare;
+  bool use_spare = true;
 };
 TORCH_MODULE(Net);
 
@@ -23,96 +31,116 @@ torch::Tensor flat_parameters(torch::nn::Module& m) {
   return torch::cat(parts);
 }
 
-// Batch of rank r: 4 samples from its own seed.
+// Batch `step` of rank r: 4 samples from its own seed.
 std::pair<torch::Tensor, torch::Tensor> batch_of(int r, int step = 0) {
-  torch::manual_seed(100 + 10 * r + step);
+  torch::manual_seed(100 + 1000 * r + step);
   return {torch::randn({4, 5}), torch::randn({4, 3})};
+}
+
+template <typename Optimizer, typename Options>
+void expect_equivalent_to_single_process(const Options& options, int steps, bool accumulate) {
+  const int world = rankwise::world_size();
+  const int rank = rankwise::rank();
+  torch::manual_seed(0);
+  Net net;
+  rankwise::DistributedDataParallel ddp(net);
+  Optimizer opt(ddp.parameters(), options);
+  for (int step = 0; step < steps; ++step) {
+    opt.zero_grad();
+    if (accumulate) {  // 2 micro-batches of 2, the first without communication
+      auto [x, y] = batch_of(rank, step);
+      {
+        auto guard = ddp.no_sync();
+        (torch::mse_loss(ddp.forward(x.narrow(0, 0, 2)), y.narrow(0, 0, 2)) / 2).backward();
+      }
+      (torch::mse_loss(ddp.forward(x.narrow(0, 2, 2)), y.narrow(0, 2, 2)) / 2).backward();
+    } else {
+      auto [x, y] = batch_of(rank, step);
+      torch::mse_loss(ddp.forward(x), y).backward();
+    }
+    opt.step();
+  }
+  auto mine = flat_parameters(*ddp.module());
+  auto all = rankwise::all_gather(mine);
+  for (int r = 0; r < world; ++r) EXPECT_TRUE(all[r].equal(mine)) << "rank " << r << " differs";
+
+  // One process, batch = the union of every rank's batch (equal sizes, so the
+  // mean of the per-rank means is the mean over the union).
+  torch::manual_seed(0);
+  Net single;
+  Optimizer single_opt(single->parameters(), options);
+  for (int step = 0; step < steps; ++step) {
+    std::vector<torch::Tensor> xs, ys;
+    for (int r = 0; r < world; ++r) {
+      auto [x, y] = batch_of(r, step);
+      xs.push_back(x);
+      ys.push_back(y);
+    }
+    single_opt.zero_grad();
+    torch::mse_loss(single->forward(torch::cat(xs)), torch::cat(ys)).backward();
+    single_opt.step();
+  }
+  auto expected = flat_parameters(*single);
+  EXPECT_LT((mine - expected).abs().max().item<float>(), 1e-5f);
+  // The comparison can fail: one rank's data alone gives other parameters.
+  torch::manual_seed(0);
+  Net local_only;
+  Optimizer local_opt(local_only->parameters(), options);
+  for (int step = 0; step < steps; ++step) {
+    auto [x, y] = batch_of(rank, step);
+    local_opt.zero_grad();
+    torch::mse_loss(local_only->forward(x), y).backward();
+    local_opt.step();
+  }
+  EXPECT_GT((flat_parameters(*local_only) - expected).abs().max().item<float>(), 1e-3f);
 }
 
 }  // namespace
 
 class Ddp : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { rankwise::init(); }
+  static void SetUpTestSuite() {
+    rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(30)));
+  }
   int rank = rankwise::rank();
   int world = rankwise::world_size();
 };
 
 TEST_F(Ddp, ConstructionBroadcastsRankZeroWeights) {
+  torch::manual_seed(0);
+  Net rank0_copy;
   torch::manual_seed(rank);  // different on purpose
   Net net;
-  Net rank0_copy;
-  {
-    torch::manual_seed(0);
-    Net reference;
-    rank0_copy = reference;
-  }
   rankwise::DistributedDataParallel ddp(net);
   EXPECT_TRUE(flat_parameters(*ddp.module()).equal(flat_parameters(*rank0_copy)));
 }
 
-TEST_F(Ddp, OneStepEqualsSingleProcessStepOverUnion) {
-  ASSERT_EQ(world, 2);
-  torch::manual_seed(0);
-  Net net;
-  rankwise::DistributedDataParallel ddp(net);
-  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  for (int step = 0; step < 3; ++step) {
-    auto [x, y] = batch_of(rank, step);
-    opt.zero_grad();
-    torch::mse_loss(ddp.forward(x), y).backward();
-    opt.step();
-  }
-  // Bitwise equal on every rank.
-  auto mine = flat_parameters(*ddp.module());
-  auto all = rankwise::all_gather(mine);
-  for (int r = 0; r < world; ++r) EXPECT_TRUE(all[r].equal(mine)) << "rank " << r << " differs";
-
-  // Single process, batch = union of both ranks' batches (equal sizes, so the
-  // mean of per-rank means is the mean over the union).
-  torch::manual_seed(0);
-  Net single;
-  torch::optim::SGD single_opt(single->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  for (int step = 0; step < 3; ++step) {
-    auto [x0, y0] = batch_of(0, step);
-    auto [x1, y1] = batch_of(1, step);
-    single_opt.zero_grad();
-    torch::mse_loss(single->forward(torch::cat({x0, x1})), torch::cat({y0, y1})).backward();
-    single_opt.step();
-  }
-  auto expected = flat_parameters(*single);
-  EXPECT_LT((mine - expected).abs().max().item<float>(), 1e-6f);
-  // And it is not trivially equal to training on this rank's data alone.
-  EXPECT_GT((mine - expected).abs().max().item<float>() + 1.0f, 1.0f - 1e-6f);
+TEST_F(Ddp, SgdMomentumEqualsSingleProcessOverUnion) {
+  expect_equivalent_to_single_process<torch::optim::SGD>(
+      torch::optim::SGDOptions(0.1).momentum(0.9), 5, false);
 }
 
-TEST_F(Ddp, NoSyncAccumulatesThenAverages) {
+TEST_F(Ddp, AdamEqualsSingleProcessOverUnion) {
+  expect_equivalent_to_single_process<torch::optim::Adam>(torch::optim::AdamOptions(0.01), 5,
+                                                          false);
+}
+
+TEST_F(Ddp, NoSyncAccumulationEqualsSingleProcessOverUnion) {
+  expect_equivalent_to_single_process<torch::optim::SGD>(
+      torch::optim::SGDOptions(0.1).momentum(0.9), 4, true);
+}
+
+TEST_F(Ddp, NoSyncCommunicatesNothing) {
   torch::manual_seed(0);
   Net net;
   rankwise::DistributedDataParallel ddp(net);
-  auto [xa, ya] = batch_of(rank, 0);
-  auto [xb, yb] = batch_of(rank, 1);
+  auto [x, y] = batch_of(rank, 0);
   {
     auto guard = ddp.no_sync();
-    torch::mse_loss(ddp.forward(xa), ya).backward();
+    torch::mse_loss(ddp.forward(x), y).backward();
   }
-  // Inside no_sync nothing was communicated: gradients still differ by rank.
-  auto local_grad = ddp.module()->fc1->weight.grad().clone();
-  auto gathered = rankwise::all_gather(local_grad);
+  auto gathered = rankwise::all_gather(ddp.module()->fc1->weight.grad().clone());
   EXPECT_FALSE(gathered[0].equal(gathered[1]));
-  torch::mse_loss(ddp.forward(xb), yb).backward();  // synced: averages the accumulated sum
-  auto synced = rankwise::all_gather(ddp.module()->fc1->weight.grad().clone());
-  EXPECT_TRUE(synced[0].equal(synced[1]));
-
-  torch::manual_seed(0);
-  Net single;
-  for (int r = 0; r < world; ++r) {
-    auto [x0, y0] = batch_of(r, 0);
-    auto [x1, y1] = batch_of(r, 1);
-    (torch::mse_loss(single->forward(x0), y0) / world).backward();
-    (torch::mse_loss(single->forward(x1), y1) / world).backward();
-  }
-  EXPECT_LT((synced[0] - single->fc1->weight.grad()).abs().max().item<float>(), 1e-6f);
 }
 
 TEST_F(Ddp, BuffersFollowRankZero) {
@@ -130,4 +158,116 @@ TEST_F(Ddp, BuffersFollowRankZero) {
   EXPECT_LT((ddp.module()->running_mean - expected).abs().max().item<float>(), 1e-6f);
   auto after_second = rankwise::all_gather(ddp.module()->running_mean.clone());
   EXPECT_TRUE(after_second[0].equal(after_second[1]));
+}
+
+TEST_F(Ddp, UnusedParameterIsNamed) {
+  torch::manual_seed(0);
+  Net net;
+  net->use_spare = false;
+  rankwise::DistributedDataParallel ddp(net);
+  auto [x, y] = batch_of(rank, 0);
+  torch::mse_loss(ddp.forward(x), y).backward();
+  try {
+    ddp.forward(x);
+    FAIL() << "expected an error naming the unused parameters";
+  } catch (const rankwise::Error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("spare.weight"), std::string::npos) << text;
+    EXPECT_NE(text.find("spare.bias"), std::string::npos) << text;
+    EXPECT_NE(text.find("find_unused_parameters(true)"), std::string::npos) << text;
+  }
+}
+
+TEST_F(Ddp, FindUnusedParametersCompletesAndReplicasStayEqual) {
+  torch::manual_seed(0);
+  Net net;
+  net->use_spare = false;
+  rankwise::DistributedDataParallel ddp(
+      net, rankwise::DistributedDataParallelOptions().find_unused_parameters(true));
+  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
+  for (int step = 0; step < 3; ++step) {
+    auto [x, y] = batch_of(rank, step);
+    opt.zero_grad();
+    torch::mse_loss(ddp.forward(x), y).backward();
+    opt.step();
+  }
+  EXPECT_NO_THROW(ddp.check_replicas());
+}
+
+TEST_F(Ddp, ReplicasBitwiseEqualAfter100Steps) {
+  torch::manual_seed(0);
+  Net net;
+  rankwise::DistributedDataParallel ddp(net, rankwise::DistributedDataParallelOptions().bucket_cap_mb(0.0001));
+  torch::optim::Adam opt(ddp.parameters(), torch::optim::AdamOptions(0.01));
+  for (int step = 0; step < 100; ++step) {
+    auto [x, y] = batch_of(rank, step);
+    opt.zero_grad();
+    torch::mse_loss(ddp.forward(x), y).backward();
+    opt.step();
+  }
+  EXPECT_NO_THROW(ddp.check_replicas());
+  auto all = rankwise::all_gather(flat_parameters(*ddp.module()));
+  EXPECT_TRUE(all[0].equal(all[1]));
+  // check_replicas can fail: perturb one parameter on rank 1 only.
+  if (rank == 1) {
+    torch::NoGradGuard no_grad;
+    ddp.module()->fc2->bias[0] += 1.0;
+  }
+  try {
+    ddp.check_replicas();
+    FAIL() << "expected check_replicas to name fc2.bias";
+  } catch (const rankwise::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fc2.bias (ranks 1 differ from rank 0)"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(std::string(e.what()).find("fc1.weight"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Ddp, UnevenInputsRaiseNamingTheRankByDefault) {
+  torch::manual_seed(0);
+  Net net;
+  rankwise::DistributedDataParallel ddp(net);
+  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
+  const int batches = rank == 0 ? 10 : 9;  // rank 1 runs out first
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    for (int step = 0; step < batches; ++step) {
+      auto [x, y] = batch_of(rank, step);
+      opt.zero_grad();
+      torch::mse_loss(ddp.forward(x), y).backward();
+      opt.step();
+    }
+    ddp.join();
+    FAIL() << "expected an uneven-inputs error";
+  } catch (const rankwise::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank(s) [1] ran out of batches"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  rankwise::barrier();
+}
+
+TEST_F(Ddp, UnevenInputsJoinCompletes) {
+  torch::manual_seed(0);
+  Net net;
+  rankwise::DistributedDataParallel ddp(
+      net, rankwise::DistributedDataParallelOptions().uneven_inputs(rankwise::UnevenInputs::kJoin));
+  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
+  const int batches = rank == 0 ? 10 : 9;
+  for (int step = 0; step < batches; ++step) {
+    auto [x, y] = batch_of(rank, step);
+    opt.zero_grad();
+    torch::mse_loss(ddp.forward(x), y).backward();
+    opt.step();
+  }
+  auto before_join = flat_parameters(*ddp.module()).clone();
+  ddp.join();
+  // Rank 1 skipped the optimizer step of step 10; join() hands every rank the
+  // model of the last rank to join (rank 0), so replicas are equal again.
+  auto all = rankwise::all_gather(flat_parameters(*ddp.module()));
+  EXPECT_TRUE(all[0].equal(all[1]));
+  auto rank0_before = rankwise::all_gather(before_join)[0];
+  EXPECT_TRUE(all[0].equal(rank0_before));
+  rankwise::barrier();
 }

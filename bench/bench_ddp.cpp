@@ -1,0 +1,58 @@
+// rankwise DDP on the benchmark job of bench/ddp_reference.py (same models,
+// batch, threads and optimizer). Prints on rank 0:
+//   rankwise <model> world=<W> samples_per_s=<X>
+// Usage: bench_ddp MODEL STEPS BATCH   (MODEL: mlp | wide); run through rankwise-run.
+#include <torch/torch.h>
+
+#include <chrono>
+
+#include "rankwise/rankwise.h"
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: bench_ddp mlp|wide STEPS BATCH\n");
+    return 2;
+  }
+  const std::string model_name = argv[1];
+  const int64_t steps = std::stoll(argv[2]);
+  const int64_t batch = std::stoll(argv[3]);
+  torch::set_num_threads(1);
+  auto& group = rankwise::init();
+
+  torch::manual_seed(0);
+  torch::nn::Sequential net;
+  if (model_name == "mlp") {
+    net = torch::nn::Sequential(torch::nn::Linear(784, 256), torch::nn::ReLU(),
+                                torch::nn::Linear(256, 128), torch::nn::ReLU(),
+                                torch::nn::Linear(128, 10));
+  } else {
+    net->push_back(torch::nn::Linear(784, 2048));
+    net->push_back(torch::nn::ReLU());
+    for (int i = 0; i < 3; ++i) {
+      net->push_back(torch::nn::Linear(2048, 2048));
+      net->push_back(torch::nn::ReLU());
+    }
+    net->push_back(torch::nn::Linear(2048, 10));
+  }
+  rankwise::DistributedDataParallel ddp(net);
+  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  torch::manual_seed(1 + group.rank());
+  auto x = torch::randn({steps, batch, 784});
+  auto y = torch::randint(0, 10, {steps, batch});
+
+  auto step = [&](int64_t i) {
+    opt.zero_grad();
+    torch::cross_entropy_loss(ddp.forward(x[i]), y[i]).backward();
+    opt.step();
+  };
+  for (int64_t i = 0; i < std::min<int64_t>(5, steps); ++i) step(i);
+  rankwise::barrier();
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < steps; ++i) step(i);
+  rankwise::barrier();
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  rankwise::print0("rankwise {} world={} samples_per_s={:.1f}", model_name, group.world_size(),
+                   static_cast<double>(steps * batch * group.world_size()) / elapsed);
+  return 0;
+}

@@ -1,0 +1,25 @@
+#pragma once
+// Debian's libtorch-dev 1.13 ships torch/csrc/distributed/c10d/reducer.hpp but
+// not this header, which reducer.hpp includes for two type names only. This
+// stub declares them as libtorch does (torch/csrc/distributed/autograd/context/
+// context.h, PyTorch 1.13): the Reducer stores a std::shared_ptr to the
+// context, so the class layout does not depend on the context's definition.
+// Used only by src/ddp.cpp, never installed.
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
+
+namespace torch {
+namespace distributed {
+namespace autograd {
+
+class DistAutogradContext {
+ public:
+  using GradCallback = std::function<bool(at::Tensor&)>;
+};
+using ContextPtr = std::shared_ptr<DistAutogradContext>;
+
+}  // namespace autograd
+}  // namespace distributed
+}  // namespace torch
