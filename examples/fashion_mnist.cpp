@@ -102,62 +102,69 @@ int train(int argc, char** argv) {
     rankwise::DistributedSampler test_sampler(
         test.images.size(0), rankwise::DistributedSamplerOptions().shuffle(false).pad(false));
 
+    // Metrics: local update() on every rank, one collective compute() per epoch.
+    using namespace rankwise::metrics;
+    MetricCollection train_metrics;
+    auto train_loss = train_metrics.add("loss", std::make_shared<Mean>());
+    MetricCollection test_metrics;
+    auto test_accuracy = test_metrics.add("accuracy", std::make_shared<Accuracy>(ClassificationOptions(10)));
+    auto test_f1 = test_metrics.add(
+        "macro_f1", std::make_shared<F1>(ClassificationOptions(10).average(Average::kMacro)));
+
     for (int epoch = start_epoch; epoch < cfg.epochs; ++epoch) {
       const auto started = std::chrono::steady_clock::now();
       sampler.set_epoch(epoch);
       const auto indices = sampler.indices();
       const auto padding = sampler.is_padding();
       ddp.module()->train();
-      // [loss sum over real samples, real sample count, samples processed]
-      auto totals = torch::zeros({3}, torch::kFloat64);
+      train_metrics.reset();
+      int64_t processed = 0;
       for (std::size_t begin = 0; begin < indices.size(); begin += cfg.batch_size) {
         const auto end = std::min(indices.size(), begin + static_cast<std::size_t>(cfg.batch_size));
         auto x = take(train.images, indices, begin, end);
         auto y = take(train.labels, indices, begin, end);
-        auto per_sample = torch::cross_entropy_loss(
-            ddp.forward(x), y, {}, torch::Reduction::None, /*ignore_index=*/-100);
-        auto loss = per_sample.mean();
+        auto per_sample = torch::cross_entropy_loss(ddp.forward(x), y, {}, torch::Reduction::None);
         optimizer.zero_grad();
-        loss.backward();
+        per_sample.mean().backward();
         optimizer.step();
         // Padding duplicates train like PyTorch's sampler, but are not counted in the metric.
-        auto mask = torch::ones({static_cast<int64_t>(end - begin)}, torch::kBool);
-        for (std::size_t i = begin; i < end; ++i) {
-          if (padding[i]) mask[static_cast<int64_t>(i - begin)] = false;
-        }
-        totals[0] += per_sample.detach().masked_select(mask).sum().to(torch::kFloat64);
-        totals[1] += mask.sum().to(torch::kFloat64);
-        totals[2] += static_cast<double>(end - begin);
+        train_loss->update(per_sample.detach(),
+                           PaddingMask(padding, static_cast<int64_t>(begin),
+                                       static_cast<int64_t>(end - begin)));
+        processed += static_cast<int64_t>(end - begin);
       }
+      ddp.join();  // every rank, after its last batch (uneven inputs would be named here)
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
-      // Test accuracy: every test sample exactly once across ranks.
+      // Test metrics: every test sample exactly once across ranks.
       ddp.module()->eval();
-      auto correct = torch::zeros({2}, torch::kFloat64);
+      test_metrics.reset();
       {
         torch::NoGradGuard no_grad;
         const auto test_indices = test_sampler.indices();
         for (std::size_t begin = 0; begin < test_indices.size(); begin += 1000) {
           const auto end = std::min(test_indices.size(), begin + 1000);
-          auto prediction = ddp.module()->forward(take(test.images, test_indices, begin, end)).argmax(1);
-          correct[0] += prediction.eq(take(test.labels, test_indices, begin, end)).sum().to(torch::kFloat64);
-          correct[1] += static_cast<double>(end - begin);
+          auto logits = ddp.module()->forward(take(test.images, test_indices, begin, end));
+          auto target = take(test.labels, test_indices, begin, end);
+          test_accuracy->update(logits, target);
+          test_f1->update(logits, target);
         }
       }
       // Collectives on every rank; only the printing is guarded.
-      auto sums = torch::cat({totals, correct});
-      rankwise::all_reduce(sums, rankwise::ReduceOp::kSum);
-      auto elapsed = torch::tensor({seconds}, torch::kFloat64);
+      auto train_values = train_metrics.compute();
+      auto test_values = test_metrics.compute();
+      auto totals = torch::tensor({static_cast<double>(processed), seconds}, torch::kFloat64);
+      auto samples = totals.narrow(0, 0, 1).clone();
+      auto elapsed = totals.narrow(0, 1, 1).clone();
+      rankwise::all_reduce(samples, rankwise::ReduceOp::kSum);
       rankwise::all_reduce(elapsed, rankwise::ReduceOp::kMax);
-      const double train_loss = sums[0].item<double>() / sums[1].item<double>();
-      const double accuracy = sums[3].item<double>() / sums[4].item<double>();
-      const double throughput = sums[2].item<double>() / elapsed.item<double>();
       rankwise::print0(
-          "epoch {}/{} | train loss {:.4f} over {} samples | test accuracy {:.4f} over {} samples | "
-          "{:.0f} samples/s on {} ranks",
-          epoch + 1, cfg.epochs, train_loss, static_cast<int64_t>(sums[1].item<double>()), accuracy,
-          static_cast<int64_t>(sums[4].item<double>()), throughput, group.world_size());
+          "epoch {}/{} | train loss {:.4f} over {} samples | test accuracy {:.4f}, macro F1 {:.4f} "
+          "over {} samples | {:.0f} samples/s on {} ranks",
+          epoch + 1, cfg.epochs, train_values.at("loss").item<double>(), train.images.size(0),
+          test_values.at("accuracy").item<double>(), test_values.at("macro_f1").item<double>(),
+          test.images.size(0), samples.item<double>() / elapsed.item<double>(), group.world_size());
 
       rankwise::Checkpoint state;
       state.insert("model", rankwise::state_dict(*ddp.module()));

@@ -11,10 +11,10 @@ rm -rf "$work"; mkdir -p "$work"
 ckpt="$work/fm.ckpt"
 out=$("$run" --nproc-per-node 2 "$program" --epochs 1 --limit 2000 --checkpoint "$ckpt") || fail "run: $out"
 echo "$out"
-line=$(grep -E '^\[rank0\]: epoch 1/1 \| train loss [0-9.]+ over 2000 samples \| test accuracy 0\.[0-9]{4} over 2000 samples \| [0-9]+ samples/s on 2 ranks$' <<<"$out") \
+line=$(grep -E '^\[rank0\]: epoch 1/1 \| train loss [0-9.]+ over 2000 samples \| test accuracy 0\.[0-9]{4}, macro F1 0\.[0-9]{4} over 2000 samples \| [0-9]+ samples/s on 2 ranks$' <<<"$out") \
   || fail "epoch line"
 [ "$(grep -c 'epoch 1/1' <<<"$out")" = 1 ] || fail "epoch line printed once (rank 0 only)"
-acc=$(sed -E 's/.*test accuracy (0\.[0-9]+).*/\1/' <<<"$line")
+acc=$(sed -E 's/.*test accuracy (0\.[0-9]+),.*/\1/' <<<"$line")
 awk -v a="$acc" 'BEGIN { exit !(a > 0.55) }' || fail "accuracy $acc after one short epoch should exceed 0.55"
 [ -f "$ckpt" ] || fail "checkpoint not written"
 ls "$work" | grep -q tmp && fail "temporary file left behind"
