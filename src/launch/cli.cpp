@@ -1,4 +1,5 @@
 // Command line of rankwise-run (CLI11): flags, help text and validation.
+#include <net/if.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,8 +29,8 @@ constexpr const char* kFooter = R"(
 Each worker gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
 MASTER_PORT, RANKWISE_RESTART_COUNT (= TORCHELASTIC_RESTART_COUNT), TORCHELASTIC_RUN_ID,
 RANKWISE_AGENT_STORE=1 (the launcher hosts the TCPStore; workers connect as clients),
-RANKWISE_ERROR_FILE (where a failing worker may write its error) and OMP_NUM_THREADS=1
-unless set. Every flag with a dash is also accepted with an underscore (--nproc_per_node).
+RANKWISE_ERROR_FILE (where a failing worker may write its error), OMP_NUM_THREADS=1
+unless set, and GLOO_SOCKET_IFNAME with --iface. Every flag with a dash is also accepted with an underscore (--nproc_per_node).
 
 Exit codes: 0 every worker succeeded; 1 a worker failed (the summary names the first
 failure: rank, exit code or signal, last lines of stderr, error file); 2 bad usage or
@@ -42,7 +43,7 @@ Examples:
   node 0: rankwise-run --nnodes 2 --node-rank 0 --master-addr node0 --master-port 29500 \
             --nproc-per-node 8 ./train
   node 1: rankwise-run --nnodes 2 --node-rank 1 --master-addr node0 --master-port 29500 \
-            --nproc-per-node 8 ./train
+            --nproc-per-node 8 --iface eth1 ./train
 )";
 
 std::chrono::milliseconds seconds_to_ms(double s, const char* flag, bool allow_zero) {
@@ -191,6 +192,11 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
                  "Seconds to wait for every node to join (default 300). "
                  "E.g. --rendezvous-timeout 60");
 
+  app.add_option("--iface", o.iface,
+                 "Network interface(s) for the workers' Gloo traffic, comma-separated; sets "
+                 "GLOO_SOCKET_IFNAME for every worker (default: the interface that routes to "
+                 "--master-addr). E.g. --iface eth1");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -246,6 +252,19 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   if (o.monitor_interval.count() == 0) o.monitor_interval = std::chrono::milliseconds(1);
   o.grace_period = seconds_to_ms(grace_s, "--grace-period", true);
   o.rendezvous_timeout = seconds_to_ms(rdzv_s, "--rendezvous-timeout", false);
+  if (!o.iface.empty()) {
+    for (std::size_t start = 0, comma = 0; comma != std::string::npos; start = comma + 1) {
+      comma = o.iface.find(',', start);
+      const std::string name =
+          o.iface.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (name.empty() || ::if_nametoindex(name.c_str()) == 0) {
+        throw UsageError(fmt::format(
+            "--iface '{}': '{}' is not a network interface of this node; see `ip -brief link` "
+            "and give one such as --iface eth0",
+            o.iface, name));
+      }
+    }
+  }
   o.tag_enabled = !no_tag;
   if (o.tag_enabled) TagTemplate::parse(o.tag);  // validate now (exit 2)
   if (!only_ranks.empty()) o.only_ranks = parse_rank_list(only_ranks, o.world_size());

@@ -46,6 +46,9 @@ struct LaunchOptions {
   std::string run_id = "none";    ///< TORCHELASTIC_RUN_ID
   std::chrono::milliseconds grace_period{5000};     ///< SIGTERM -> SIGKILL delay
   std::chrono::milliseconds rendezvous_timeout{300000};  ///< wait for all nodes
+  /// Network interface(s) the workers' Gloo uses (--iface), passed as
+  /// GLOO_SOCKET_IFNAME; empty = the workers' own choice (see process_group.h).
+  std::string iface;
   std::string program;            ///< resolved path of the program to execute
   std::vector<std::string> program_argv;  ///< argv of the program, [0] as given
 

@@ -47,6 +47,12 @@ std::vector<std::string> worker_environment(const AttemptConfig& c, int local_ra
   set("TORCHELASTIC_USE_AGENT_STORE", "True");
   set("RANKWISE_ERROR_FILE",
       fmt::format("{}/error_attempt{}_rank{}.json", c.error_dir, c.attempt, rank));
+  if (!o.iface.empty()) {  // --iface wins over a GLOO_SOCKET_IFNAME of the launcher's
+    env.erase(std::remove_if(env.begin(), env.end(),
+                             [](const std::string& v) { return v.rfind("GLOO_SOCKET_IFNAME=", 0) == 0; }),
+              env.end());
+    set("GLOO_SOCKET_IFNAME", o.iface);
+  }
   return env;
 }
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -16,6 +17,7 @@
 #include "launch/options.h"
 #include "launch/summary.h"
 #include "launch/tag_template.h"
+#include "launch/worker_group.h"
 
 namespace rankwise::launch {
 namespace {
@@ -143,6 +145,8 @@ TEST(LaunchCli, BadUsageNamesTheFlag) {
       {{"--monitor-interval", "0", sh}, "--monitor-interval"},
       {{"--rendezvous-timeout", "0", sh}, "--rendezvous-timeout"},
       {{"--bogus", sh}, "unknown option '--bogus'"},
+      {{"--iface", "no-such-if0", sh}, "--iface 'no-such-if0': 'no-such-if0' is not a network"},
+      {{"--iface", "lo,", sh}, "--iface 'lo,'"},
   };
   for (const auto& [args, expected] : cases) {
     const std::string msg = usage_error(args);
@@ -165,6 +169,27 @@ TEST(LaunchCli, OptionsEndAtTheProgram) {
   EXPECT_EQ(o->program.substr(o->program.size() - 3), "/sh");
   EXPECT_FALSE(o->master_port.has_value());
   EXPECT_EQ(o->world_size(), 3);
+}
+
+TEST(LaunchCli, IfaceSetsGlooSocketIfnameForWorkers) {
+  std::vector<std::string> args = {"rankwise-run", "--iface", "lo", "sh"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  const auto o = parse_command_line(static_cast<int>(argv.size()), argv.data());
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->iface, "lo");
+  AttemptConfig c;
+  c.options = &*o;
+  c.base_env = {"GLOO_SOCKET_IFNAME=eth9", "HOME=/root"};
+  const auto env = worker_environment(c, 0);
+  EXPECT_EQ(std::count(env.begin(), env.end(), "GLOO_SOCKET_IFNAME=lo"), 1);
+  EXPECT_EQ(std::count(env.begin(), env.end(), "GLOO_SOCKET_IFNAME=eth9"), 0);
+  EXPECT_EQ(std::count(env.begin(), env.end(), "HOME=/root"), 1);
+
+  LaunchOptions plain;
+  c.options = &plain;
+  const auto kept = worker_environment(c, 0);  // without --iface the launcher's value passes
+  EXPECT_EQ(std::count(kept.begin(), kept.end(), "GLOO_SOCKET_IFNAME=eth9"), 1);
 }
 
 TEST(LaunchDevices, CountsGpusFromDriverDirAndVisibleDevices) {
