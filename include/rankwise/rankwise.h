@@ -9,6 +9,7 @@
 #include "rankwise/data/fashion_mnist.h"
 #include "rankwise/data/idx.h"
 #include "rankwise/ddp.h"
+#include "rankwise/device.h"
 #include "rankwise/env.h"
 #include "rankwise/error.h"
 #include "rankwise/log.h"

@@ -18,11 +18,17 @@
 //   echo ARGS...          each argument on its own line
 //   split                 "out R" on stdout, "err R" on stderr
 //   bytes                 a line with invalid UTF-8
+//   flood LINES LEN       LINES lines of LEN bytes, one write(2) each, no sleeps
+//                         (throughput benchmark; stdout may be a file or the launcher)
+//   paced RATE SECONDS    RATE lines per second of ~80 bytes for SECONDS, one
+//                         write(2) each, at even steps (launcher CPU benchmark)
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -193,6 +199,28 @@ int main(int argc, char** argv) {
   }
   if (mode == "bytes") {
     put(1, std::string("bad \xff\xfe utf8 \xc3\n"));
+    return 0;
+  }
+  if (mode == "flood" && argc == 4) {
+    const int lines = std::atoi(argv[2]), len = std::atoi(argv[3]);
+    std::string line = "rank=" + std::to_string(rank) + " ";
+    line.resize(static_cast<size_t>(len > 1 ? len - 1 : 0), 'x');
+    line += '\n';
+    for (int i = 0; i < lines; ++i) put(1, line);
+    return 0;
+  }
+  if (mode == "paced" && argc == 4) {
+    const double rate = std::atof(argv[2]), seconds = std::atof(argv[3]);
+    const long total = static_cast<long>(rate * seconds);
+    const auto step = std::chrono::duration<double>(1.0 / rate);
+    const auto start = std::chrono::steady_clock::now();
+    for (long i = 0; i < total; ++i) {
+      std::this_thread::sleep_until(
+          start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(step * i));
+      std::string line = "rank " + std::to_string(rank) + " step " + std::to_string(i) +
+                         " loss 0.123456 acc 0.987654 lr 0.001000 throughput 12345.6 samples/s\n";
+      put(1, line);
+    }
     return 0;
   }
   put(2, "launch_probe: unknown mode or arguments\n");
