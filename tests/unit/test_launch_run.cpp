@@ -278,8 +278,14 @@ TEST(LaunchRun, KilledWorkerIsNamedWithItsSignal) {
 }
 
 TEST(LaunchRun, WorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {
+  // Rank 1 fails only once rank 0 ignores SIGTERM (else, under load, SIGTERM
+  // could arrive before the trap and the test would see SIGTERM, not SIGKILL).
+  TempDir dir;
+  const std::string ready = dir.path() + "/ready";
   const Result r = run({"--nproc-per-node", "2", "--grace-period", "1", "/bin/sh", "-c",
-                        "if [ $RANK = 1 ]; then exit 3; fi; trap '' TERM; sleep 30"});
+                        "if [ $RANK = 1 ]; then while [ ! -f " + ready +
+                            " ]; do sleep 0.05; done; exit 3; fi; trap '' TERM; touch " + ready +
+                            "; sleep 30"});
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_GE(r.seconds, 1.0);
   EXPECT_LT(r.seconds, 10.0);
