@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "rankwise/rankwise.h"
 
@@ -59,8 +60,12 @@ int train(int argc, char** argv) {
   Config cfg;
   CLI::App app{"Data-parallel MLP training on Fashion-MNIST (run it through rankwise-run)"};
   app.add_option("--data-dir", cfg.data_dir, "directory with the four gzipped IDX files");
-  app.add_option("--epochs", cfg.epochs, "number of epochs")->check(CLI::PositiveNumber);
-  app.add_option("--batch-size", cfg.batch_size, "batch size per rank")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", cfg.epochs, "number of epochs (at least 1)")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--batch-size", cfg.batch_size, "batch size per rank (at least 1)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
+      ->capture_default_str();
   app.add_option("--lr", cfg.lr, "learning rate of SGD")->check(CLI::PositiveNumber);
   app.add_option("--momentum", cfg.momentum, "momentum of SGD")->check(CLI::Range(0.0, 1.0));
   app.add_option("--limit", cfg.limit, "use only the first N training and N test samples (0: all)")
@@ -88,6 +93,18 @@ int train(int argc, char** argv) {
     torch::optim::SGD optimizer(model->parameters(),
                                 torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum));
     int start_epoch = 0;
+    // Fail now, not after an epoch of training, when the checkpoint cannot be written.
+    const auto slash = cfg.checkpoint.find_last_of('/');
+    const std::string checkpoint_dir =
+        slash == std::string::npos ? "." : (slash == 0 ? "/" : cfg.checkpoint.substr(0, slash));
+    if (::access(checkpoint_dir.c_str(), W_OK) != 0) {
+      throw rankwise::ConfigError("fashion_mnist: the checkpoint directory '" + checkpoint_dir +
+                                  "' does not exist or is not writable; create it or pass "
+                                  "--checkpoint with another path");
+    }
+    if (cfg.resume && !file_exists(cfg.checkpoint)) {
+      rankwise::print0("no checkpoint at {}; starting from epoch 1", cfg.checkpoint);
+    }
     if (cfg.resume && file_exists(cfg.checkpoint)) {
       auto ckpt = rankwise::load(cfg.checkpoint);  // every rank, onto the CPU, before wrapping
       rankwise::load_state_dict(*model, rankwise::to_state_dict(ckpt.at("model")));

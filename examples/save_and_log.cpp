@@ -7,7 +7,7 @@
 
 #include "rankwise/rankwise.h"
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const std::string path = argc > 1 ? argv[1] : "ckpt.pt";
   auto& group = rankwise::init();
   const int rank = group.rank();
@@ -50,3 +50,7 @@ int main(int argc, char** argv) {
   rankwise::print("rank {}: loaded keys [{}]", rank, keys);
   return 0;
 }
+
+// run_main reports an uncaught exception (bad environment, unwritable path)
+// to the launcher, which shows it as the root cause.
+int main(int argc, char** argv) { return rankwise::run_main(argc, argv, run); }

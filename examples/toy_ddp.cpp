@@ -19,7 +19,7 @@ struct NeuralNetworkImpl : torch::nn::Module {
 };
 TORCH_MODULE(NeuralNetwork);
 
-int main() {
+int run(int, char**) {
   auto& group = rankwise::init();
   rankwise::print_header();
 
@@ -77,3 +77,6 @@ int main() {
                    counts[0].item<int64_t>(), counts[1].item<int64_t>(), group.world_size());
   return 0;
 }
+
+// run_main reports an uncaught exception to the launcher (root cause).
+int main(int argc, char** argv) { return rankwise::run_main(argc, argv, run); }

@@ -80,6 +80,10 @@ Checkpoint load(const std::string& path) {
   c10::IValue value;
   try {
     value = torch::pickle_load(std::vector<char>(bytes.begin(), bytes.end()));
+  } catch (const c10::Error& e) {
+    throw CheckpointError("rankwise: '" + path + "' is not a readable checkpoint (truncated or "
+                          "not written by torch.save / rankwise::save): " +
+                          e.what_without_backtrace());
   } catch (const std::exception& e) {
     throw CheckpointError("rankwise: '" + path + "' is not a readable checkpoint (truncated or "
                           "not written by torch.save / rankwise::save): " + e.what());

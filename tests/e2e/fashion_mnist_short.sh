@@ -23,4 +23,15 @@ echo "$out2"
 grep -q "^\[rank0\]: resumed from $ckpt at epoch 1$" <<<"$out2" || fail "resume line"
 grep -q 'epoch 2/2' <<<"$out2" || fail "second epoch after resume"
 grep -q 'epoch 1/2' <<<"$out2" && fail "epoch 1 ran again after resume"
+# --resume without a checkpoint says so and starts from epoch 1.
+out3=$("$run" --nproc-per-node 2 "$program" --epochs 1 --limit 200 --checkpoint "$work/none.ckpt" --resume) \
+  || fail "resume without checkpoint: $out3"
+grep -q "^\[rank0\]: no checkpoint at $work/none.ckpt; starting from epoch 1$" <<<"$out3" || fail "missing-checkpoint note"
+# An unwritable checkpoint directory fails before any training, naming it.
+out4=$("$run" --nproc-per-node 2 "$program" --epochs 1 --limit 200 --checkpoint /nonexistent-rankwise-dir/x.ckpt 2>&1)
+rc=$?
+[ $rc = 1 ] || fail "unwritable checkpoint directory: exit code $rc, expected 1"
+grep -q "checkpoint directory '/nonexistent-rankwise-dir' does not exist or is not writable" <<<"$out4" \
+  || fail "unwritable checkpoint directory message: $out4"
+grep -q 'epoch 1/1' <<<"$out4" && fail "trained before checking the checkpoint directory"
 echo PASS
