@@ -13,7 +13,6 @@
 
 #include <chrono>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "rankwise/rankwise.h"
 
@@ -94,18 +93,10 @@ int train(int argc, char** argv) {
                                 torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum));
     int start_epoch = 0;
     // Fail now, not after an epoch of training, when the checkpoint cannot be written.
-    const auto slash = cfg.checkpoint.find_last_of('/');
-    const std::string checkpoint_dir =
-        slash == std::string::npos ? "." : (slash == 0 ? "/" : cfg.checkpoint.substr(0, slash));
-    if (::access(checkpoint_dir.c_str(), W_OK) != 0) {
-      throw rankwise::ConfigError("fashion_mnist: the checkpoint directory '" + checkpoint_dir +
-                                  "' does not exist or is not writable; create it or pass "
-                                  "--checkpoint with another path");
-    }
+    rankwise::check_checkpoint_path(cfg.checkpoint);
     if (cfg.resume && !file_exists(cfg.checkpoint)) {
       rankwise::print0("no checkpoint at {}; starting from epoch 1", cfg.checkpoint);
-    }
-    if (cfg.resume && file_exists(cfg.checkpoint)) {
+    } else if (cfg.resume) {
       auto ckpt = rankwise::load(cfg.checkpoint);  // every rank, onto the CPU, before wrapping
       rankwise::load_state_dict(*model, rankwise::to_state_dict(ckpt.at("model")));
       rankwise::load_optimizer_state(optimizer, ckpt.at("optimizer").toTensor());
@@ -171,9 +162,8 @@ int train(int argc, char** argv) {
       // Collectives on every rank; only the printing is guarded.
       auto train_values = train_metrics.compute();
       auto test_values = test_metrics.compute();
-      auto totals = torch::tensor({static_cast<double>(processed), seconds}, torch::kFloat64);
-      auto samples = totals.narrow(0, 0, 1).clone();
-      auto elapsed = totals.narrow(0, 1, 1).clone();
+      auto samples = torch::tensor({static_cast<double>(processed)}, torch::kFloat64);
+      auto elapsed = torch::tensor({seconds}, torch::kFloat64);
       rankwise::all_reduce(samples, rankwise::ReduceOp::kSum);
       rankwise::all_reduce(elapsed, rankwise::ReduceOp::kMax);
       rankwise::print0(

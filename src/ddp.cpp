@@ -43,17 +43,24 @@ struct DataParallelEngine::Impl {
   int64_t iterations = 0;  // training forwards so far
   std::string join_key_prefix;
 
-  void broadcast_states(const std::vector<torch::Tensor>& tensors) {
+  void broadcast_states(const std::vector<torch::Tensor>& tensors, int root = 0) {
     if (tensors.empty() || group->world_size() == 1) return;
     std::vector<torch::Tensor> detached;
     for (const auto& t : tensors) detached.push_back(t.detach());
     try {
-      c10d::broadcast_coalesced(group->c10d_group(), detached, kBroadcastBucketBytes, 0);
+      c10d::broadcast_coalesced(group->c10d_group(), detached, kBroadcastBucketBytes, root);
     } catch (const std::exception& e) {
       throw Error("rankwise: " + where(*group) +
-                  ": DistributedDataParallel: broadcast of parameters/buffers from rank 0 failed; "
-                  "a peer probably exited. Original error: " + e.what());
+                  ": DistributedDataParallel: broadcast of parameters/buffers from rank " +
+                  std::to_string(root) + " failed; a peer probably exited. Original error: " +
+                  e.what());
     }
+  }
+
+  std::vector<torch::Tensor> module_states() const {
+    auto states = module->parameters(true);
+    states.insert(states.end(), buffers.begin(), buffers.end());
+    return states;
   }
 
   // Turns the Reducer's "did not receive grad" error into one naming the parameters.
@@ -142,9 +149,7 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
     }
   }
   // Every rank starts from rank 0's replica.
-  auto states = d.module->parameters(true);
-  states.insert(states.end(), d.buffers.begin(), d.buffers.end());
-  d.broadcast_states(states);
+  d.broadcast_states(d.module_states());
 
   // Buckets as PyTorch's DDP: assigned by size in parameter order, then
   // reversed, since gradients become ready roughly in reverse order.
@@ -242,19 +247,13 @@ void DataParallelEngine::join() {
   }
   bool uneven = false;
   for (const auto& c : counts) uneven = uneven || !c.equal(counts[0]);
-  if (uneven) {
-    auto states = d.module->parameters(true);
-    states.insert(states.end(), d.buffers.begin(), d.buffers.end());
-    std::vector<torch::Tensor> detached;
-    for (const auto& t : states) detached.push_back(t.detach());
-    c10d::broadcast_coalesced(d.group->c10d_group(), detached, kBroadcastBucketBytes, last);
-  }
+  if (uneven) d.broadcast_states(d.module_states(), last);
 }
 
 void DataParallelEngine::check_replicas() {
   auto& d = *impl_;
   torch::NoGradGuard no_grad;
-  // Per parameter: sum and sum of squares in float64, and a bit-level hash.
+  // Per parameter: sum and sum of squares in float64.
   auto local = torch::empty({static_cast<int64_t>(d.params.size()), 2}, torch::kFloat64);
   for (size_t i = 0; i < d.params.size(); ++i) {
     auto p = d.params[i].detach().to(torch::kFloat64);

@@ -3,6 +3,8 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include "checkpoint/detail/atomic_file.h"
 #include "rankwise/error.h"
 #include "rankwise/process_group.h"
@@ -72,6 +74,15 @@ void save(const std::string& path, const Checkpoint& state) {
   if (!error.empty()) {
     throw CheckpointError(error + " (raised on rank " + std::to_string(my_rank) +
                           " for the save by rank 0)");
+  }
+}
+
+void check_checkpoint_path(const std::string& path) {
+  const std::string dir = detail::directory_of(path);
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw CheckpointError("rankwise: the checkpoint directory '" + dir +
+                          "' does not exist or is not writable; create it or choose another "
+                          "checkpoint path");
   }
 }
 

@@ -43,6 +43,11 @@ class Checkpoint {
 /// untouched. Without a process group it simply writes the file.
 void save(const std::string& path, const Checkpoint& state);
 
+/// Throws CheckpointError when the directory of `path` does not exist or is
+/// not writable, so a run can fail at start rather than at its first save.
+/// Any rank; no communication.
+void check_checkpoint_path(const std::string& path);
+
 /// Reads a checkpoint onto the CPU. Any rank (typically every rank, after the
 /// barrier inside save()). Throws CheckpointError naming the file when it is
 /// missing, truncated or not a checkpoint.

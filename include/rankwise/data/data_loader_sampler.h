@@ -27,7 +27,10 @@ namespace rankwise {
 class DataLoaderSampler : public torch::data::samplers::Sampler<> {
  public:
   explicit DataLoaderSampler(int64_t dataset_size, DistributedSamplerOptions options = {})
-      : dataset_size_(dataset_size), options_(options), sampler_(dataset_size, options) {}
+      : dataset_size_(dataset_size),
+        options_(options),
+        sampler_(dataset_size, options),
+        indices_(sampler_.indices()) {}
 
   void set_epoch(int64_t epoch) {
     sampler_.set_epoch(epoch);
@@ -47,7 +50,6 @@ class DataLoaderSampler : public torch::data::samplers::Sampler<> {
   }
 
   c10::optional<std::vector<size_t>> next(size_t batch_size) override {
-    if (indices_.empty() && position_ == 0) indices_ = sampler_.indices();
     if (position_ >= indices_.size()) return c10::nullopt;
     const auto end = std::min(indices_.size(), position_ + batch_size);
     std::vector<size_t> batch(indices_.begin() + static_cast<std::ptrdiff_t>(position_),

@@ -12,14 +12,14 @@
 #include "rankwise/error.h"
 
 namespace rankwise::detail {
-namespace {
-
 std::string directory_of(const std::string& path) {
   auto slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
   if (slash == 0) return "/";
   return path.substr(0, slash);
 }
+
+namespace {
 
 [[noreturn]] void fail(const std::string& step, const std::string& path, int error) {
   throw CheckpointError("rankwise: checkpoint write of '" + path + "' failed at " + step + ": " +

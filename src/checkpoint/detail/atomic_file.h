@@ -9,6 +9,9 @@ namespace rankwise::detail {
 /// which step failed and why (errno text).
 void write_file_atomically(const std::string& path, const char* data, std::size_t size);
 
+/// The directory part of `path` ("." when it has none).
+std::string directory_of(const std::string& path);
+
 /// Reads a whole file. Throws CheckpointError naming the path when it fails.
 std::string read_file(const std::string& path);
 
