@@ -3,7 +3,10 @@
 /// Umbrella include: everything a data-parallel training program needs.
 
 #include "rankwise/checkpoint/checkpoint.h"
+#include "rankwise/checkpoint/manager.h"
+#include "rankwise/checkpoint/rng_state.h"
 #include "rankwise/checkpoint/state_dict.h"
+#include "rankwise/checkpoint/training_state.h"
 #include "rankwise/consensus.h"
 #include "rankwise/data/distributed_sampler.h"
 #include "rankwise/data/fashion_mnist.h"

@@ -3,28 +3,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <cstdio>
-
 #include "rankwise/data/distributed_sampler.h"
+#include "support/shell.h"
 
-namespace {
-
-std::string run(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char buffer[4096];
-  std::size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-  ::pclose(pipe);
-  return out;
-}
-
-}  // namespace
+using rankwise::test::shell;
 
 TEST(DistributedSamplerInterop, SameIndicesAsPyTorch) {
-  if (run("/usr/bin/python3 -c 'import torch' 2>/dev/null && echo yes").find("yes") ==
-      std::string::npos) {
+  if (!rankwise::test::have_python_torch()) {
     GTEST_SKIP() << "Debian python3-torch is not installed (/usr/bin/python3 cannot import torch)";
   }
   struct Case {
@@ -45,7 +30,7 @@ TEST(DistributedSamplerInterop, SameIndicesAsPyTorch) {
                                 std::to_string(c.n) + " " + std::to_string(c.replicas) + " " +
                                 std::to_string(c.seed) + " " + std::to_string(c.epoch) + " " +
                                 std::to_string(c.shuffle) + " " + std::to_string(c.drop_last);
-    auto reference = nlohmann::json::parse(run(command));
+    auto reference = nlohmann::json::parse(shell(command));
     for (int r = 0; r < c.replicas; ++r) {
       rankwise::DistributedSampler sampler(c.n, rankwise::DistributedSamplerOptions()
                                                     .num_replicas(c.replicas)

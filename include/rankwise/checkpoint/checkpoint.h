@@ -3,9 +3,11 @@
 /// Replicated checkpoints: rank 0 writes atomically while the others wait;
 /// every rank loads onto the CPU.
 ///
-/// A checkpoint is a c10::Dict<std::string, IValue> serialized with
-/// torch::pickle_save, the format of Python's `torch.save` of a dict, so
-/// `torch.load(path, map_location="cpu")` in Python reads it.
+/// A checkpoint is a c10::Dict<std::string, IValue> in the zip format of
+/// Python's `torch.save` of a dict, written by PyTorch's own serializer, so
+/// `torch.load(path, map_location="cpu")` in Python reads it. A CRC-32 (zlib)
+/// of the file is recorded in the zip's archive comment at save and verified
+/// at load.
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
@@ -37,10 +39,14 @@ class Checkpoint {
 /// Saves `state` to `path`. Collective (every rank, same order): rank 0
 /// serializes and writes a temporary file in the same directory, fsyncs it,
 /// renames it over `path` and fsyncs the directory (POSIX rename is atomic);
-/// the other ranks wait at a barrier. Returns on every rank once the file is
-/// complete. If rank 0 fails (bad directory, permission, disk full), every
+/// the other ranks wait. Returns on every rank once the file is complete and
+/// durable. If rank 0 fails (bad directory, permission, disk full), every
 /// rank throws the same CheckpointError and the previous file at `path` is
-/// untouched. Without a process group it simply writes the file.
+/// untouched. While writing, rank 0 holds an exclusive lock on `path`.lock
+/// (flock(2), released even if the process is killed): a second process
+/// saving to the same path at the same time (another launcher, or ranks that
+/// each call save without a process group) is refused with a CheckpointError
+/// naming the holder. Without a process group it simply writes the file.
 void save(const std::string& path, const Checkpoint& state);
 
 /// Throws CheckpointError when the directory of `path` does not exist or is
@@ -48,9 +54,17 @@ void save(const std::string& path, const Checkpoint& state);
 /// Any rank; no communication.
 void check_checkpoint_path(const std::string& path);
 
-/// Reads a checkpoint onto the CPU. Any rank (typically every rank, after the
-/// barrier inside save()). Throws CheckpointError naming the file when it is
-/// missing, truncated or not a checkpoint.
+/// Reads a checkpoint onto the CPU (tensors saved from a GPU come back on the
+/// CPU; move them to this rank's device afterwards). Any rank, typically
+/// every rank. The recorded CRC-32 is verified before anything is unpickled;
+/// files written by Python's torch.save carry none and are read unverified.
+/// Throws CheckpointError naming the file when it is missing, truncated, torn,
+/// altered (checksum mismatch) or not a checkpoint.
 Checkpoint load(const std::string& path);
+
+/// Verifies the recorded CRC-32 of a checkpoint without unpickling it: true
+/// when it matches, false when the file carries no checksum (written by
+/// Python's torch.save). Any rank. Throws CheckpointError as load() does.
+bool verify(const std::string& path);
 
 }  // namespace rankwise

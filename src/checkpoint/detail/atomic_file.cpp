@@ -9,9 +9,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "checkpoint/detail/fault_injection.h"
 #include "rankwise/error.h"
 
 namespace rankwise::detail {
+
+namespace {
+constexpr std::size_t kWritebackChunk = std::size_t{64} << 20;
+}  // namespace
+
 std::string directory_of(const std::string& path) {
   auto slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
@@ -19,53 +25,78 @@ std::string directory_of(const std::string& path) {
   return path.substr(0, slash);
 }
 
-namespace {
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  tmp_ = path_ + ".tmp." + std::to_string(::getpid()) + ".XXXXXX";
+  fd_ = ::mkstemp(tmp_.data());
+  if (fd_ < 0) {
+    int error = errno;
+    tmp_.clear();
+    fail("creating a temporary file in '" + directory_of(path_) + "'", error);
+  }
+}
 
-[[noreturn]] void fail(const std::string& step, const std::string& path, int error) {
-  throw CheckpointError("rankwise: checkpoint write of '" + path + "' failed at " + step + ": " +
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::fail(const std::string& step, int error) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+  tmp_.clear();
+  throw CheckpointError("rankwise: checkpoint write of '" + path_ + "' failed at " + step + ": " +
                         std::strerror(error) +
                         ". Check that the directory exists, is writable and has free space; "
                         "the previous checkpoint at this path is untouched");
 }
 
-}  // namespace
-
-void write_file_atomically(const std::string& path, const char* data, std::size_t size) {
-  const std::string dir = directory_of(path);
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + ".XXXXXX";
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0) fail("creating a temporary file in '" + dir + "'", path, errno);
-  auto cleanup = [&](const std::string& step, int error) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    fail(step, path, error);
-  };
-  std::size_t written = 0;
-  while (written < size) {
-    ssize_t n = ::write(fd, data + written, size - written);
+void AtomicFile::write(const void* data, std::size_t size) {
+  const char* bytes = static_cast<const char*>(data);
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::write(fd_, bytes + done, size - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      cleanup("write", errno);
+      fail("write", errno);
     }
-    written += static_cast<std::size_t>(n);
+    done += static_cast<std::size_t>(n);
+    written_ += static_cast<std::size_t>(n);
+    fault_after_bytes(written_);
   }
-  if (::fchmod(fd, 0644) != 0) cleanup("fchmod", errno);
-  if (::fsync(fd) != 0) cleanup("fsync", errno);
-  if (::close(fd) != 0) {
-    int error = errno;
-    ::unlink(tmp.c_str());
-    fail("close", path, error);
+  if (written_ - flushed_ >= kWritebackChunk) {
+    // Start writing this range to disk now (Linux; a hint, errors surface at fsync).
+    ::sync_file_range(fd_, static_cast<off_t>(flushed_), static_cast<off_t>(written_ - flushed_),
+                      SYNC_FILE_RANGE_WRITE);
+    flushed_ = written_;
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int error = errno;
-    ::unlink(tmp.c_str());
-    fail("rename", path, error);
+}
+
+void AtomicFile::commit() {
+  fault_at("before-fsync");
+  if (::fchmod(fd_, 0644) != 0) fail("fchmod", errno);
+  if (::fsync(fd_) != 0) fail("fsync", errno);
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    fail("close", errno);
   }
+  fd_ = -1;
+  fault_at("before-rename");
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("rename", errno);
+  committed_ = true;
+  fault_at("before-dir-fsync");
+  const std::string dir = directory_of(path_);
   int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (dir_fd >= 0) {
     ::fsync(dir_fd);  // make the rename itself durable (fsync(2), NOTES)
     ::close(dir_fd);
   }
+}
+
+void write_file_atomically(const std::string& path, const char* data, std::size_t size) {
+  AtomicFile file(path);
+  file.write(data, size);
+  file.commit();
 }
 
 std::string read_file(const std::string& path) {

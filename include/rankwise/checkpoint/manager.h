@@ -1,0 +1,94 @@
+#pragma once
+/// \file checkpoint/manager.h
+/// A directory of numbered checkpoints with a `latest` pointer: save every N
+/// steps and/or at each epoch end, keep the last K, resume from the newest
+/// one that verifies.
+///
+///   dir/checkpoint-0000000200.pt   (step 200; torch.load-able)
+///   dir/latest                     "checkpoint-0000000200.pt\n"
+///   dir/rankwise.lock              held by rank 0 while the manager lives
+///
+/// Order of a save, so that a crash at any point leaves a loadable latest
+/// checkpoint: (1) the new file is written atomically and durably, (2) the
+/// `latest` pointer is replaced atomically, (3) only then are files beyond
+/// keep_last removed.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rankwise/checkpoint/checkpoint.h"
+
+namespace rankwise {
+namespace detail {
+class FileLock;
+}
+
+/// Options of CheckpointManager.
+struct CheckpointManagerOptions {
+  explicit CheckpointManagerOptions(std::string directory) : directory_(std::move(directory)) {}
+  /// Checkpoints to keep, newest first (at least 1; default 3).
+  CheckpointManagerOptions& keep_last(int64_t v) { keep_last_ = v; return *this; }
+  /// Save every N optimizer steps (0: never by step count; default 0).
+  CheckpointManagerOptions& every_n_steps(int64_t v) { every_n_steps_ = v; return *this; }
+  /// Save at each epoch end (default true).
+  CheckpointManagerOptions& at_epoch_end(bool v) { at_epoch_end_ = v; return *this; }
+  /// File name prefix (default "checkpoint").
+  CheckpointManagerOptions& prefix(std::string v) { prefix_ = std::move(v); return *this; }
+
+  std::string directory_;
+  int64_t keep_last_ = 3;
+  int64_t every_n_steps_ = 0;
+  bool at_epoch_end_ = true;
+  std::string prefix_ = "checkpoint";
+};
+
+class CheckpointManager {
+ public:
+  /// Collective (every rank, same order). Rank 0 creates the directory if
+  /// needed, takes its lock (a second run using the same directory at the
+  /// same time is refused with a CheckpointError naming the holder) and
+  /// removes temporary files left by a writer that was killed. Throws
+  /// ConfigError for bad options, CheckpointError for directory problems, on
+  /// every rank.
+  explicit CheckpointManager(CheckpointManagerOptions options);
+  ~CheckpointManager();
+  CheckpointManager(const CheckpointManager&) = delete;
+  CheckpointManager& operator=(const CheckpointManager&) = delete;
+
+  /// Whether the schedule asks for a save after optimizer step `step` (1-based
+  /// count of steps taken), given whether an epoch just ended. Local.
+  bool should_save(int64_t step, bool epoch_end) const;
+
+  /// Saves `state` as the checkpoint of step `step`, updates `latest`, then
+  /// prunes beyond keep_last. Collective, like rankwise::save(): rank 0
+  /// writes, every rank returns after the pointer is durable, and a failure
+  /// raises the same CheckpointError on every rank with the previous
+  /// checkpoints untouched. Returns the new file's path.
+  std::string save(const Checkpoint& state, int64_t step);
+
+  /// The newest checkpoint that verifies: the one `latest` names, or, when
+  /// the pointer is missing or names a file that fails verification, the
+  /// highest-numbered file that verifies (a note goes to stderr). nullopt
+  /// when there is none. Any rank; reads the directory.
+  std::optional<std::string> latest() const;
+
+  /// load(latest()), or nullopt when there is no checkpoint. Any rank
+  /// (typically every rank, onto the CPU).
+  std::optional<Checkpoint> load_latest() const;
+
+  /// Paths of the numbered checkpoints, oldest first. Any rank.
+  std::vector<std::string> checkpoints() const;
+
+  const CheckpointManagerOptions& options() const { return options_; }
+
+ private:
+  std::string path_for(int64_t step) const;
+
+  CheckpointManagerOptions options_;
+  std::unique_ptr<detail::FileLock> lock_;  // rank 0 only
+};
+
+}  // namespace rankwise

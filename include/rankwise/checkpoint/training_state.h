@@ -1,0 +1,68 @@
+#pragma once
+/// \file checkpoint/training_state.h
+/// Everything a run needs to continue as if it had never stopped, gathered
+/// into one replicated Checkpoint (written by rank 0) and restored on every
+/// rank.
+///
+/// Layout of the checkpoint (readable in Python with torch.load):
+///   "format"      "rankwise.training_state/1"
+///   "model"       the unwrapped module's state_dict (dict of tensors, no "module.")
+///   "optimizer"   the optimizer's state (uint8 tensor, libtorch archive)
+///   "step", "epoch", "position", "world_size"   integers
+///   "rank_states" one dict per rank, rank order: {"rng": rng_state(),
+///                 "metrics": {collection name: MetricCollection::state()}}
+///   "extras"      the user's entries (tensor, integer, double, string, ...)
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <map>
+#include <string>
+
+#include "rankwise/checkpoint/checkpoint.h"
+
+namespace rankwise {
+namespace metrics {
+class MetricCollection;
+}
+
+/// What a checkpoint captures. Pointers may be null: absent parts are neither
+/// saved nor restored. Model and optimizer must be the same on every rank
+/// (data parallelism); RNG and metric states are per rank.
+struct TrainingState {
+  /// The unwrapped module (`ddp.module()`), so keys carry no "module." prefix.
+  torch::nn::Module* model = nullptr;
+  torch::optim::Optimizer* optimizer = nullptr;
+  /// Optimizer steps taken so far (the same on every rank).
+  int64_t step = 0;
+  /// The current epoch, 0-based (the sampler's epoch: call set_epoch(epoch)).
+  int64_t epoch = 0;
+  /// Where the sampler stands within the epoch: indices of this epoch already
+  /// consumed by each rank (0 at an epoch boundary).
+  int64_t position = 0;
+  /// Metric collections whose per-rank states (e.g. a partial epoch's sums)
+  /// are kept, by name.
+  std::map<std::string, metrics::MetricCollection*> metrics;
+  /// User entries (tensor, integer, double, string, ...), saved from rank 0.
+  std::map<std::string, c10::IValue> extras;
+};
+
+/// Builds the checkpoint of `state`, including this process's RNG states.
+/// Collective (every rank, same order): per-rank states travel to every rank
+/// in two all_gathers, so the result (identical on every rank) can be passed
+/// to save() or CheckpointManager::save(). Like state_dict(), its "model"
+/// entry aliases the live parameters: save it before the next optimizer
+/// step. Throws CheckpointError.
+Checkpoint capture(const TrainingState& state);
+
+/// Restores everything capture() saved into `state`: module parameters and
+/// buffers (copied onto their current device), optimizer state, step, epoch,
+/// position, this rank's RNG and metric states, and extras. Every rank, with
+/// the checkpoint loaded onto the CPU (no communication). Throws
+/// CheckpointError when the checkpoint is not a training state, was written
+/// by another world size (per-rank states cannot be mapped: start a new run
+/// from its "model" with load_state_dict instead), or does not match the
+/// model (missing/unexpected keys, shapes).
+void restore(const Checkpoint& checkpoint, TrainingState& state);
+
+}  // namespace rankwise

@@ -1,0 +1,295 @@
+#include "checkpoint/detail/checkpoint_file.h"
+
+#include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/csrc/jit/serialization/pickler.h>
+#include <zlib.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include "checkpoint/detail/atomic_file.h"
+#include "rankwise/error.h"
+
+namespace rankwise::detail {
+namespace {
+
+constexpr std::size_t kEocdSize = 22;  // end of central directory record, without comment
+constexpr uint32_t kEocdSignature = 0x06054b50;
+constexpr char kMarker[] = "rankwise-checkpoint crc32=";
+constexpr std::size_t kMarkerSize = sizeof(kMarker) - 1;
+constexpr std::size_t kTrailerSize = kMarkerSize + 8;  // + 8 hex digits
+
+uint32_t read_le32(const unsigned char* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+
+// Receives the bytes of PyTorchStreamWriter, holds back the last 22 (the EOCD
+// record, which comes last) so that finish() can set its comment length, and
+// computes the CRC-32 of everything it forwards. Exceptions cannot cross
+// miniz's C frames: they are stored and reported as a short write.
+class ChecksumSink {
+ public:
+  explicit ChecksumSink(AtomicFile& file) : file_(file) {}
+
+  std::size_t operator()(const void* data, std::size_t size) {
+    if (error_) return 0;
+    try {
+      const char* bytes = static_cast<const char*>(data);
+      if (held_ + size <= kEocdSize) {
+        std::memcpy(tail_.data() + held_, bytes, size);
+        held_ += size;
+        return size;
+      }
+      const std::size_t excess = held_ + size - kEocdSize;  // bytes that can go out now
+      const std::size_t from_tail = std::min(excess, held_);
+      emit(tail_.data(), from_tail);
+      std::memmove(tail_.data(), tail_.data() + from_tail, held_ - from_tail);
+      held_ -= from_tail;
+      const std::size_t from_data = excess - from_tail;
+      emit(bytes, from_data);
+      std::memcpy(tail_.data() + held_, bytes + from_data, size - from_data);
+      held_ += size - from_data;
+      return size;
+    } catch (...) {
+      error_ = std::current_exception();
+      return 0;
+    }
+  }
+
+  std::exception_ptr error() const { return error_; }
+
+  // Writes the EOCD with its comment length set, then the comment.
+  void finish() {
+    auto* eocd = reinterpret_cast<unsigned char*>(tail_.data());
+    if (held_ != kEocdSize || read_le32(eocd) != kEocdSignature || eocd[20] != 0 || eocd[21] != 0) {
+      throw CheckpointError("rankwise: internal error: the zip writer did not end with an "
+                            "end-of-central-directory record");
+    }
+    eocd[20] = static_cast<unsigned char>(kTrailerSize & 0xff);
+    eocd[21] = static_cast<unsigned char>(kTrailerSize >> 8);
+    emit(tail_.data(), kEocdSize);
+    char trailer[kTrailerSize + 1];
+    std::snprintf(trailer, sizeof(trailer), "%s%08x", kMarker, static_cast<unsigned>(crc_));
+    file_.write(trailer, kTrailerSize);
+  }
+
+ private:
+  void emit(const char* data, std::size_t size) {
+    if (size == 0) return;
+    crc_ = static_cast<uint32_t>(crc32_z(crc_, reinterpret_cast<const Bytef*>(data), size));
+    file_.write(data, size);
+  }
+
+  AtomicFile& file_;
+  std::array<char, kEocdSize> tail_{};
+  std::size_t held_ = 0;
+  uint32_t crc_ = 0;
+  std::exception_ptr error_;
+};
+
+// An open file, closed on scope exit.
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+void read_exactly(int fd, void* buffer, std::size_t size, uint64_t offset, const std::string& path) {
+  auto* out = static_cast<char*>(buffer);
+  std::size_t done = 0;
+  while (done < size) {
+    ssize_t n = ::pread(fd, out + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      throw CheckpointError("rankwise: reading checkpoint '" + path + "' failed: " +
+                            (n < 0 ? std::strerror(errno) : "unexpected end of file"));
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+// CRC-32 of [begin, end) of the file, read in 8 MiB chunks.
+uint32_t crc_of_range(int fd, uint64_t begin, uint64_t end, const std::string& path) {
+  constexpr std::size_t kChunk = std::size_t{8} << 20;
+  std::vector<unsigned char> buffer(std::min<uint64_t>(kChunk, end - begin));
+  uLong crc = crc32_z(0, nullptr, 0);
+  for (uint64_t at = begin; at < end;) {
+    const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(buffer.size(), end - at));
+    read_exactly(fd, buffer.data(), n, at, path);
+    crc = crc32_z(crc, buffer.data(), n);
+    at += n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+// CRC-32 of [0, end), the two halves on two threads, combined (zlib crc32_combine).
+uint32_t crc_of_prefix(int fd, uint64_t end, const std::string& path) {
+  const uint64_t half = end / 2;
+  uint32_t second = 0;
+  std::exception_ptr second_error;
+  std::thread worker([&] {
+    try {
+      second = crc_of_range(fd, half, end, path);
+    } catch (...) {
+      second_error = std::current_exception();
+    }
+  });
+  uint32_t first = 0;
+  std::exception_ptr first_error;
+  try {
+    first = crc_of_range(fd, 0, half, path);
+  } catch (...) {
+    first_error = std::current_exception();
+  }
+  worker.join();
+  if (first_error) std::rethrow_exception(first_error);
+  if (second_error) std::rethrow_exception(second_error);
+  return static_cast<uint32_t>(
+      crc32_combine(first, second, static_cast<z_off_t>(end - half)));
+}
+
+// Opens `path` and checks its trailer and CRC; returns the integrity found.
+Integrity verify_open(const std::string& path, Fd& file, uint64_t& size) {
+  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (file.fd < 0) {
+    throw CheckpointError("rankwise: cannot open checkpoint '" + path + "': " +
+                          std::strerror(errno) + ". Check the path");
+  }
+  struct stat info {};
+  if (::fstat(file.fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    throw CheckpointError("rankwise: checkpoint '" + path + "' is not a regular file");
+  }
+  size = static_cast<uint64_t>(info.st_size);
+  if (size < kEocdSize) {
+    throw CheckpointError("rankwise: checkpoint '" + path + "' is truncated (" +
+                          std::to_string(size) + " bytes; a zip checkpoint has at least " +
+                          std::to_string(kEocdSize) + ")");
+  }
+  const std::size_t tail_size = static_cast<std::size_t>(std::min<uint64_t>(size, kEocdSize + kTrailerSize));
+  std::vector<unsigned char> tail(tail_size);
+  read_exactly(file.fd, tail.data(), tail_size, size - tail_size, path);
+  const std::string tail_text(tail.begin(), tail.end());
+  const bool has_marker = tail_text.find("rankwise-checkpoint") != std::string::npos;
+  const bool has_eocd_with_trailer = tail_size == kEocdSize + kTrailerSize &&
+                                     read_le32(tail.data()) == kEocdSignature &&
+                                     tail[20] == (kTrailerSize & 0xff) && tail[21] == (kTrailerSize >> 8);
+  // An end record announcing our comment with the comment cut off: truncated.
+  const unsigned char* last_eocd = tail.data() + tail_size - kEocdSize;
+  const bool trailer_cut_off = read_le32(last_eocd) == kEocdSignature &&
+                               last_eocd[20] == (kTrailerSize & 0xff) &&
+                               last_eocd[21] == (kTrailerSize >> 8);
+  if (trailer_cut_off) {
+    throw CheckpointError("rankwise: checkpoint '" + path +
+                          "' is truncated: its checksum record is missing; do not use it: load "
+                          "the previous checkpoint");
+  }
+  if (!has_marker && !has_eocd_with_trailer) return Integrity::kNoChecksum;
+  const std::string trailer = tail_text.substr(tail_size >= kTrailerSize ? tail_size - kTrailerSize : 0);
+  unsigned recorded = 0;
+  char extra = 0;
+  if (!has_eocd_with_trailer || trailer.compare(0, kMarkerSize, kMarker) != 0 ||
+      std::sscanf(trailer.c_str() + kMarkerSize, "%8x%c", &recorded, &extra) != 1 ||
+      trailer.find_first_not_of("0123456789abcdef", kMarkerSize) != std::string::npos) {
+    throw CheckpointError("rankwise: checkpoint '" + path +
+                          "' has a damaged checksum record at its end (torn or altered file); "
+                          "do not use it: load the previous checkpoint");
+  }
+  const uint32_t actual = crc_of_prefix(file.fd, size - kTrailerSize, path);
+  if (actual != recorded) {
+    char text[96];
+    std::snprintf(text, sizeof(text), "recorded CRC-32 %08x, content has %08x", recorded, actual);
+    throw CheckpointError("rankwise: checkpoint '" + path + "' is corrupt: " + text +
+                          " (the file was altered or torn after it was written); do not use it: "
+                          "load the previous checkpoint");
+  }
+  return Integrity::kVerified;
+}
+
+// pread-based reader over an open file, for PyTorchStreamReader.
+class FdReadAdapter : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  FdReadAdapter(int fd, uint64_t size, std::string path) : fd_(fd), size_(size), path_(std::move(path)) {}
+  size_t size() const override { return static_cast<size_t>(size_); }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= size_) return 0;
+    n = static_cast<size_t>(std::min<uint64_t>(n, size_ - pos));
+    read_exactly(fd_, buf, n, pos, path_);
+    return n;
+  }
+
+ private:
+  int fd_;
+  uint64_t size_;
+  std::string path_;
+};
+
+[[noreturn]] void unreadable(const std::string& path, const std::string& why) {
+  throw CheckpointError("rankwise: '" + path +
+                        "' is not a readable checkpoint (truncated, or not written by "
+                        "torch.save / rankwise::save): " + why);
+}
+
+}  // namespace
+
+void write_checkpoint_file(const c10::IValue& value, AtomicFile& file) {
+  std::vector<char> pickle;
+  torch::jit::Pickler pickler(
+      [&](const char* data, std::size_t size) { pickle.insert(pickle.end(), data, data + size); });
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+
+  ChecksumSink sink(file);
+  try {
+    caffe2::serialize::PyTorchStreamWriter writer(
+        [&](const void* data, std::size_t size) { return sink(data, size); });
+    torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
+                                       writer);
+    writer.writeEndOfFile();
+  } catch (const c10::Error& e) {
+    if (sink.error()) std::rethrow_exception(sink.error());
+    throw CheckpointError(std::string("rankwise: serializing the checkpoint failed: ") +
+                          e.what_without_backtrace());
+  }
+  if (sink.error()) std::rethrow_exception(sink.error());
+  sink.finish();
+}
+
+Integrity verify_checkpoint_file(const std::string& path) {
+  Fd file;
+  uint64_t size = 0;
+  return verify_open(path, file, size);
+}
+
+c10::IValue read_checkpoint_file(const std::string& path, Integrity* integrity) {
+  Fd file;
+  uint64_t size = 0;
+  const Integrity found = verify_open(path, file, size);
+  if (integrity) *integrity = found;
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(
+        std::make_shared<FdReadAdapter>(file.fd, size, path));
+    return torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt,
+                                             at::Device(at::kCPU), reader);
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const c10::Error& e) {
+    unreadable(path, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    unreadable(path, e.what());
+  }
+}
+
+}  // namespace rankwise::detail

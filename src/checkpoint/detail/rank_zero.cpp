@@ -1,0 +1,50 @@
+#include "checkpoint/detail/rank_zero.h"
+
+#include <torch/torch.h>
+
+#include <cstring>
+
+#include "rankwise/error.h"
+#include "rankwise/process_group.h"
+
+namespace rankwise::detail {
+namespace {
+
+constexpr int64_t kMaxErrorBytes = 4096;
+
+// Rank 0's outcome, sent to every rank: empty when the work succeeded.
+std::string share_outcome(ProcessGroup& group, const std::string& error) {
+  auto buffer = torch::zeros({kMaxErrorBytes + 1}, torch::kUInt8);
+  if (group.rank() == 0 && !error.empty()) {
+    auto n = std::min<int64_t>(static_cast<int64_t>(error.size()), kMaxErrorBytes);
+    buffer[0] = 1;
+    std::memcpy(buffer.data_ptr<uint8_t>() + 1, error.data(), static_cast<std::size_t>(n));
+  }
+  group.broadcast(buffer, 0);
+  if (buffer[0].item<uint8_t>() == 0) return {};
+  const char* text = reinterpret_cast<const char*>(buffer.data_ptr<uint8_t>() + 1);
+  return std::string(text, strnlen(text, kMaxErrorBytes));
+}
+
+}  // namespace
+
+void on_rank_zero(const std::function<void()>& work, const std::string& what) {
+  const bool distributed = is_initialized() && process_group().world_size() > 1;
+  const int my_rank = is_initialized() ? process_group().rank() : 0;
+  std::string error;
+  if (my_rank == 0) {
+    try {
+      work();
+    } catch (const std::exception& e) {
+      error = e.what();
+      if (error.empty()) error = "unknown error";
+    }
+  }
+  if (distributed) error = share_outcome(process_group(), error);
+  if (!error.empty()) {
+    throw CheckpointError(error + " (raised on rank " + std::to_string(my_rank) + " for " + what +
+                          ")");
+  }
+}
+
+}  // namespace rankwise::detail

@@ -1,0 +1,189 @@
+#include "rankwise/checkpoint/manager.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include "checkpoint/detail/atomic_file.h"
+#include "checkpoint/detail/checkpoint_file.h"
+#include "checkpoint/detail/fault_injection.h"
+#include "checkpoint/detail/file_lock.h"
+#include "checkpoint/detail/rank_zero.h"
+#include "rankwise/error.h"
+
+namespace rankwise {
+namespace {
+
+constexpr const char* kLatest = "latest";
+constexpr const char* kLockFile = "rankwise.lock";
+constexpr const char* kSuffix = ".pt";
+constexpr int kStepDigits = 10;
+
+// File names in `dir`.
+std::vector<std::string> list_directory(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* handle = ::opendir(dir.c_str());
+  if (!handle) return names;
+  while (const dirent* entry = ::readdir(handle)) names.emplace_back(entry->d_name);
+  ::closedir(handle);
+  return names;
+}
+
+// The step of "<prefix>-<digits>.pt", or -1.
+int64_t step_of(const std::string& name, const std::string& prefix) {
+  const std::string head = prefix + "-";
+  if (name.size() != head.size() + kStepDigits + std::strlen(kSuffix) ||
+      name.compare(0, head.size(), head) != 0 ||
+      name.compare(name.size() - std::strlen(kSuffix), std::string::npos, kSuffix) != 0) {
+    return -1;
+  }
+  const std::string digits = name.substr(head.size(), kStepDigits);
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
+}  // namespace
+
+CheckpointManager::CheckpointManager(CheckpointManagerOptions options)
+    : options_(std::move(options)) {
+  if (options_.directory_.empty()) {
+    throw ConfigError("rankwise: CheckpointManager needs a directory (CheckpointManagerOptions(dir))");
+  }
+  if (options_.keep_last_ < 1) {
+    throw ConfigError("rankwise: CheckpointManager keep_last is " +
+                      std::to_string(options_.keep_last_) + "; it must be at least 1");
+  }
+  if (options_.every_n_steps_ < 0) {
+    throw ConfigError("rankwise: CheckpointManager every_n_steps is " +
+                      std::to_string(options_.every_n_steps_) + "; use 0 (off) or a positive count");
+  }
+  if (options_.prefix_.empty() || options_.prefix_.find('/') != std::string::npos) {
+    throw ConfigError("rankwise: CheckpointManager prefix '" + options_.prefix_ +
+                      "' must be a non-empty file name without '/'");
+  }
+  const std::string& dir = options_.directory_;
+  detail::on_rank_zero(
+      [&] {
+        std::error_code error;
+        std::filesystem::create_directories(dir, error);
+        if (error || !std::filesystem::is_directory(dir)) {
+          throw CheckpointError("rankwise: cannot create the checkpoint directory '" + dir +
+                                "': " + (error ? error.message() : "a file of that name exists") +
+                                ". Choose a writable location");
+        }
+        lock_ = std::make_unique<detail::FileLock>(dir + "/" + kLockFile,
+                                                   "checkpoint directory '" + dir + "'");
+        // Holding the lock, nobody else writes here: temporary files are leftovers
+        // of a writer that was killed.
+        for (const auto& name : list_directory(dir)) {
+          if (name.find(".tmp.") != std::string::npos) ::unlink((dir + "/" + name).c_str());
+        }
+      },
+      "opening the checkpoint directory on rank 0");
+}
+
+CheckpointManager::~CheckpointManager() = default;
+
+bool CheckpointManager::should_save(int64_t step, bool epoch_end) const {
+  if (epoch_end && options_.at_epoch_end_) return true;
+  return options_.every_n_steps_ > 0 && step > 0 && step % options_.every_n_steps_ == 0;
+}
+
+std::string CheckpointManager::path_for(int64_t step) const {
+  char digits[32];
+  std::snprintf(digits, sizeof(digits), "%0*lld", kStepDigits, static_cast<long long>(step));
+  return options_.directory_ + "/" + options_.prefix_ + "-" + digits + kSuffix;
+}
+
+std::vector<std::string> CheckpointManager::checkpoints() const {
+  std::vector<std::pair<int64_t, std::string>> found;
+  for (const auto& name : list_directory(options_.directory_)) {
+    const int64_t step = step_of(name, options_.prefix_);
+    if (step >= 0) found.emplace_back(step, options_.directory_ + "/" + name);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> paths;
+  for (auto& entry : found) paths.push_back(std::move(entry.second));
+  return paths;
+}
+
+std::string CheckpointManager::save(const Checkpoint& state, int64_t step) {
+  if (step < 0) {
+    throw ConfigError("rankwise: CheckpointManager::save step is " + std::to_string(step) +
+                      "; it must be >= 0");
+  }
+  const std::string path = path_for(step);
+  detail::on_rank_zero(
+      [&] {
+        if (!lock_) {
+          throw CheckpointError("rankwise: internal error: rank 0 does not hold the lock of '" +
+                                options_.directory_ + "'");
+        }
+        detail::AtomicFile file(path);
+        detail::write_checkpoint_file(c10::IValue(state.dict()), file);
+        file.commit();
+        detail::fault_at("before-latest");
+        const std::string name = path.substr(path.find_last_of('/') + 1) + "\n";
+        detail::write_file_atomically(options_.directory_ + "/" + kLatest, name.data(), name.size());
+        detail::fault_at("before-prune");
+        auto all = checkpoints();
+        const auto keep = static_cast<std::size_t>(options_.keep_last_);
+        for (std::size_t i = 0; i + keep < all.size(); ++i) {
+          if (all[i] != path) ::unlink(all[i].c_str());
+        }
+      },
+      "the save by rank 0");
+  return path;
+}
+
+std::optional<std::string> CheckpointManager::latest() const {
+  const std::string& dir = options_.directory_;
+  std::string named;
+  std::string pointer_problem;
+  if (::access((dir + "/" + kLatest).c_str(), F_OK) == 0) {
+    try {
+      named = detail::read_file(dir + "/" + kLatest);
+      while (!named.empty() && (named.back() == '\n' || named.back() == ' ')) named.pop_back();
+      if (step_of(named, options_.prefix_) < 0) {
+        pointer_problem = "'" + dir + "/latest' does not name a checkpoint of this directory";
+      } else {
+        verify(dir + "/" + named);
+        return dir + "/" + named;
+      }
+    } catch (const CheckpointError& e) {
+      pointer_problem = e.what();
+    }
+  }
+  auto all = checkpoints();
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (!named.empty() && *it == dir + "/" + named) continue;
+    try {
+      verify(*it);
+    } catch (const CheckpointError& e) {
+      std::cerr << "rankwise: skipping " << *it << ": " << e.what() << "\n";
+      continue;
+    }
+    if (!pointer_problem.empty()) {
+      std::cerr << "rankwise: " << pointer_problem << "; using " << *it << " instead\n";
+    }
+    return *it;
+  }
+  if (!pointer_problem.empty()) {
+    throw CheckpointError("rankwise: no usable checkpoint in '" + dir + "': " + pointer_problem +
+                          ", and no other checkpoint file verifies");
+  }
+  return std::nullopt;
+}
+
+std::optional<Checkpoint> CheckpointManager::load_latest() const {
+  auto path = latest();
+  if (!path) return std::nullopt;
+  return load(*path);
+}
+
+}  // namespace rankwise

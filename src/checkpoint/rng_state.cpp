@@ -1,0 +1,72 @@
+#include "rankwise/checkpoint/rng_state.h"
+
+#include <ATen/Context.h>
+#include <torch/cuda.h>
+
+#include <mutex>
+
+#include "rankwise/error.h"
+
+namespace rankwise {
+namespace {
+
+at::Generator generator(c10::Device device) {
+  return at::globalContext().defaultGenerator(device);
+}
+
+}  // namespace
+
+c10::IValue rng_state() {
+  c10::impl::GenericDict state(c10::StringType::get(), c10::AnyType::get());
+  {
+    auto cpu = generator(c10::Device(c10::kCPU));
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    state.insert("cpu", cpu.get_state());
+  }
+  c10::List<at::Tensor> cuda;
+  const auto devices = static_cast<int>(torch::cuda::device_count());
+  for (int i = 0; i < devices; ++i) {
+    auto gen = generator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    cuda.push_back(gen.get_state());
+  }
+  state.insert("cuda", cuda);
+  return state;
+}
+
+void set_rng_state(const c10::IValue& value) {
+  auto bad = [](const std::string& why) {
+    throw CheckpointError("rankwise: the saved RNG state is not usable: " + why +
+                          " (expected {\"cpu\": uint8 tensor, \"cuda\": [uint8 tensors]} from "
+                          "rankwise::rng_state())");
+  };
+  if (!value.isGenericDict()) bad("it is a " + value.tagKind() + ", not a dict");
+  const auto dict = value.toGenericDict();
+  if (!dict.contains("cpu") || !dict.at("cpu").isTensor()) bad("no \"cpu\" tensor");
+  {
+    auto cpu = generator(c10::Device(c10::kCPU));
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    try {
+      cpu.set_state(dict.at("cpu").toTensor());
+    } catch (const c10::Error& e) {
+      bad(e.what_without_backtrace());
+    }
+  }
+  if (!dict.contains("cuda")) return;
+  const auto cuda = dict.at("cuda");
+  if (!cuda.isList()) bad("\"cuda\" is not a list");
+  const auto states = cuda.toListRef();
+  const auto devices = static_cast<std::size_t>(torch::cuda::device_count());
+  if (states.size() > devices) {
+    bad("it has " + std::to_string(states.size()) + " CUDA generator states but this process sees " +
+        std::to_string(devices) + " CUDA devices");
+  }
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    if (!states[i].isTensor()) bad("a \"cuda\" entry is not a tensor");
+    auto gen = generator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(states[i].toTensor());
+  }
+}
+
+}  // namespace rankwise

@@ -1,0 +1,142 @@
+#include "rankwise/checkpoint/training_state.h"
+
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include "rankwise/checkpoint/rng_state.h"
+#include "rankwise/checkpoint/state_dict.h"
+#include "rankwise/error.h"
+#include "rankwise/metrics/collection.h"
+#include "rankwise/process_group.h"
+
+namespace rankwise {
+namespace {
+
+constexpr const char* kFormat = "rankwise.training_state/1";
+
+c10::impl::GenericDict new_dict() {
+  return c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
+}
+
+// This rank's own state: RNG and metric states.
+c10::IValue local_state(const TrainingState& state) {
+  auto local = new_dict();
+  local.insert("rng", rng_state());
+  auto metrics = new_dict();
+  for (const auto& [name, collection] : state.metrics) {
+    if (collection) metrics.insert(name, collection->state());
+  }
+  local.insert("metrics", metrics);
+  return local;
+}
+
+// Every rank's local state, in rank order (two all_gathers of pickled bytes:
+// the lengths, then the padded bytes). One process: just its own.
+c10::List<c10::IValue> gather_local_states(const c10::IValue& local) {
+  c10::List<c10::IValue> result(c10::AnyType::get());
+  if (!is_initialized() || process_group().world_size() == 1) {
+    result.push_back(local);
+    return result;
+  }
+  auto& group = process_group();
+  const std::vector<char> bytes = torch::pickle_save(local);
+  auto length = torch::tensor({static_cast<int64_t>(bytes.size())}, torch::kInt64);
+  const auto lengths = group.all_gather(length);
+  int64_t longest = 0;
+  for (const auto& l : lengths) longest = std::max(longest, l.item<int64_t>());
+  auto padded = torch::zeros({longest}, torch::kUInt8);
+  std::memcpy(padded.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  const auto all = group.all_gather(padded);
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    const auto* data = reinterpret_cast<const char*>(all[r].data_ptr<uint8_t>());
+    result.push_back(torch::pickle_load(std::vector<char>(data, data + lengths[r].item<int64_t>())));
+  }
+  return result;
+}
+
+int64_t integer(const Checkpoint& checkpoint, const std::string& key) {
+  const auto& value = checkpoint.at(key);
+  if (!value.isInt()) {
+    throw CheckpointError("rankwise: checkpoint entry '" + key + "' is a " + value.tagKind() +
+                          ", expected an integer");
+  }
+  return value.toInt();
+}
+
+}  // namespace
+
+Checkpoint capture(const TrainingState& state) {
+  Checkpoint checkpoint;
+  checkpoint.insert("format", std::string(kFormat));
+  if (state.model) checkpoint.insert("model", state_dict(*state.model));
+  if (state.optimizer) checkpoint.insert("optimizer", optimizer_state(*state.optimizer));
+  checkpoint.insert("step", state.step);
+  checkpoint.insert("epoch", state.epoch);
+  checkpoint.insert("position", state.position);
+  checkpoint.insert("world_size", static_cast<int64_t>(is_initialized() ? world_size() : 1));
+  checkpoint.insert("rank_states", gather_local_states(local_state(state)));
+  auto extras = new_dict();
+  for (const auto& [name, value] : state.extras) extras.insert(name, value);
+  checkpoint.insert("extras", extras);
+  return checkpoint;
+}
+
+void restore(const Checkpoint& checkpoint, TrainingState& state) {
+  if (!checkpoint.contains("format") || !checkpoint.at("format").isString() ||
+      checkpoint.at("format").toStringRef() != kFormat) {
+    throw CheckpointError(std::string("rankwise: this checkpoint is not a training state (no "
+                                      "\"format\": \"") +
+                          kFormat + "\" entry); it was not written from rankwise::capture()");
+  }
+  const int64_t saved_world = integer(checkpoint, "world_size");
+  const int64_t world = is_initialized() ? world_size() : 1;
+  const int64_t my_rank = is_initialized() ? rank() : 0;
+  if (saved_world != world) {
+    throw CheckpointError(
+        "rankwise: the checkpoint was written by " + std::to_string(saved_world) +
+        " ranks and this run has " + std::to_string(world) +
+        "; per-rank states (RNG, metric states, position in the epoch) cannot be mapped to "
+        "another world size. Resume with --nproc-per-node/--nnodes giving " +
+        std::to_string(saved_world) + " ranks, or start a new run from its \"model\" entry "
+        "(load_state_dict(model, to_state_dict(checkpoint.at(\"model\"))))");
+  }
+  if (state.model) load_state_dict(*state.model, to_state_dict(checkpoint.at("model")));
+  if (state.optimizer) {
+    load_optimizer_state(*state.optimizer, checkpoint.at("optimizer").toTensor());
+  }
+  state.step = integer(checkpoint, "step");
+  state.epoch = integer(checkpoint, "epoch");
+  state.position = integer(checkpoint, "position");
+
+  const auto& rank_states = checkpoint.at("rank_states");
+  if (!rank_states.isList() || rank_states.toListRef().size() != static_cast<std::size_t>(world)) {
+    throw CheckpointError("rankwise: checkpoint entry 'rank_states' is not a list of " +
+                          std::to_string(world) + " per-rank states");
+  }
+  const auto mine = rank_states.toListRef()[static_cast<std::size_t>(my_rank)].toGenericDict();
+  set_rng_state(mine.at("rng"));
+  const auto saved_metrics = mine.at("metrics").toGenericDict();
+  for (const auto& [name, collection] : state.metrics) {
+    if (!collection) continue;
+    if (!saved_metrics.contains(name)) {
+      throw CheckpointError("rankwise: the checkpoint has no state for the metric collection '" +
+                            name + "'");
+    }
+    c10::Dict<std::string, torch::Tensor> metric_state;
+    for (const auto& entry : saved_metrics.at(name).toGenericDict()) {
+      metric_state.insert(entry.key().toStringRef(), entry.value().toTensor());
+    }
+    try {
+      collection->load_state(metric_state);
+    } catch (const ConfigError& e) {
+      throw CheckpointError(std::string("rankwise: restoring metric collection '") + name +
+                            "': " + e.what());
+    }
+  }
+  state.extras.clear();
+  for (const auto& entry : checkpoint.at("extras").toGenericDict()) {
+    state.extras[entry.key().toStringRef()] = entry.value();
+  }
+}
+
+}  // namespace rankwise

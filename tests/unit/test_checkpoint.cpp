@@ -1,0 +1,187 @@
+// Checkpoint files: round trip, CRC-32 verification, truncation, tampering,
+// the writer lock, failed saves keeping the previous file, bad paths.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <sys/file.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "rankwise/checkpoint/checkpoint.h"
+#include "rankwise/error.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+  auto dir = fs::temp_directory_path() / ("rankwise_ckpt_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+rankwise::Checkpoint sample(float value) {
+  rankwise::Checkpoint c;
+  c.insert("weights", torch::full({256, 64}, value));
+  c.insert("counts", torch::arange(10, torch::kInt64));
+  c.insert("step", int64_t{42});
+  c.insert("lr", 0.125);
+  c.insert("name", std::string("mlp"));
+  return c;
+}
+
+std::string bytes_of(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const fs::path& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const rankwise::CheckpointError& e) {
+    return e.what();
+  }
+  return "(no CheckpointError)";
+}
+
+}  // namespace
+
+TEST(Checkpoint, RoundTripIsExact) {
+  auto dir = fresh_dir("roundtrip");
+  const auto path = (dir / "a.pt").string();
+  rankwise::save(path, sample(1.5f));
+  EXPECT_TRUE(rankwise::verify(path));
+  auto back = rankwise::load(path);
+  EXPECT_EQ(back.keys(), (std::vector<std::string>{"weights", "counts", "step", "lr", "name"}));
+  EXPECT_TRUE(torch::equal(back.at("weights").toTensor(), torch::full({256, 64}, 1.5f)));
+  EXPECT_TRUE(torch::equal(back.at("counts").toTensor(), torch::arange(10, torch::kInt64)));
+  EXPECT_EQ(back.at("step").toInt(), 42);
+  EXPECT_EQ(back.at("lr").toDouble(), 0.125);
+  EXPECT_EQ(back.at("name").toStringRef(), "mlp");
+  // No temporary file left, and the lock file is the only companion.
+  std::vector<std::string> names;
+  for (auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"a.pt", "a.pt.lock"}));
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, EveryAlteredByteIsDetected) {
+  auto dir = fresh_dir("altered");
+  const auto path = dir / "a.pt";
+  rankwise::save(path.string(), sample(2.0f));
+  const std::string good = bytes_of(path);
+  // Flip one bit at many offsets over the whole file: header, tensor data,
+  // central directory, end record, checksum comment.
+  int checked = 0;
+  for (std::size_t offset = 0; offset < good.size(); offset += good.size() / 97 + 1) {
+    std::string bad = good;
+    bad[offset] = static_cast<char>(bad[offset] ^ 0x10);
+    write_bytes(path, bad);
+    const std::string error = error_of([&] { rankwise::load(path.string()); });
+    EXPECT_NE(error.find(path.string()), std::string::npos) << "offset " << offset << ": " << error;
+    EXPECT_EQ(error_of([&] { rankwise::verify(path.string()); }).find("(no CheckpointError)"),
+              std::string::npos)
+        << "offset " << offset;
+    ++checked;
+  }
+  EXPECT_GT(checked, 90);
+  write_bytes(path, good);
+  EXPECT_TRUE(rankwise::verify(path.string()));
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, CorruptTensorDataNamesTheChecksum) {
+  auto dir = fresh_dir("corrupt");
+  const auto path = dir / "a.pt";
+  rankwise::save(path.string(), sample(3.0f));
+  std::string bytes = bytes_of(path);
+  bytes[bytes.size() / 2] ^= 0x01;  // inside the 64 KiB tensor
+  write_bytes(path, bytes);
+  const std::string error = error_of([&] { rankwise::load(path.string()); });
+  EXPECT_NE(error.find("is corrupt: recorded CRC-32"), std::string::npos) << error;
+  EXPECT_NE(error.find("load the previous checkpoint"), std::string::npos) << error;
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, TruncatedFilesAreErrorsNeverCrashes) {
+  auto dir = fresh_dir("truncated");
+  const auto path = dir / "a.pt";
+  rankwise::save(path.string(), sample(4.0f));
+  const std::string good = bytes_of(path);
+  for (std::size_t size : {std::size_t{0}, std::size_t{10}, std::size_t{100}, good.size() / 3,
+                           good.size() / 2, good.size() - 100, good.size() - 34, good.size() - 1}) {
+    write_bytes(path, good.substr(0, size));
+    const std::string error = error_of([&] { rankwise::load(path.string()); });
+    EXPECT_NE(error.find(path.string()), std::string::npos) << "size " << size << ": " << error;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, FileWithoutChecksumStillLoads) {
+  // What torch::pickle_save (like Python's torch.save) writes: no checksum comment.
+  auto dir = fresh_dir("nochecksum");
+  const auto path = dir / "plain.pt";
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("x", torch::ones({3}));
+  const auto bytes = torch::pickle_save(dict);
+  write_bytes(path, std::string(bytes.begin(), bytes.end()));
+  EXPECT_FALSE(rankwise::verify(path.string()));
+  EXPECT_TRUE(torch::equal(rankwise::load(path.string()).at("x").toTensor(), torch::ones({3})));
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, ConcurrentWriterIsRefusedAndPreviousFileKept) {
+  auto dir = fresh_dir("locked");
+  const auto path = (dir / "a.pt").string();
+  rankwise::save(path, sample(5.0f));
+  // Another writer holds the lock (flock is per open file, so this conflicts
+  // even within one process).
+  int fd = ::open((path + ".lock").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  ASSERT_EQ(::ftruncate(fd, 0), 0);
+  ASSERT_EQ(::pwrite(fd, "4242@otherhost\n", 15, 0), 15);
+  const std::string error = error_of([&] { rankwise::save(path, sample(6.0f)); });
+  EXPECT_NE(error.find("checkpoint '" + path + "' is being written by process 4242@otherhost"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("refusing to write it concurrently"), std::string::npos) << error;
+  ::close(fd);
+  EXPECT_TRUE(torch::equal(rankwise::load(path).at("weights").toTensor(),
+                           torch::full({256, 64}, 5.0f)));
+  rankwise::save(path, sample(7.0f));  // the lock is free again
+  EXPECT_TRUE(torch::equal(rankwise::load(path).at("weights").toTensor(),
+                           torch::full({256, 64}, 7.0f)));
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, BadPathsAreClearErrors) {
+  EXPECT_NE(error_of([] { rankwise::save("/nonexistent-rankwise-dir/a.pt", sample(1)); })
+                .find("'/nonexistent-rankwise-dir/a.pt.lock'"),
+            std::string::npos);
+  // /proc refuses new files even for root.
+  const std::string ro = error_of([] { rankwise::save("/proc/rankwise-a.pt", sample(1)); });
+  EXPECT_NE(ro.find("/proc/rankwise-a.pt"), std::string::npos) << ro;
+  EXPECT_NE(error_of([] { rankwise::check_checkpoint_path("/nonexistent-rankwise-dir/a.pt"); })
+                .find("does not exist or is not writable"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { rankwise::load("/nonexistent-rankwise-dir/a.pt"); })
+                .find("cannot open checkpoint '/nonexistent-rankwise-dir/a.pt'"),
+            std::string::npos);
+  auto dir = fresh_dir("notckpt");
+  write_bytes(dir / "text.pt", "hello, this is not a zip file at all\n");
+  EXPECT_NE(error_of([&] { rankwise::load((dir / "text.pt").string()); })
+                .find("is not a readable checkpoint"),
+            std::string::npos);
+  fs::remove_all(dir);
+}
