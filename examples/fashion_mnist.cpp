@@ -6,13 +6,17 @@
 // gradients are averaged by DistributedDataParallel. Each epoch rank 0 prints
 // one line: the global train loss (sums and counts reduced, then divided), the
 // test accuracy over the whole test set (each test sample counted exactly once
-// across ranks) and the global throughput. Rank 0 saves a checkpoint each
-// epoch (atomically; the others wait) and --resume continues from it.
+// across ranks) and the global throughput. A CheckpointManager saves the whole
+// training state (model, optimizer, step, epoch, position in the epoch, RNG
+// and metric states) at each epoch end and every --checkpoint-every steps;
+// rank 0 writes, the others wait. --resume continues from the latest one, even
+// mid-epoch, exactly as if the run had never stopped.
 #include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
+#include <signal.h>
+
 #include <chrono>
-#include <sys/stat.h>
 
 #include "rankwise/rankwise.h"
 
@@ -38,19 +42,17 @@ struct Config {
   double momentum = 0.9;
   int64_t limit = 0;
   uint64_t seed = 0;
-  std::string checkpoint = "fashion_mnist.ckpt";
+  std::string checkpoint_dir = "fashion_mnist_checkpoints";
+  int64_t checkpoint_every = 0;
+  int64_t keep_last = 3;
   bool resume = false;
+  int64_t simulate_failure_at_step = 0;
 };
 
 torch::Tensor take(const torch::Tensor& t, const std::vector<int64_t>& idx, std::size_t begin,
                    std::size_t end) {
   return t.index_select(0, torch::tensor(std::vector<int64_t>(idx.begin() + begin,
                                                               idx.begin() + end)));
-}
-
-bool file_exists(const std::string& path) {
-  struct stat info {};
-  return ::stat(path.c_str(), &info) == 0;
 }
 
 }  // namespace
@@ -70,8 +72,20 @@ int train(int argc, char** argv) {
   app.add_option("--limit", cfg.limit, "use only the first N training and N test samples (0: all)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", cfg.seed, "seed of the model initialisation and the shuffling");
-  app.add_option("--checkpoint", cfg.checkpoint, "checkpoint path, written by rank 0 each epoch");
-  app.add_flag("--resume", cfg.resume, "continue from --checkpoint if it exists");
+  app.add_option("--checkpoint-dir", cfg.checkpoint_dir,
+                 "directory of the checkpoints (numbered files and a `latest` pointer)")
+      ->capture_default_str();
+  app.add_option("--checkpoint-every", cfg.checkpoint_every,
+                 "also save every N optimizer steps (0: only at epoch ends)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--keep-last", cfg.keep_last, "checkpoints to keep")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
+      ->capture_default_str();
+  app.add_flag("--resume", cfg.resume, "continue from the latest checkpoint in --checkpoint-dir, if any");
+  app.add_option("--simulate-failure-at-step", cfg.simulate_failure_at_step,
+                 "fault injection for resume tests: on the first attempt (restart count 0), rank 1 "
+                 "(or rank 0 alone) kills itself with SIGKILL after step N")
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 
   {
@@ -91,18 +105,12 @@ int train(int argc, char** argv) {
     Mlp model;
     torch::optim::SGD optimizer(model->parameters(),
                                 torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum));
-    int start_epoch = 0;
-    // Fail now, not after an epoch of training, when the checkpoint cannot be written.
-    rankwise::check_checkpoint_path(cfg.checkpoint);
-    if (cfg.resume && !file_exists(cfg.checkpoint)) {
-      rankwise::print0("no checkpoint at {}; starting from epoch 1", cfg.checkpoint);
-    } else if (cfg.resume) {
-      auto ckpt = rankwise::load(cfg.checkpoint);  // every rank, onto the CPU, before wrapping
-      rankwise::load_state_dict(*model, rankwise::to_state_dict(ckpt.at("model")));
-      rankwise::load_optimizer_state(optimizer, ckpt.at("optimizer").toTensor());
-      start_epoch = static_cast<int>(ckpt.at("epoch").toInt());
-      rankwise::print0("resumed from {} at epoch {}", cfg.checkpoint, start_epoch);
-    }
+    // Collective: rank 0 creates the directory and locks it, so a bad path
+    // fails now rather than after an epoch of training.
+    rankwise::CheckpointManager checkpoints(
+        rankwise::CheckpointManagerOptions(cfg.checkpoint_dir)
+            .keep_last(cfg.keep_last)
+            .every_n_steps(cfg.checkpoint_every));
     rankwise::DistributedDataParallel ddp(model);
 
     rankwise::DistributedSampler sampler(train.images.size(0),
@@ -119,15 +127,34 @@ int train(int argc, char** argv) {
     auto test_f1 = test_metrics.add(
         "macro_f1", std::make_shared<F1>(ClassificationOptions(10).average(Average::kMacro)));
 
-    for (int epoch = start_epoch; epoch < cfg.epochs; ++epoch) {
+    // Everything a resumed run needs (the module unwrapped: no "module." prefix).
+    rankwise::TrainingState state;
+    state.model = ddp.module().get();
+    state.optimizer = &optimizer;
+    state.metrics["train"] = &train_metrics;
+    if (cfg.resume) {
+      if (auto latest = checkpoints.latest()) {
+        rankwise::restore(rankwise::load(*latest), state);  // every rank, from the CPU
+        rankwise::print0("resumed from {} at step {} (epoch {}, {} samples into it on each rank)",
+                         *latest, state.step, state.epoch + 1, state.position);
+      } else {
+        rankwise::print0("no checkpoint in {}; starting from epoch 1", cfg.checkpoint_dir);
+      }
+    }
+    const bool fail_here = cfg.simulate_failure_at_step > 0 && group.env().restart_count == 0 &&
+                           group.rank() == std::min(1, group.world_size() - 1);
+
+    for (int64_t epoch = state.epoch; epoch < cfg.epochs; ++epoch) {
       const auto started = std::chrono::steady_clock::now();
+      state.epoch = epoch;
       sampler.set_epoch(epoch);
       const auto indices = sampler.indices();
       const auto padding = sampler.is_padding();
       ddp.module()->train();
-      train_metrics.reset();
+      if (state.position == 0) train_metrics.reset();  // a resumed epoch keeps its partial sums
       int64_t processed = 0;
-      for (std::size_t begin = 0; begin < indices.size(); begin += cfg.batch_size) {
+      for (auto begin = static_cast<std::size_t>(state.position); begin < indices.size();
+           begin += cfg.batch_size) {
         const auto end = std::min(indices.size(), begin + static_cast<std::size_t>(cfg.batch_size));
         auto x = take(train.images, indices, begin, end);
         auto y = take(train.labels, indices, begin, end);
@@ -140,6 +167,12 @@ int train(int argc, char** argv) {
                            PaddingMask(padding, static_cast<int64_t>(begin),
                                        static_cast<int64_t>(end - begin)));
         processed += static_cast<int64_t>(end - begin);
+        state.step += 1;
+        state.position = static_cast<int64_t>(end);
+        if (fail_here && state.step == cfg.simulate_failure_at_step) ::raise(SIGKILL);
+        if (end < indices.size() && checkpoints.should_save(state.step, /*epoch_end=*/false)) {
+          checkpoints.save(rankwise::capture(state), state.step);  // collective
+        }
       }
       ddp.join();  // every rank, after its last batch (uneven inputs would be named here)
       const double seconds =
@@ -173,11 +206,11 @@ int train(int argc, char** argv) {
           test_values.at("accuracy").item<double>(), test_values.at("macro_f1").item<double>(),
           test.images.size(0), samples.item<double>() / elapsed.item<double>(), group.world_size());
 
-      rankwise::Checkpoint state;
-      state.insert("model", rankwise::state_dict(*ddp.module()));
-      state.insert("optimizer", rankwise::optimizer_state(optimizer));
-      state.insert("epoch", static_cast<int64_t>(epoch + 1));
-      rankwise::save(cfg.checkpoint, state);  // collective: rank 0 writes, all wait
+      state.epoch = epoch + 1;
+      state.position = 0;
+      if (checkpoints.should_save(state.step, /*epoch_end=*/true)) {
+        checkpoints.save(rankwise::capture(state), state.step);  // collective: rank 0 writes, all wait
+      }
     }
   }
   return 0;

@@ -8,30 +8,30 @@ if [ ! -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ]; then
   echo "dataset-fashion-mnist is not installed (run scripts/setup)"; exit 1
 fi
 rm -rf "$work"; mkdir -p "$work"
-ckpt="$work/fm.ckpt"
-out=$("$run" --nproc-per-node 2 "$program" --epochs 1 --limit 2000 --checkpoint "$ckpt") || fail "run: $out"
+ckpt="$work/ckpt"
+out=$("$run" --nproc-per-node 2 "$program" --epochs 1 --limit 2000 --checkpoint-dir "$ckpt") || fail "run: $out"
 echo "$out"
 line=$(grep -E '^\[rank0\]: epoch 1/1 \| train loss [0-9.]+ over 2000 samples \| test accuracy 0\.[0-9]{4}, macro F1 0\.[0-9]{4} over 2000 samples \| [0-9]+ samples/s on 2 ranks$' <<<"$out") \
   || fail "epoch line"
 [ "$(grep -c 'epoch 1/1' <<<"$out")" = 1 ] || fail "epoch line printed once (rank 0 only)"
 acc=$(sed -E 's/.*test accuracy (0\.[0-9]+),.*/\1/' <<<"$line")
 awk -v a="$acc" 'BEGIN { exit !(a > 0.55) }' || fail "accuracy $acc after one short epoch should exceed 0.55"
-[ -f "$ckpt" ] || fail "checkpoint not written"
-ls "$work" | grep -q tmp && fail "temporary file left behind"
-out2=$("$run" --nproc-per-node 2 "$program" --epochs 2 --limit 2000 --checkpoint "$ckpt" --resume) || fail "resume: $out2"
+[ "$(cat "$ckpt/latest")" = checkpoint-0000000016.pt ] || fail "checkpoint of step 16 (1000 samples per rank / 64) not the latest"
+ls "$ckpt" | grep -q tmp && fail "temporary file left behind"
+out2=$("$run" --nproc-per-node 2 "$program" --epochs 2 --limit 2000 --checkpoint-dir "$ckpt" --resume) || fail "resume: $out2"
 echo "$out2"
-grep -q "^\[rank0\]: resumed from $ckpt at epoch 1$" <<<"$out2" || fail "resume line"
+grep -q "^\[rank0\]: resumed from $ckpt/checkpoint-0000000016.pt at step 16 (epoch 2, 0 samples into it on each rank)$" <<<"$out2" || fail "resume line"
 grep -q 'epoch 2/2' <<<"$out2" || fail "second epoch after resume"
 grep -q 'epoch 1/2' <<<"$out2" && fail "epoch 1 ran again after resume"
 # --resume without a checkpoint says so and starts from epoch 1.
-out3=$("$run" --nproc-per-node 2 "$program" --epochs 1 --limit 200 --checkpoint "$work/none.ckpt" --resume) \
+out3=$("$run" --nproc-per-node 2 "$program" --epochs 1 --limit 200 --checkpoint-dir "$work/none" --resume) \
   || fail "resume without checkpoint: $out3"
-grep -q "^\[rank0\]: no checkpoint at $work/none.ckpt; starting from epoch 1$" <<<"$out3" || fail "missing-checkpoint note"
-# An unwritable checkpoint directory fails before any training, naming it.
-out4=$("$run" --nproc-per-node 2 "$program" --epochs 1 --limit 200 --checkpoint /nonexistent-rankwise-dir/x.ckpt 2>&1)
+grep -q "^\[rank0\]: no checkpoint in $work/none; starting from epoch 1$" <<<"$out3" || fail "missing-checkpoint note"
+# An unusable checkpoint directory fails before any training, naming it.
+out4=$("$run" --nproc-per-node 2 "$program" --epochs 1 --limit 200 --checkpoint-dir /proc/rankwise-fm 2>&1)
 rc=$?
-[ $rc = 1 ] || fail "unwritable checkpoint directory: exit code $rc, expected 1"
-grep -q "checkpoint directory '/nonexistent-rankwise-dir' does not exist or is not writable" <<<"$out4" \
-  || fail "unwritable checkpoint directory message: $out4"
+[ $rc = 1 ] || fail "unusable checkpoint directory: exit code $rc, expected 1"
+grep -q "cannot create the checkpoint directory '/proc/rankwise-fm'" <<<"$out4" \
+  || fail "unusable checkpoint directory message: $out4"
 grep -q 'epoch 1/1' <<<"$out4" && fail "trained before checking the checkpoint directory"
 echo PASS

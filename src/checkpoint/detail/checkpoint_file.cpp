@@ -3,8 +3,8 @@
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/serialization/export.h>
-#include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickler.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 #include <zlib.h>
 
 #include <fcntl.h>
@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "checkpoint/detail/atomic_file.h"
+#include "checkpoint/detail/python_pickle.h"
 #include "rankwise/error.h"
 
 namespace rankwise::detail {
@@ -281,8 +282,35 @@ c10::IValue read_checkpoint_file(const std::string& path, Integrity* integrity) 
   try {
     caffe2::serialize::PyTorchStreamReader reader(
         std::make_shared<FdReadAdapter>(file.fd, size, path));
-    return torch::jit::readArchiveAndTensors("data", "", "", c10::nullopt, c10::nullopt,
-                                             at::Device(at::kCPU), reader);
+    // As torch::jit::readArchiveAndTensors("data", ...), with pickles from
+    // Python's torch.save (no checksum) adapted to libtorch's Unpickler.
+    at::DataPtr pickle;
+    std::size_t pickle_size = 0;
+    std::tie(pickle, pickle_size) = reader.getRecord("data.pkl");
+    const auto* pickle_bytes = static_cast<const char*>(pickle.get());
+    std::string rewritten;
+    const bool from_python = found == Integrity::kNoChecksum;
+    if (from_python) {
+      rewritten = adapt_python_pickle(pickle_bytes, pickle_size);
+      pickle_bytes = rewritten.data();
+      pickle_size = rewritten.size();
+    }
+    std::size_t consumed = 0;
+    auto read_pickle = [&](char* buffer, std::size_t n) -> std::size_t {
+      n = std::min(n, pickle_size - consumed);
+      std::memcpy(buffer, pickle_bytes + consumed, n);
+      consumed += n;
+      return n;
+    };
+    auto read_record = [&](const std::string& name) {
+      return std::get<0>(reader.getRecord("data/" + name));
+    };
+    torch::jit::Unpickler unpickler(read_pickle, nullptr, nullptr, read_record,
+                                    at::Device(at::kCPU));
+    unpickler.set_version(reader.version());
+    c10::IValue value = unpickler.parse_ivalue();
+    if (from_python) strip_pickle_state(value);
+    return value;
   } catch (const CheckpointError&) {
     throw;
   } catch (const c10::Error& e) {

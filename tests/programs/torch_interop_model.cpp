@@ -1,0 +1,84 @@
+// The C++ side of the checkpoint interop tests with Python (tests/python/checkpoint_interop.py).
+//
+//   torch_interop_model write CKPT          trains the model a little, saves a training state
+//                                           with extras probe_input / probe_output (eval mode)
+//   torch_interop_model read SD PROBE       loads a state_dict saved by Python's torch.save
+//                                           (keys prefixed "module.", as DDP writes them) and
+//                                           prints "equal" when the model's output on
+//                                           PROBE["input"] is bitwise PROBE["output"]
+//   torch_interop_model read-full CKPT PROBE  the same with CKPT["model"] of a Python
+//                                           training checkpoint
+// The model matches Net in checkpoint_interop.py: fc1 Linear(4, 8), bn
+// BatchNorm1d(8), fc2 Linear(8, 3); forward fc2(relu(bn(fc1(x)))).
+#include <torch/torch.h>
+
+#include <iostream>
+
+#include "rankwise/checkpoint/checkpoint.h"
+#include "rankwise/checkpoint/state_dict.h"
+#include "rankwise/checkpoint/training_state.h"
+
+namespace {
+
+struct NetImpl : torch::nn::Module {
+  NetImpl()
+      : fc1(register_module("fc1", torch::nn::Linear(4, 8))),
+        bn(register_module("bn", torch::nn::BatchNorm1d(8))),
+        fc2(register_module("fc2", torch::nn::Linear(8, 3))) {}
+  torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::relu(bn(fc1(x)))); }
+  torch::nn::Linear fc1;
+  torch::nn::BatchNorm1d bn;
+  torch::nn::Linear fc2;
+};
+TORCH_MODULE(Net);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  torch::set_num_threads(1);
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "write" && argc == 3) {
+      torch::manual_seed(11);
+      Net net;
+      torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+      for (int i = 0; i < 3; ++i) {  // moves weights and BatchNorm's running statistics
+        opt.zero_grad();
+        net->forward(torch::randn({16, 4})).pow(2).mean().backward();
+        opt.step();
+      }
+      net->eval();
+      const auto probe = torch::randn({5, 4});
+      rankwise::TrainingState state;
+      state.model = net.get();
+      state.optimizer = &opt;
+      state.step = 3;
+      state.extras["probe_input"] = probe;
+      state.extras["probe_output"] = net->forward(probe).detach();
+      rankwise::save(argv[2], rankwise::capture(state));
+      std::cout << "written\n";
+      return 0;
+    }
+    if ((mode == "read" || mode == "read-full") && argc == 4) {
+      Net net;
+      const auto file = rankwise::load(argv[2]);
+      rankwise::load_state_dict(
+          *net, rankwise::to_state_dict(mode == "read" ? c10::IValue(file.dict()) : file.at("model")));
+      net->eval();
+      const auto probe = rankwise::load(argv[3]);
+      const auto output = net->forward(probe.at("input").toTensor());
+      const auto expected = probe.at("output").toTensor();
+      if (torch::equal(output, expected)) {
+        std::cout << "equal\n";
+        return 0;
+      }
+      std::cout << "different: max abs diff " << (output - expected).abs().max().item<double>() << "\n";
+      return 1;
+    }
+  } catch (const std::exception& e) {
+    std::cout << "error: " << e.what() << "\n";
+    return 1;
+  }
+  std::cerr << "usage: torch_interop_model write CKPT | read SD PROBE | read-full CKPT PROBE\n";
+  return 2;
+}
