@@ -19,9 +19,15 @@ void LineAssembler::feed(const char* data, std::size_t n, const LineFn& emit) {
       }
       line_.clear();  // carriage return: the line is being overwritten
     }
-    // Copy the run of ordinary bytes up to the next '\n' or '\r' at once.
+    // The run of ordinary bytes up to the next '\n' or '\r'.
     const char* stop = p;
     while (stop < end && *stop != '\n' && *stop != '\r') ++stop;
+    if (line_.empty() && stop < end && *stop == '\n' &&
+        static_cast<std::size_t>(stop - p) < kMaxLineBytes) {
+      emit(std::string_view(p, static_cast<std::size_t>(stop - p)), false);  // whole line: no copy
+      p = stop + 1;
+      continue;
+    }
     line_.append(p, static_cast<std::size_t>(stop - p));
     if (line_.size() >= kMaxLineBytes) split_overlong(emit);
     p = stop;

@@ -48,11 +48,21 @@ void OutputMerger::on_data(std::size_t worker, Stream stream, const char* data, 
   if (log_fd >= 0) write_all(log_fd, std::string_view(data, n));
   assemblers_[2 * worker + static_cast<int>(stream)].feed(
       data, n, [&](std::string_view line, bool continued) { emit(worker, stream, line, continued); });
+  flush();
 }
 
 void OutputMerger::on_eof(std::size_t worker, Stream stream) {
   assemblers_[2 * worker + static_cast<int>(stream)].finish(
       [&](std::string_view line, bool continued) { emit(worker, stream, line, continued); });
+  flush();
+}
+
+void OutputMerger::flush() {
+  for (int s = 0; s < 2; ++s) {
+    if (pending_[s].empty()) continue;
+    write_all(s == 0 ? options_.stdout_fd : options_.stderr_fd, pending_[s]);
+    pending_[s].clear();
+  }
 }
 
 void OutputMerger::emit(std::size_t worker, Stream stream, std::string_view line, bool continued) {
@@ -65,17 +75,12 @@ void OutputMerger::emit(std::size_t worker, Stream stream, std::string_view line
     return;
   }
   const std::string& tag = options_.tags[worker];
-  std::string text;
-  text.reserve(tag.size() + line.size() + kContinuationMarker.size() + 1);
+  std::string& text = options_.group_by_rank ? held_[worker].emplace_back(Held{stream, {}}).text
+                                             : pending_[static_cast<int>(stream)];
   text += tag;
   text += line;
   if (continued) text += kContinuationMarker;
   text += '\n';
-  if (options_.group_by_rank) {
-    held_[worker].push_back({stream, std::move(text)});
-    return;
-  }
-  write_all(stream == Stream::kStdout ? options_.stdout_fd : options_.stderr_fd, text);
 }
 
 void OutputMerger::flush_groups() {

@@ -1,7 +1,9 @@
 #pragma once
 /// \file output_merger.h
-/// Merges the stdout and stderr of every local worker into the launcher's own,
-/// one whole tagged line per write(2), so lines of different ranks never mix.
+/// Merges the stdout and stderr of every local worker into the launcher's own.
+/// Each write(2) carries whole tagged lines only (all the lines completed by
+/// one read from a worker's pipe, in one batch), so lines of different ranks
+/// never mix and a busy job costs one write per read, not one per line.
 
 #include <cstddef>
 #include <deque>
@@ -56,8 +58,11 @@ class OutputMerger {
     std::string text;  // tagged line with its '\n'
   };
   void emit(std::size_t worker, Stream stream, std::string_view line, bool continued);
+  /// Writes the batched lines of both streams.
+  void flush();
 
   MergerOptions options_;
+  std::string pending_[2];  // batched tagged lines per stream (stdout, stderr)
   std::vector<bool> show_stdout_;
   std::vector<LineAssembler> assemblers_;  // 2 per worker
   std::vector<std::deque<std::string>> tails_;
