@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# multinode_netns.sh RUN PROGRAM
+# multinode_netns.sh RUN PROGRAM [MAIN_JOB]
 #
 # Two "nodes" on one machine: two network namespaces created here, joined by a
 # veth pair (10.231.0.1/24 <-> 10.231.0.2/24, addresses that exist only inside
@@ -11,12 +11,14 @@
 #      MASTER_ADDR for Gloo, node 1 uses --iface (GLOO_SOCKET_IFNAME);
 #   2. node 1 never arrives: node 0 fails within the rendezvous timeout and
 #      names node rank 1;
-#   3. node 0 never arrives: node 1 fails within the timeout, naming node 0's store.
+#   3. node 0 never arrives: node 1 fails within the timeout, naming node 0's store;
+#   4. (with MAIN_JOB, examples/fashion_mnist) the main job on 2 nodes x 2 ranks
+#      prints the same epoch line (loss, accuracy, F1) as on one node x 4 ranks.
 # Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN); otherwise it prints why and exits
 # 77, which ctest reports as skipped (SKIP_RETURN_CODE 77). The namespaces are
 # removed on exit (trap).
 set -uo pipefail
-run=$1; program=$2
+run=$1; program=$2; main_job=${3:-}
 tag=rw$$
 ns0=${tag}n0; ns1=${tag}n1
 work=$(mktemp -d "${TMPDIR:-/tmp}/rankwise-netns-XXXXXX")
@@ -99,4 +101,26 @@ grep -q "cannot reach node 0's rendezvous store at 10.231.0.1:$port" "$work/alon
   || fail "error names node 0's store"
 awk -v e="$elapsed" 'BEGIN { exit !(e < 10) }' || fail "node 1 took ${elapsed}s to fail (timeout 3 s)"
 echo "ok: missing node 0 reported after ${elapsed}s"
+
+# 4. The main job: 2 nodes x 2 ranks reach the same numbers as 1 node x 4 ranks.
+if [ -n "$main_job" ]; then
+  job=(--epochs 1 --limit 2000 --seed 3)
+  timeout 200 "$run" --nproc-per-node 4 --tag '[{node_rank}/{rank}] ' "$main_job" "${job[@]}" \
+    --checkpoint-dir "$work/single" >"$work/single.out" 2>&1 || fail "single-node main job"
+  timeout 200 ip netns exec "$ns0" "$run" "${common[@]}" --node-rank 0 --rendezvous-timeout 60 \
+    "$main_job" "${job[@]}" --checkpoint-dir "$work/multi" >"$work/main0.out" 2>&1 &
+  pid0=$!
+  timeout 200 ip netns exec "$ns1" "$run" "${common[@]}" --node-rank 1 --rendezvous-timeout 60 \
+    --iface veth1 "$main_job" "${job[@]}" --checkpoint-dir "$work/multi" >"$work/main1.out" 2>&1 &
+  pid1=$!
+  wait "$pid0" || fail "main job node 0"
+  wait "$pid1" || fail "main job node 1"
+  single=$(grep -o 'epoch 1/1 | train loss .* over 2000 samples | test accuracy .* over 2000 samples' "$work/single.out")
+  multi=$(grep -o 'epoch 1/1 | train loss .* over 2000 samples | test accuracy .* over 2000 samples' "$work/main0.out")
+  echo "1 node x 4:  $single"
+  echo "2 nodes x 2: $multi"
+  [ -n "$single" ] && [ "$single" = "$multi" ] || fail "main job differs between 1 node and 2 nodes"
+  grep -q 'on 4 ranks$' "$work/main0.out" || fail "main job world size on 2 nodes"
+  echo "ok: main job on 2 nodes equals 1 node"
+fi
 echo PASS
