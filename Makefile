@@ -22,7 +22,7 @@ test: build
 
 demo: build
 	$(BUILD)/rankwise-run --nproc-per-node $(NPROC) $(BUILD)/examples/fashion_mnist \
-	  --checkpoint-dir $(BUILD)/fashion_mnist_checkpoints
+	  --checkpoint-dir $(BUILD)/fashion_mnist_checkpoints --overwrite-checkpoints
 
 bench: build
 	bash bench/run $(BUILD)

@@ -12,6 +12,7 @@
 // rank 0 writes, the others wait. --resume continues from the latest one, even
 // mid-epoch, exactly as if the run had never stopped.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <signal.h>
@@ -46,13 +47,39 @@ struct Config {
   int64_t checkpoint_every = 0;
   int64_t keep_last = 3;
   bool resume = false;
+  bool overwrite = false;
   int64_t simulate_failure_at_step = 0;
 };
+
+constexpr int64_t kMaxCount = int64_t{1} << 40;
 
 torch::Tensor take(const torch::Tensor& t, const std::vector<int64_t>& idx, std::size_t begin,
                    std::size_t end) {
   return t.index_select(0, torch::tensor(std::vector<int64_t>(idx.begin() + begin,
                                                               idx.begin() + end)));
+}
+
+// A resume must see the same data; mid-epoch, also the same batches.
+void check_resume(const rankwise::TrainingState& state, const Config& cfg, int64_t train_samples,
+                  const std::string& path) {
+  auto saved = [&](const char* key) { return state.extras.at(key).toInt(); };
+  if (saved("train_samples") != train_samples) {
+    throw rankwise::ConfigError(fmt::format(
+        "{} was written by a run on {} training samples and this run has {} (--limit, "
+        "--data-dir): resume with the same data, or start a new run in another --checkpoint-dir",
+        path, saved("train_samples"), train_samples));
+  }
+  if (state.position > 0 && saved("batch_size") != cfg.batch_size) {
+    throw rankwise::ConfigError(fmt::format(
+        "{} was written in the middle of an epoch with --batch-size {}; this run has {}: resume "
+        "mid-epoch with the same --batch-size (or from an epoch-end checkpoint)",
+        path, saved("batch_size"), cfg.batch_size));
+  }
+  if (saved("batch_size") != cfg.batch_size || saved("seed") != static_cast<int64_t>(cfg.seed)) {
+    rankwise::print0("note: resuming with --batch-size {} --seed {} (the checkpoint's run used {} "
+                     "and {}); the run will not match an uninterrupted one",
+                     cfg.batch_size, cfg.seed, saved("batch_size"), saved("seed"));
+  }
 }
 
 }  // namespace
@@ -67,25 +94,33 @@ int train(int argc, char** argv) {
   app.add_option("--batch-size", cfg.batch_size, "batch size per rank (at least 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))
       ->capture_default_str();
-  app.add_option("--lr", cfg.lr, "learning rate of SGD")->check(CLI::PositiveNumber);
-  app.add_option("--momentum", cfg.momentum, "momentum of SGD")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--lr", cfg.lr, "learning rate of SGD")
+      ->check(CLI::Range(1e-12, 1e6))
+      ->capture_default_str();
+  app.add_option("--momentum", cfg.momentum, "momentum of SGD")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app.add_option("--limit", cfg.limit, "use only the first N training and N test samples (0: all)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--seed", cfg.seed, "seed of the model initialisation and the shuffling");
+      ->check(CLI::Range(int64_t{0}, kMaxCount));
+  app.add_option("--seed", cfg.seed, "seed of the model initialisation and the shuffling")
+      ->capture_default_str();
   app.add_option("--checkpoint-dir", cfg.checkpoint_dir,
                  "directory of the checkpoints (numbered files and a `latest` pointer)")
       ->capture_default_str();
   app.add_option("--checkpoint-every", cfg.checkpoint_every,
                  "also save every N optimizer steps (0: only at epoch ends)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, kMaxCount));
   app.add_option("--keep-last", cfg.keep_last, "checkpoints to keep")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
       ->capture_default_str();
   app.add_flag("--resume", cfg.resume, "continue from the latest checkpoint in --checkpoint-dir, if any");
+  app.add_flag("--overwrite-checkpoints", cfg.overwrite,
+               "without --resume, remove the checkpoints of an earlier run in --checkpoint-dir "
+               "(otherwise such a directory is refused)");
   app.add_option("--simulate-failure-at-step", cfg.simulate_failure_at_step,
                  "fault injection for resume tests: on the first attempt (restart count 0), rank 1 "
                  "(or rank 0 alone) kills itself with SIGKILL after step N")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, kMaxCount));
   CLI11_PARSE(app, argc, argv);
 
   {
@@ -132,14 +167,39 @@ int train(int argc, char** argv) {
     state.model = ddp.module().get();
     state.optimizer = &optimizer;
     state.metrics["train"] = &train_metrics;
+    // What the run is, so that a resume with other data or batches is caught.
+    const int64_t train_samples = train.images.size(0);
+    auto describe_run = [&] {
+      state.extras["train_samples"] = train_samples;
+      state.extras["batch_size"] = cfg.batch_size;
+      state.extras["seed"] = static_cast<int64_t>(cfg.seed);
+    };
+    describe_run();
     if (cfg.resume) {
       if (auto latest = checkpoints.latest()) {
         rankwise::restore(rankwise::load(*latest), state);  // every rank, from the CPU
+        check_resume(state, cfg, train_samples, *latest);
+        describe_run();
         rankwise::print0("resumed from {} at step {} (epoch {}, {} samples into it on each rank)",
                          *latest, state.step, state.epoch + 1, state.position);
+        if (state.epoch >= cfg.epochs) {
+          rankwise::print0("nothing left to do: the checkpoint is at the end of epoch {} and "
+                           "--epochs is {} (the total); raise --epochs to train further",
+                           state.epoch, cfg.epochs);
+        }
       } else {
         rankwise::print0("no checkpoint in {}; starting from epoch 1", cfg.checkpoint_dir);
       }
+    } else if (!checkpoints.checkpoints().empty()) {
+      if (!cfg.overwrite) {
+        throw rankwise::ConfigError(
+            "--checkpoint-dir " + cfg.checkpoint_dir + " holds checkpoints of an earlier run; pass "
+            "--resume to continue it, --overwrite-checkpoints to replace them, or choose another "
+            "directory");
+      }
+      rankwise::print0("removing {} checkpoint(s) of an earlier run from {} (--overwrite-checkpoints)",
+                       checkpoints.checkpoints().size(), cfg.checkpoint_dir);
+      checkpoints.clear();  // collective
     }
     const bool fail_here = cfg.simulate_failure_at_step > 0 && group.env().restart_count == 0 &&
                            group.rank() == std::min(1, group.world_size() - 1);

@@ -15,6 +15,7 @@
 #include "checkpoint/detail/file_lock.h"
 #include "checkpoint/detail/rank_zero.h"
 #include "rankwise/error.h"
+#include "rankwise/process_group.h"
 
 namespace rankwise {
 namespace {
@@ -141,6 +142,31 @@ std::string CheckpointManager::save(const Checkpoint& state, int64_t step) {
   return path;
 }
 
+namespace {
+
+// Throws CheckpointError unless `path` verifies against its recorded checksum
+// (every file the manager writes has one; a file without it was truncated).
+void verify_managed(const std::string& path) {
+  if (!verify(path)) {
+    throw CheckpointError("rankwise: checkpoint '" + path +
+                          "' has no checksum record (truncated, or not written by rankwise)");
+  }
+}
+
+// Notes go to stderr once, from rank 0 (every rank looks at the same files).
+void note(const std::string& text) {
+  if (!is_initialized() || rank() == 0) std::cerr << text << "\n";
+}
+
+std::string reason(const std::exception& e) {
+  std::string text = e.what();
+  const std::string prefix = "rankwise: ";
+  if (text.compare(0, prefix.size(), prefix) == 0) text.erase(0, prefix.size());
+  return text;
+}
+
+}  // namespace
+
 std::optional<std::string> CheckpointManager::latest() const {
   const std::string& dir = options_.directory_;
   std::string named;
@@ -152,32 +178,47 @@ std::optional<std::string> CheckpointManager::latest() const {
       if (step_of(named, options_.prefix_) < 0) {
         pointer_problem = "'" + dir + "/latest' does not name a checkpoint of this directory";
       } else {
-        verify(dir + "/" + named);
+        verify_managed(dir + "/" + named);
         return dir + "/" + named;
       }
     } catch (const CheckpointError& e) {
-      pointer_problem = e.what();
+      pointer_problem = reason(e);
     }
   }
   auto all = checkpoints();
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     if (!named.empty() && *it == dir + "/" + named) continue;
     try {
-      verify(*it);
+      verify_managed(*it);
     } catch (const CheckpointError& e) {
-      std::cerr << "rankwise: skipping " << *it << ": " << e.what() << "\n";
+      note("rankwise: skipping an unusable checkpoint: " + reason(e));
       continue;
     }
     if (!pointer_problem.empty()) {
-      std::cerr << "rankwise: " << pointer_problem << "; using " << *it << " instead\n";
+      note("rankwise: the latest checkpoint is unusable (" + pointer_problem + "); using " + *it +
+           ", the newest one that verifies");
     }
     return *it;
   }
-  if (!pointer_problem.empty()) {
-    throw CheckpointError("rankwise: no usable checkpoint in '" + dir + "': " + pointer_problem +
-                          ", and no other checkpoint file verifies");
+  if (!pointer_problem.empty() || !all.empty()) {
+    throw CheckpointError("rankwise: no usable checkpoint in '" + dir + "': " +
+                          (pointer_problem.empty() ? std::string("none of its ") +
+                                                         std::to_string(all.size()) +
+                                                         " checkpoint files verifies"
+                                                   : pointer_problem +
+                                                         ", and no other checkpoint file verifies") +
+                          ". Move the directory aside to start afresh");
   }
   return std::nullopt;
+}
+
+void CheckpointManager::clear() {
+  detail::on_rank_zero(
+      [&] {
+        for (const auto& path : checkpoints()) ::unlink(path.c_str());
+        ::unlink((options_.directory_ + "/" + kLatest).c_str());
+      },
+      "clearing the checkpoint directory on rank 0");
 }
 
 std::optional<Checkpoint> CheckpointManager::load_latest() const {

@@ -91,14 +91,15 @@ void restore(const Checkpoint& checkpoint, TrainingState& state) {
   const int64_t saved_world = integer(checkpoint, "world_size");
   const int64_t world = is_initialized() ? world_size() : 1;
   const int64_t my_rank = is_initialized() ? rank() : 0;
-  if (saved_world != world) {
+  const int64_t saved_position = integer(checkpoint, "position");
+  const bool same_world = saved_world == world;
+  if (!same_world && saved_position != 0) {
     throw CheckpointError(
         "rankwise: the checkpoint was written by " + std::to_string(saved_world) +
-        " ranks and this run has " + std::to_string(world) +
-        "; per-rank states (RNG, metric states, position in the epoch) cannot be mapped to "
-        "another world size. Resume with --nproc-per-node/--nnodes giving " +
-        std::to_string(saved_world) + " ranks, or start a new run from its \"model\" entry "
-        "(load_state_dict(model, to_state_dict(checkpoint.at(\"model\"))))");
+        " ranks in the middle of an epoch and this run has " + std::to_string(world) +
+        "; the position in the epoch and the per-rank states (RNG, metric states) cannot be "
+        "mapped to another world size. Resume with " + std::to_string(saved_world) +
+        " ranks, or from a checkpoint written at an epoch end");
   }
   if (state.model) load_state_dict(*state.model, to_state_dict(checkpoint.at("model")));
   if (state.optimizer) {
@@ -106,7 +107,14 @@ void restore(const Checkpoint& checkpoint, TrainingState& state) {
   }
   state.step = integer(checkpoint, "step");
   state.epoch = integer(checkpoint, "epoch");
-  state.position = integer(checkpoint, "position");
+  state.position = saved_position;
+  state.extras.clear();
+  for (const auto& entry : checkpoint.at("extras").toGenericDict()) {
+    state.extras[entry.key().toStringRef()] = entry.value();
+  }
+  // At an epoch end a new world size is accepted: the model, optimizer and
+  // counters carry over; per-rank RNG and metric states (one per old rank) do not.
+  if (!same_world) return;
 
   const auto& rank_states = checkpoint.at("rank_states");
   if (!rank_states.isList() || rank_states.toListRef().size() != static_cast<std::size_t>(world)) {
@@ -132,10 +140,6 @@ void restore(const Checkpoint& checkpoint, TrainingState& state) {
       throw CheckpointError(std::string("rankwise: restoring metric collection '") + name +
                             "': " + e.what());
     }
-  }
-  state.extras.clear();
-  for (const auto& entry : checkpoint.at("extras").toGenericDict()) {
-    state.extras[entry.key().toStringRef()] = entry.value();
   }
 }
 

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
         return 1;
       }
       std::cout << "value " << v << "\n";
+      return 0;
     } else {
       std::cerr << "unknown mode " << mode << "\n";
       return 2;

@@ -98,7 +98,8 @@ TEST(CheckpointFaults, WritersRacingOnOnePathNeverPublishATornFile) {
           << " plain " << path << " $v; echo rc=$?) & done; wait";
   const std::string out = shell(command.str() + " 2>&1");
   int saved = 0, refused = 0;
-  for (std::size_t at = 0; (at = out.find("saved\nrc=0", at)) != std::string::npos; ++at) ++saved;
+  // (The background writers' lines may interleave: count exit statuses.)
+  for (std::size_t at = 0; (at = out.find("rc=0", at)) != std::string::npos; ++at) ++saved;
   for (std::size_t at = 0; (at = out.find("refusing to write it concurrently", at)) != std::string::npos; ++at) {
     ++refused;
   }
@@ -107,6 +108,28 @@ TEST(CheckpointFaults, WritersRacingOnOnePathNeverPublishATornFile) {
   EXPECT_EQ(saved + refused, 4) << out;
   const std::string check = shell(kWriter + " check " + path + " - 2>&1");
   EXPECT_NE(check.find("value "), std::string::npos) << check;
+  for (auto& e : fs::directory_iterator(dir)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointFaults, DiskFullIsACheckpointErrorAndKeepsThePreviousFile) {
+  const auto dir = fs::temp_directory_path() / ("rankwise_full_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "a.pt").string();
+  ASSERT_NE(writer("plain " + path + " 1").find("saved\nrc=0"), std::string::npos);
+  // A 1 MiB file-size limit (SIGXFSZ ignored, so write(2) fails with EFBIG)
+  // stands in for a full disk: the 4 MiB payload cannot be written.
+  const std::string out = shell("bash -c \"trap '' XFSZ; ulimit -f 1024; exec " + kWriter +
+                                " plain " + path + " 2\" 2>&1; echo rc=$?");
+  EXPECT_NE(out.find("error: rankwise: checkpoint write of '" + path + "' failed at write: File too large"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("the previous checkpoint at this path is untouched"), std::string::npos) << out;
+  EXPECT_NE(out.find("rc=1"), std::string::npos) << out;
+  EXPECT_EQ(shell(kWriter + " check " + path + " - 2>&1"), "value 1\n");
   for (auto& e : fs::directory_iterator(dir)) {
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
   }

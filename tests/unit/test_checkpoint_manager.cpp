@@ -133,3 +133,29 @@ TEST(CheckpointManager, BadOptionsAndDirectories) {
         << e.what();
   }
 }
+
+TEST(CheckpointManager, FallsBackPastATruncatedLatestAndRefusesWhenNothingVerifies) {
+  auto dir = fresh_dir("truncated");
+  CheckpointManager manager(CheckpointManagerOptions(dir.string()).keep_last(3));
+  manager.save(at_step(1), 1);
+  manager.save(at_step(2), 2);
+  // Cut off the end (checksum record and central directory), as a torn copy would.
+  const auto newest = dir / "checkpoint-0000000002.pt";
+  fs::resize_file(newest, fs::file_size(newest) - 1000);
+  EXPECT_EQ(*manager.latest(), (dir / "checkpoint-0000000001.pt").string());
+  EXPECT_EQ(manager.load_latest()->at("step").toInt(), 1);
+  // Nothing verifies: an error, not a silent fresh start.
+  fs::resize_file(dir / "checkpoint-0000000001.pt", 100);
+  fs::remove(dir / "latest");
+  try {
+    manager.latest();
+    FAIL() << "no error";
+  } catch (const rankwise::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("none of its 2 checkpoint files verifies"), std::string::npos)
+        << e.what();
+  }
+  manager.clear();
+  EXPECT_EQ(names_in(dir), (std::vector<std::string>{"rankwise.lock"}));
+  EXPECT_FALSE(manager.latest().has_value());
+  fs::remove_all(dir);
+}

@@ -111,15 +111,24 @@ TEST(TrainingState, WrongCheckpointsAreNamed) {
   }
   rankwise::TrainingState source;
   source.model = &net;
+  source.step = 40;
   auto checkpoint = rankwise::capture(source);
   checkpoint.insert("world_size", int64_t{4});
+  checkpoint.insert("position", int64_t{128});  // mid-epoch
   try {
     rankwise::restore(checkpoint, target);
     FAIL();
   } catch (const rankwise::CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("written by 4 ranks and this run has 1"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("written by 4 ranks in the middle of an epoch and this "
+                                         "run has 1"),
+              std::string::npos)
         << e.what();
   }
+  // At an epoch end, another world size is fine (per-rank states are not restored).
+  checkpoint.insert("position", int64_t{0});
+  checkpoint.insert("rank_states", c10::List<c10::IValue>(c10::AnyType::get()));  // 4 entries in reality
+  rankwise::restore(checkpoint, target);
+  EXPECT_EQ(target.step, 40);
   // A checkpoint of another model: the error lists the keys.
   struct Other : torch::nn::Module {
     Other() { register_module("head", torch::nn::Linear(2, 2)); }

@@ -70,9 +70,10 @@ class CheckpointManager {
   std::string save(const Checkpoint& state, int64_t step);
 
   /// The newest checkpoint that verifies: the one `latest` names, or, when
-  /// the pointer is missing or names a file that fails verification, the
-  /// highest-numbered file that verifies (a note goes to stderr). nullopt
-  /// when there is none. Any rank; reads the directory.
+  /// the pointer is missing or names a file that fails verification (corrupt,
+  /// truncated, missing), the highest-numbered file that verifies (rank 0
+  /// notes it on stderr). nullopt when there is none. Any rank; reads the
+  /// directory. Throws CheckpointError when files exist but none verifies.
   std::optional<std::string> latest() const;
 
   /// load(latest()), or nullopt when there is no checkpoint. Any rank
@@ -81,6 +82,12 @@ class CheckpointManager {
 
   /// Paths of the numbered checkpoints, oldest first. Any rank.
   std::vector<std::string> checkpoints() const;
+
+  /// Removes every numbered checkpoint and the `latest` pointer, e.g. when a
+  /// new run starts in a directory that holds an earlier run's files (whose
+  /// higher step numbers would otherwise win the fallback of latest()).
+  /// Collective, like save().
+  void clear();
 
   const CheckpointManagerOptions& options() const { return options_; }
 

@@ -58,11 +58,12 @@ Checkpoint capture(const TrainingState& state);
 /// Restores everything capture() saved into `state`: module parameters and
 /// buffers (copied onto their current device), optimizer state, step, epoch,
 /// position, this rank's RNG and metric states, and extras. Every rank, with
-/// the checkpoint loaded onto the CPU (no communication). Throws
-/// CheckpointError when the checkpoint is not a training state, was written
-/// by another world size (per-rank states cannot be mapped: start a new run
-/// from its "model" with load_state_dict instead), or does not match the
-/// model (missing/unexpected keys, shapes).
+/// the checkpoint loaded onto the CPU (no communication). A checkpoint written
+/// at an epoch end (position 0) by another world size is accepted: everything
+/// but the per-rank RNG and metric states is restored. Throws CheckpointError
+/// when the checkpoint is not a training state, was written mid-epoch by
+/// another world size, or does not match the model (missing/unexpected keys,
+/// shapes).
 void restore(const Checkpoint& checkpoint, TrainingState& state);
 
 }  // namespace rankwise

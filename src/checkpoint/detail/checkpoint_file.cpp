@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <thread>
 
 #include "checkpoint/detail/atomic_file.h"
@@ -38,13 +39,16 @@ uint32_t read_le32(const unsigned char* p) {
 // Receives the bytes of PyTorchStreamWriter, holds back the last 22 (the EOCD
 // record, which comes last) so that finish() can set its comment length, and
 // computes the CRC-32 of everything it forwards. Exceptions cannot cross
-// miniz's C frames: they are stored and reported as a short write.
+// miniz's C frames, and a short write makes PyTorchStreamWriter throw from
+// its destructor (std::terminate): so after the first failure (disk full,
+// I/O error) the sink stores the error and accepts, discarding, every later
+// byte; write_checkpoint_file() raises the stored error once the writer is done.
 class ChecksumSink {
  public:
   explicit ChecksumSink(AtomicFile& file) : file_(file) {}
 
   std::size_t operator()(const void* data, std::size_t size) {
-    if (error_) return 0;
+    if (error_) return size;  // discarded: the save has already failed
     try {
       const char* bytes = static_cast<const char*>(data);
       if (held_ + size <= kEocdSize) {
@@ -64,7 +68,7 @@ class ChecksumSink {
       return size;
     } catch (...) {
       error_ = std::current_exception();
-      return 0;
+      return size;
     }
   }
 
@@ -237,6 +241,13 @@ class FdReadAdapter : public caffe2::serialize::ReadAdapterInterface {
 };
 
 [[noreturn]] void unreadable(const std::string& path, const std::string& why) {
+  std::ifstream in(path, std::ios::binary);
+  if (in.get() == 0x80) {  // a pickle, not a zip: torch.save's legacy (pre-1.6) format
+    throw CheckpointError("rankwise: '" + path +
+                          "' is in torch.save's legacy format (_use_new_zipfile_serialization="
+                          "False), which libtorch cannot read; in Python, load it and save it "
+                          "again with torch.save(obj, path)");
+  }
   throw CheckpointError("rankwise: '" + path +
                         "' is not a readable checkpoint (truncated, or not written by "
                         "torch.save / rankwise::save): " + why);
@@ -245,15 +256,14 @@ class FdReadAdapter : public caffe2::serialize::ReadAdapterInterface {
 }  // namespace
 
 void write_checkpoint_file(const c10::IValue& value, AtomicFile& file) {
-  std::vector<char> pickle;
-  torch::jit::Pickler pickler(
-      [&](const char* data, std::size_t size) { pickle.insert(pickle.end(), data, data + size); });
-  pickler.protocol();
-  pickler.pushIValue(value);
-  pickler.stop();
-
   ChecksumSink sink(file);
   try {
+    std::vector<char> pickle;
+    torch::jit::Pickler pickler(
+        [&](const char* data, std::size_t size) { pickle.insert(pickle.end(), data, data + size); });
+    pickler.protocol();
+    pickler.pushIValue(value);
+    pickler.stop();
     caffe2::serialize::PyTorchStreamWriter writer(
         [&](const void* data, std::size_t size) { return sink(data, size); });
     torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
