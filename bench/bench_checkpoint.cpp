@@ -1,0 +1,144 @@
+// bench_checkpoint: throughput of rankwise::save and rankwise::load on a
+// model-like state of float32 tensors; bench/checkpoint_reference.py is the
+// same state through Python's torch.save / torch.load.
+//
+// Usage: bench_checkpoint SIZE_MIB DIR TRIALS [save|load]
+// (the optional last argument runs one phase only, e.g. under perf; load
+// then saves once, untimed, first).
+// The state (same layout as the Python reference): for i in 0..SIZE_MIB/16-1,
+// "layers.<i>.weight" [1024, 4096] (16 MiB) and "layers.<i>.bias" [4096]
+// (16 KiB); the last weight has fewer rows so that the tensors total exactly
+// SIZE_MIB MiB; plus "step" (an int). torch::rand with seed 0.
+//
+// Every series starts with one untimed warm-up (on this VM the first touch
+// of fresh memory or page cache costs several times the steady state; the
+// warm-up's time is printed to stderr). Each save trial: unlink DIR/rw.pt and
+// sync(2) (untimed, so that no earlier trial's write-back competes), then
+// time rankwise::save (temp file, CRC-32, fsync, rename, directory fsync).
+// Each load trial times rankwise::load (CRC-32 verified, then unpickled) of
+// the file just written, read from the page cache (warm) as in the Python
+// reference; the previous trial's result is freed before, untimed. Whether
+// the tensors land in fresh or reused memory is glibc's choice:
+// bench/run_checkpoint.sh fixes it with GLIBC_TUNABLES for both sides. Also
+// times the CRC-32 pass of the load alone (rankwise::verify). Prints one
+// `key=value` line per figure, MiB of tensor data per second, median of
+// TRIALS; per-trial seconds go to stderr.
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "rankwise/checkpoint/checkpoint.h"
+
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kCols = 4096;         // floats per row: 16 KiB
+constexpr int64_t kRowsPerWeight = 1024;  // 16 MiB per weight
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+template <class F>
+double seconds(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+rankwise::Checkpoint make_state(int64_t size_mib) {
+  torch::manual_seed(0);
+  const int64_t layers = std::max<int64_t>(1, size_mib / 16);
+  const int64_t total_floats = size_mib * kMiB / 4;
+  // Rows left for the last weight once every bias and the other weights are counted.
+  const int64_t last_rows = (total_floats - layers * kCols) / kCols - (layers - 1) * kRowsPerWeight;
+  rankwise::Checkpoint state;
+  for (int64_t i = 0; i < layers; ++i) {
+    const int64_t rows = i + 1 == layers ? last_rows : kRowsPerWeight;
+    const std::string prefix = "layers." + std::to_string(i);
+    state.insert(prefix + ".weight", torch::rand({rows, kCols}));
+    state.insert(prefix + ".bias", torch::rand({kCols}));
+  }
+  state.insert("step", int64_t{1000});
+  return state;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: bench_checkpoint SIZE_MIB DIR TRIALS [save|load]\n");
+    return 2;
+  }
+  const int64_t size_mib = std::atoll(argv[1]);
+  const std::string path = std::string(argv[2]) + "/rw.pt";
+  const int trials = std::max(1, std::atoi(argv[3]));
+  const std::string phase = argc == 5 ? argv[4] : "all";
+  if (size_mib < 16 || size_mib % 16 != 0 || (phase != "all" && phase != "save" && phase != "load")) {
+    std::fprintf(stderr, "bench_checkpoint: SIZE_MIB must be a multiple of 16; phase save or load\n");
+    return 2;
+  }
+
+  const rankwise::Checkpoint state = make_state(size_mib);
+  double tensor_bytes = 0;
+  for (const auto& entry : state.dict()) {
+    if (entry.value().isTensor()) tensor_bytes += entry.value().toTensor().nbytes();
+  }
+  const double mib = tensor_bytes / kMiB;
+  std::printf("rankwise size_mib=%.1f trials=%d\n", mib, trials);
+
+  // Runs before() untimed, then times f(); 1 + trials times (the first is the warm-up).
+  auto series = [&](auto&& before, auto&& f) {
+    std::vector<double> v;
+    for (int t = 0; t <= trials; ++t) {
+      before();
+      v.push_back(seconds(f));
+    }
+    return v;
+  };
+  auto report = [&](const char* name, std::vector<double> v) {
+    std::fprintf(stderr, "rankwise %s seconds: (warm-up %.3f)", name, v.front());
+    v.erase(v.begin());
+    for (double s : v) std::fprintf(stderr, " %.3f", s);
+    std::fprintf(stderr, "\n");
+    std::printf("%s_mib_per_s=%.1f\n", name, mib / median(v));
+  };
+  auto nothing = [] {};
+
+  if (phase != "load") {
+    report("save", series(
+                       [&] {
+                         ::unlink(path.c_str());
+                         ::sync();
+                       },
+                       [&] { rankwise::save(path, state); }));
+  } else {
+    rankwise::save(path, state);
+  }
+  if (phase != "save") {
+    rankwise::Checkpoint back;  // freed before the next trial, untimed (as in Python)
+    auto load_s = series([&] { back = rankwise::Checkpoint(); },
+                         [&] { back = rankwise::load(path); });
+    if (back.keys().size() != state.keys().size()) std::abort();
+    back = rankwise::Checkpoint();
+    auto verify_s = series(nothing, [&] {
+      if (!rankwise::verify(path)) std::abort();
+    });
+    report("load", load_s);
+    report("verify", verify_s);
+  }
+  ::unlink(path.c_str());
+  ::unlink((path + ".lock").c_str());  // left by rankwise::save's flock
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_checkpoint: %s\n", e.what());
+  return 1;
+}
