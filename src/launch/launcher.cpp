@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -61,12 +62,16 @@ std::vector<std::string> base_environment() {
   return env;
 }
 
-// Temporary directory holding the workers' error files; removed on exit.
+// Temporary directory holding the workers' error files; removed on exit. Its
+// name carries the launcher's pid, so that directories left by a launcher that
+// was killed with SIGKILL (which cannot clean up) are removed by the next one.
 class ErrorDir {
  public:
   ErrorDir() {
     const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/rankwise-run-XXXXXX";
+    const std::string dir = tmp && *tmp ? tmp : "/tmp";
+    remove_stale(dir);
+    std::string templ = fmt::format("{}/{}{}-XXXXXX", dir, kPrefix, ::getpid());
     if (::mkdtemp(templ.data()) == nullptr) {
       throw UsageError(fmt::format("cannot create a temporary directory from '{}': {}; set TMPDIR "
                                    "to a writable directory", templ, std::strerror(errno)));
@@ -80,6 +85,28 @@ class ErrorDir {
   const std::string& path() const { return path_; }
 
  private:
+  static constexpr const char* kPrefix = "rankwise-run-";
+
+  // Removes <dir>/rankwise-run-<pid>-* whose launcher <pid> no longer exists.
+  static void remove_stale(const std::string& dir) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(kPrefix, 0) != 0) continue;
+      const std::string rest = name.substr(std::strlen(kPrefix));
+      const auto dash = rest.find('-');
+      if (dash == std::string::npos || dash == 0 ||
+          rest.find_first_not_of("0123456789") != dash) {
+        continue;
+      }
+      const auto pid = static_cast<pid_t>(std::stol(rest.substr(0, dash)));
+      if (::kill(pid, 0) != 0 && errno == ESRCH) {
+        std::error_code ignored;
+        std::filesystem::remove_all(entry.path(), ignored);
+      }
+    }
+  }
+
   std::string path_;
 };
 

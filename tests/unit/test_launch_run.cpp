@@ -558,3 +558,25 @@ TEST(LaunchRun, MissingNodeIsNamedAfterTheRendezvousTimeout) {
 }
 
 }  // namespace
+
+TEST(LaunchRun, TemporaryDirectoryOfAKilledLauncherIsRemovedByTheNextOne) {
+  // TMPDIR is private to this test: it holds what a SIGKILLed launcher leaves
+  // (rankwise-run-<pid>-XXXXXX of a pid that no longer exists) and a
+  // directory of a live launcher (this test's own pid), which must stay.
+  TempDir tmp;
+  pid_t dead = ::fork();
+  if (dead == 0) _exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string stale = tmp / ("rankwise-run-" + std::to_string(dead) + "-AbCdEf");
+  const std::string live = tmp / ("rankwise-run-" + std::to_string(::getpid()) + "-GhIjKl");
+  std::filesystem::create_directories(stale);
+  std::filesystem::create_directories(live);
+  const Result r = run({"--nproc-per-node", "2", kProbe, "spam", "1", "20"}, {{"TMPDIR", tmp.path()}});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  // And the launcher removed its own directory at exit.
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path())) left.push_back(e.path().filename());
+  EXPECT_EQ(left, (std::vector<std::string>{std::filesystem::path(live).filename().string()}));
+}
