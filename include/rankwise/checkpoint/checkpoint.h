@@ -47,6 +47,9 @@ class Checkpoint {
 /// saving to the same path at the same time (another launcher, or ranks that
 /// each call save without a process group) is refused with a CheckpointError
 /// naming the holder. Without a process group it simply writes the file.
+/// The other ranks wait for rank 0 at most the process group's timeout
+/// (InitOptions::timeout, 300 s by default): raise it for checkpoints that
+/// take longer to write, or they throw TimeoutError while rank 0 writes.
 void save(const std::string& path, const Checkpoint& state);
 
 /// Throws CheckpointError when the directory of `path` does not exist or is

@@ -38,6 +38,8 @@ void on_rank_zero(const std::function<void()>& work, const std::string& what) {
     } catch (const std::exception& e) {
       error = e.what();
       if (error.empty()) error = "unknown error";
+    } catch (...) {
+      error = "rankwise: " + what + " failed with an exception that is not a std::exception";
     }
   }
   if (distributed) error = share_outcome(process_group(), error);
