@@ -12,9 +12,17 @@ namespace launch {
 
 namespace {
 int g_pipe[2] = {-1, -1};
+pid_t g_owner = -1;  // the launcher's pid
 
 extern "C" void on_signal(int sig) {
   const int saved = errno;
+  if (::getpid() != g_owner) {
+    // A forked worker that still has this handler: take the default action.
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+    errno = saved;
+    return;
+  }
   const unsigned char byte = static_cast<unsigned char>(sig);
   (void)!::write(g_pipe[1], &byte, 1);  // full pipe: a wake-up is pending anyway
   errno = saved;
@@ -26,6 +34,7 @@ void install_signal_pipe() {
   if (::pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     throw std::system_error(errno, std::generic_category(), "pipe");
   }
+  g_owner = ::getpid();
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -29,14 +30,15 @@ void close_from(int lowfd) {
 }
 
 void child_fail(const char* what, int err) {
-  // async-signal-safe reporting only
-  const char* prefix = "rankwise-run: cannot start worker: ";
-  ::write(2, prefix, strlen(prefix));
-  ::write(2, what, strlen(what));
-  ::write(2, ": ", 2);
-  const char* msg = strerror(err);
-  ::write(2, msg, strlen(msg));
-  ::write(2, "\n", 1);
+  // async-signal-safe reporting only, in one write so that the line is whole
+  char line[1024];
+  std::size_t n = 0;
+  const char* parts[] = {"rankwise-run: cannot start worker: ", what, ": ", strerror(err), "\n"};
+  for (const char* part : parts) {
+    for (const char* c = part; *c && n < sizeof(line) - 1; ++c) line[n++] = *c;
+  }
+  if (n == sizeof(line) - 1) line[n - 1] = '\n';
+  (void)!::write(2, line, n);
   _exit(127);
 }
 
@@ -60,25 +62,34 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec) {
   envp.push_back(nullptr);
   const pid_t parent = ::getpid();
 
+  // Signals stay blocked across fork until the child has dropped the
+  // launcher's handlers: a SIGTERM sent to a worker that has not yet exec'd
+  // must kill it, not run the launcher's handler (which would write into the
+  // launcher's own signal pipe and look like a SIGTERM to the launcher).
+  sigset_t all, saved;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &saved);
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int e = errno;
+    ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
     for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
     throw std::system_error(e, std::generic_category(), "fork");
   }
   if (pid == 0) {
+    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) ::signal(sig, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);  // pending signals now take their default action
     ::setpgid(0, 0);
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail("prctl(PR_SET_PDEATHSIG)", errno);
     if (::getppid() != parent) _exit(128 + SIGKILL);  // the launcher already died
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) ::signal(sig, SIG_DFL);
     if (::dup2(out[1], 1) < 0 || ::dup2(err[1], 2) < 0) child_fail("dup2", errno);
     close_from(3);
     ::execve(spec.path.c_str(), argv.data(), envp.data());
     child_fail(spec.path.c_str(), errno);
   }
+  ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
   ::setpgid(pid, pid);  // also in the parent, so signalling the group never races the child
   ::close(out[1]);
   ::close(err[1]);

@@ -580,3 +580,15 @@ TEST(LaunchRun, TemporaryDirectoryOfAKilledLauncherIsRemovedByTheNextOne) {
   for (const auto& e : std::filesystem::directory_iterator(tmp.path())) left.push_back(e.path().filename());
   EXPECT_EQ(left, (std::vector<std::string>{std::filesystem::path(live).filename().string()}));
 }
+
+TEST(LaunchRun, WorkersFailingAtStartAreReportedNotMistakenForASignalToTheLauncher) {
+  // Workers that exit at once: the launcher stops the others while some are
+  // between fork and exec. Those must die of the SIGTERM, not pass it to the
+  // launcher's own signal handler (which made it exit 143 with no summary).
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const Result r = run({"--nproc-per-node", "4", "/bin/sh", "-c", "exit 3"});
+    ASSERT_EQ(r.code, 1) << "attempt " << attempt << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "root cause (first failure)")) << r.err;
+    EXPECT_FALSE(contains(r.err, "received SIGTERM")) << r.err;
+  }
+}
