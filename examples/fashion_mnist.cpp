@@ -176,12 +176,13 @@ int train(int argc, char** argv) {
     };
     describe_run();
     if (cfg.resume) {
-      if (auto latest = checkpoints.latest()) {
-        rankwise::restore(rankwise::load(*latest), state);  // every rank, from the CPU
-        check_resume(state, cfg, train_samples, *latest);
+      std::string latest;
+      if (auto checkpoint = checkpoints.load_latest(&latest)) {  // every rank, onto the CPU
+        rankwise::restore(*checkpoint, state);
+        check_resume(state, cfg, train_samples, latest);
         describe_run();
         rankwise::print0("resumed from {} at step {} (epoch {}, {} samples into it on each rank)",
-                         *latest, state.step, state.epoch + 1, state.position);
+                         latest, state.step, state.epoch + 1, state.position);
         if (state.epoch >= cfg.epochs) {
           rankwise::print0("nothing left to do: the checkpoint is at the end of epoch {} and "
                            "--epochs is {} (the total); raise --epochs to train further",

@@ -39,9 +39,7 @@ void save(const std::string& path, const Checkpoint& state) {
   detail::on_rank_zero(
       [&] {
         detail::FileLock lock(path + ".lock", "checkpoint '" + path + "'");
-        detail::AtomicFile file(path);
-        detail::write_checkpoint_file(c10::IValue(state.dict()), file);
-        file.commit();
+        detail::write_checkpoint_file(c10::IValue(state.dict()), path);
       },
       "the save by rank 0");
 }
@@ -55,8 +53,9 @@ void check_checkpoint_path(const std::string& path) {
   }
 }
 
-Checkpoint load(const std::string& path) {
-  c10::IValue value = detail::read_checkpoint_file(path);
+namespace detail {
+
+Checkpoint checkpoint_from(const c10::IValue& value, const std::string& path) {
   if (!value.isGenericDict()) {
     throw CheckpointError("rankwise: '" + path + "' holds a " + value.tagKind() +
                           ", not a dict; it is not a rankwise checkpoint");
@@ -69,6 +68,12 @@ Checkpoint load(const std::string& path) {
     result.insert(entry.key().toStringRef(), entry.value());
   }
   return result;
+}
+
+}  // namespace detail
+
+Checkpoint load(const std::string& path) {
+  return detail::checkpoint_from(detail::read_checkpoint_file(path), path);
 }
 
 bool verify(const std::string& path) {

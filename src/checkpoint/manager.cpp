@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include "checkpoint/detail/atomic_file.h"
@@ -125,9 +126,7 @@ std::string CheckpointManager::save(const Checkpoint& state, int64_t step) {
           throw CheckpointError("rankwise: internal error: rank 0 does not hold the lock of '" +
                                 options_.directory_ + "'");
         }
-        detail::AtomicFile file(path);
-        detail::write_checkpoint_file(c10::IValue(state.dict()), file);
-        file.commit();
+        detail::write_checkpoint_file(c10::IValue(state.dict()), path);
         detail::fault_at("before-latest");
         const std::string name = path.substr(path.find_last_of('/') + 1) + "\n";
         detail::write_file_atomically(options_.directory_ + "/" + kLatest, name.data(), name.size());
@@ -146,11 +145,13 @@ namespace {
 
 // Throws CheckpointError unless `path` verifies against its recorded checksum
 // (every file the manager writes has one; a file without it was truncated).
+[[noreturn]] void no_checksum(const std::string& path) {
+  throw CheckpointError("rankwise: checkpoint '" + path +
+                        "' has no checksum record (truncated, or not written by rankwise)");
+}
+
 void verify_managed(const std::string& path) {
-  if (!verify(path)) {
-    throw CheckpointError("rankwise: checkpoint '" + path +
-                          "' has no checksum record (truncated, or not written by rankwise)");
-  }
+  if (!verify(path)) no_checksum(path);
 }
 
 // Notes go to stderr once, from rank 0 (every rank looks at the same files).
@@ -167,7 +168,8 @@ std::string reason(const std::exception& e) {
 
 }  // namespace
 
-std::optional<std::string> CheckpointManager::latest() const {
+std::optional<std::string> CheckpointManager::newest_usable(
+    const std::function<void(const std::string&)>& use) const {
   const std::string& dir = options_.directory_;
   std::string named;
   std::string pointer_problem;
@@ -178,7 +180,7 @@ std::optional<std::string> CheckpointManager::latest() const {
       if (step_of(named, options_.prefix_) < 0) {
         pointer_problem = "'" + dir + "/latest' does not name a checkpoint of this directory";
       } else {
-        verify_managed(dir + "/" + named);
+        use(dir + "/" + named);
         return dir + "/" + named;
       }
     } catch (const CheckpointError& e) {
@@ -189,7 +191,7 @@ std::optional<std::string> CheckpointManager::latest() const {
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     if (!named.empty() && *it == dir + "/" + named) continue;
     try {
-      verify_managed(*it);
+      use(*it);
     } catch (const CheckpointError& e) {
       note("rankwise: skipping an unusable checkpoint: " + reason(e));
       continue;
@@ -212,6 +214,10 @@ std::optional<std::string> CheckpointManager::latest() const {
   return std::nullopt;
 }
 
+std::optional<std::string> CheckpointManager::latest() const {
+  return newest_usable(verify_managed);
+}
+
 void CheckpointManager::clear() {
   detail::on_rank_zero(
       [&] {
@@ -221,10 +227,18 @@ void CheckpointManager::clear() {
       "clearing the checkpoint directory on rank 0");
 }
 
-std::optional<Checkpoint> CheckpointManager::load_latest() const {
-  auto path = latest();
-  if (!path) return std::nullopt;
-  return load(*path);
+std::optional<Checkpoint> CheckpointManager::load_latest(std::string* path) const {
+  // Loading verifies the checksum, so each candidate is read once.
+  std::optional<Checkpoint> loaded;
+  auto found = newest_usable([&](const std::string& candidate) {
+    detail::Integrity integrity;
+    c10::IValue value = detail::read_checkpoint_file(candidate, &integrity);
+    if (integrity != detail::Integrity::kVerified) no_checksum(candidate);
+    loaded = detail::checkpoint_from(value, candidate);
+  });
+  if (!found) return std::nullopt;
+  if (path) *path = *found;
+  return loaded;
 }
 
 }  // namespace rankwise

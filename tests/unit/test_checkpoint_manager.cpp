@@ -143,7 +143,9 @@ TEST(CheckpointManager, FallsBackPastATruncatedLatestAndRefusesWhenNothingVerifi
   const auto newest = dir / "checkpoint-0000000002.pt";
   fs::resize_file(newest, fs::file_size(newest) - 1000);
   EXPECT_EQ(*manager.latest(), (dir / "checkpoint-0000000001.pt").string());
-  EXPECT_EQ(manager.load_latest()->at("step").toInt(), 1);
+  std::string loaded_from;
+  EXPECT_EQ(manager.load_latest(&loaded_from)->at("step").toInt(), 1);
+  EXPECT_EQ(loaded_from, (dir / "checkpoint-0000000001.pt").string());
   // Nothing verifies: an error, not a silent fresh start.
   fs::resize_file(dir / "checkpoint-0000000001.pt", 100);
   fs::remove(dir / "latest");

@@ -14,6 +14,7 @@
 /// keep_last removed.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,9 +77,10 @@ class CheckpointManager {
   /// directory. Throws CheckpointError when files exist but none verifies.
   std::optional<std::string> latest() const;
 
-  /// load(latest()), or nullopt when there is no checkpoint. Any rank
-  /// (typically every rank, onto the CPU).
-  std::optional<Checkpoint> load_latest() const;
+  /// The checkpoint latest() would name, loaded onto the CPU (reading and
+  /// verifying it once), or nullopt when there is none; its path goes to
+  /// `path` when given. Any rank (typically every rank). Throws as latest().
+  std::optional<Checkpoint> load_latest(std::string* path = nullptr) const;
 
   /// Paths of the numbered checkpoints, oldest first. Any rank.
   std::vector<std::string> checkpoints() const;
@@ -93,6 +95,11 @@ class CheckpointManager {
 
  private:
   std::string path_for(int64_t step) const;
+  /// The first candidate, newest first (the file `latest` names, then the
+  /// numbered files from the highest), for which `use` does not throw
+  /// CheckpointError; the fallback and its notes as documented on latest().
+  std::optional<std::string> newest_usable(
+      const std::function<void(const std::string&)>& use) const;
 
   CheckpointManagerOptions options_;
   std::unique_ptr<detail::FileLock> lock_;  // rank 0 only

@@ -255,7 +255,8 @@ class FdReadAdapter : public caffe2::serialize::ReadAdapterInterface {
 
 }  // namespace
 
-void write_checkpoint_file(const c10::IValue& value, AtomicFile& file) {
+void write_checkpoint_file(const c10::IValue& value, const std::string& path) {
+  AtomicFile file(path);
   ChecksumSink sink(file);
   try {
     std::vector<char> pickle;
@@ -276,6 +277,7 @@ void write_checkpoint_file(const c10::IValue& value, AtomicFile& file) {
   }
   if (sink.error()) std::rethrow_exception(sink.error());
   sink.finish();
+  file.commit();
 }
 
 Integrity verify_checkpoint_file(const std::string& path) {

@@ -12,12 +12,14 @@
 
 #include <string>
 
+#include "rankwise/checkpoint/checkpoint.h"
+
 namespace rankwise::detail {
 
-class AtomicFile;
-
-/// Serializes `value` into `file` (not committed). Throws CheckpointError.
-void write_checkpoint_file(const c10::IValue& value, AtomicFile& file);
+/// Serializes `value` to `path` atomically and durably (an AtomicFile:
+/// temporary file, fsync, rename, directory fsync). Throws CheckpointError;
+/// on failure `path` is untouched.
+void write_checkpoint_file(const c10::IValue& value, const std::string& path);
 
 /// What verify_checkpoint_file found.
 enum class Integrity { kVerified, kNoChecksum };
@@ -29,5 +31,9 @@ Integrity verify_checkpoint_file(const std::string& path);
 
 /// Verifies (as above), then unpickles onto the CPU. Throws CheckpointError.
 c10::IValue read_checkpoint_file(const std::string& path, Integrity* integrity = nullptr);
+
+/// The Checkpoint held by `value` read from `path`: a dict with string keys,
+/// else CheckpointError naming the file.
+Checkpoint checkpoint_from(const c10::IValue& value, const std::string& path);
 
 }  // namespace rankwise::detail
