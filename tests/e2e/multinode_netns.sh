@@ -77,30 +77,27 @@ done
 ! grep -q 'world size' "$work/node1.out" || fail "node 1 printed a header"
 echo "ok: 2 nodes x 2 ranks, world size 4"
 
-# 2. Node 1 never arrives: node 0 gives up after --rendezvous-timeout 3.
-start=$(date +%s.%N)
-timeout 60 ip netns exec "$ns0" "$run" "${common[@]}" --node-rank 0 --rendezvous-timeout 3 \
-  "$program" >"$work/alone0.out" 2>&1
-rc=$?
-elapsed=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-cat "$work/alone0.out"
-[ "$rc" = 1 ] || fail "lonely node 0 exited $rc, expected 1"
-grep -q 'node rank(s) 1 of 2 never arrived' "$work/alone0.out" || fail "error names node rank 1"
-awk -v e="$elapsed" 'BEGIN { exit !(e < 10) }' || fail "node 0 took ${elapsed}s to fail (timeout 3 s)"
-echo "ok: missing node 1 reported after ${elapsed}s"
+# lonely_node NS NODE_RANK EXPECTED: that node alone, --rendezvous-timeout 3:
+# it must exit 1 within 10 s with a message matching EXPECTED (grep pattern).
+lonely_node() {
+  local ns=$1 node=$2 expected=$3 start rc elapsed
+  start=$(date +%s.%N)
+  timeout 60 ip netns exec "$ns" "$run" "${common[@]}" --node-rank "$node" --rendezvous-timeout 3 \
+    "$program" >"$work/alone$node.out" 2>&1
+  rc=$?
+  elapsed=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  cat "$work/alone$node.out"
+  [ "$rc" = 1 ] || fail "lonely node $node exited $rc, expected 1"
+  grep -q "$expected" "$work/alone$node.out" || fail "node $node's error does not say: $expected"
+  awk -v e="$elapsed" 'BEGIN { exit !(e < 10) }' || fail "node $node took ${elapsed}s to fail (timeout 3 s)"
+  echo "ok: node $node alone failed after ${elapsed}s: $expected"
+}
+
+# 2. Node 1 never arrives: node 0 gives up after --rendezvous-timeout 3, naming node rank 1.
+lonely_node "$ns0" 0 'node rank(s) 1 of 2 never arrived'
 
 # 3. Node 0 never arrives: node 1 cannot reach the store.
-start=$(date +%s.%N)
-timeout 60 ip netns exec "$ns1" "$run" "${common[@]}" --node-rank 1 --rendezvous-timeout 3 \
-  "$program" >"$work/alone1.out" 2>&1
-rc=$?
-elapsed=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-cat "$work/alone1.out"
-[ "$rc" = 1 ] || fail "lonely node 1 exited $rc, expected 1"
-grep -q "cannot reach node 0's rendezvous store at 10.231.0.1:$port" "$work/alone1.out" \
-  || fail "error names node 0's store"
-awk -v e="$elapsed" 'BEGIN { exit !(e < 10) }' || fail "node 1 took ${elapsed}s to fail (timeout 3 s)"
-echo "ok: missing node 0 reported after ${elapsed}s"
+lonely_node "$ns1" 1 "cannot reach node 0's rendezvous store at 10.231.0.1:$port"
 
 # 4. The main job: 2 nodes x 2 ranks reach the same numbers as 1 node x 4 ranks.
 if [ -n "$main_job" ]; then
