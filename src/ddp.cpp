@@ -85,11 +85,59 @@ struct DataParallelEngine::Impl {
     throw Error("rankwise: " + where(*group) + ": DistributedDataParallel: " + text);
   }
 
-  // One all_reduce per training step: how many ranks still have inputs.
-  int64_t ranks_with_inputs(bool have_inputs) {
-    auto flag = torch::tensor({static_cast<int64_t>(have_inputs ? 1 : 0)}, torch::kInt64);
-    group->all_reduce(flag, ReduceOp::kSum);
-    return flag.item<int64_t>();
+  // Uneven inputs are detected as PyTorch's Join does: each training forward
+  // launches an all_reduce of a 1 ("I still have inputs") without waiting
+  // for it, so it runs beside the forward and backward passes; a rank in
+  // join() answers with a 0 and shadows the step's gradient all_reduces.
+  // The sum is read at the next training forward (or in join()).
+  c10::intrusive_ptr<c10d::Work> inputs_work;  // the last step's count, in flight
+  torch::Tensor inputs_count;
+
+  void launch_inputs_count() {
+    inputs_count = torch::ones({1}, torch::kInt64);
+    std::vector<at::Tensor> tensors{inputs_count};
+    inputs_work = group->c10d_group()->allreduce(tensors);
+  }
+
+  // How many ranks had inputs at the last training step (the world size
+  // when none is in flight).
+  int64_t last_inputs_count() {
+    if (!inputs_work) return group->world_size();
+    auto work = std::move(inputs_work);
+    try {
+      work->wait();
+    } catch (const std::exception& e) {
+      throw Error("rankwise: " + where(*group) +
+                  ": DistributedDataParallel: the all_reduce of the previous step failed; a "
+                  "peer probably exited. Original error: " + e.what());
+    }
+    return inputs_count.item<int64_t>();
+  }
+
+  // A rank in join(): one all_reduce of a 0, matching a training rank's
+  // launch_inputs_count(); returns how many ranks still had inputs.
+  int64_t joined_inputs_count() {
+    auto count = torch::zeros({1}, torch::kInt64);
+    group->all_reduce(count, ReduceOp::kSum);
+    return count.item<int64_t>();
+  }
+
+  // The rest of a training step seen from a rank in join(): the same
+  // collectives with zero gradients (PyTorch's _DDPJoinHook).
+  void shadow_gradient_all_reduce() {
+    reducer->rebuild_buckets();
+    if (options.broadcast_buffers_ && require_forward_param_sync) broadcast_states(buffers);
+    for (auto& bucket : reducer->get_grad_buckets(/*return_zero_tensors=*/true)) {
+      auto zeros = bucket.getBufferRef();
+      group->all_reduce(zeros, ReduceOp::kSum);
+    }
+    // With find_unused_parameters the training ranks also all_reduce their
+    // map of used parameters after the last bucket (PyTorch's
+    // _match_unused_params_allreduce).
+    if (options.find_unused_parameters_ && !options.static_graph_) {
+      auto used = torch::zeros_like(reducer->get_local_used_map_on_device());
+      group->all_reduce(used, ReduceOp::kSum);
+    }
   }
 
   std::vector<int> joined_ranks() {
@@ -183,10 +231,11 @@ void DataParallelEngine::before_forward() {
   const bool grad = torch::GradMode::is_enabled();
   if (grad && require_sync_) {
     if (d.group->world_size() > 1) {
-      const auto ranks = d.ranks_with_inputs(true);
+      const auto ranks = d.last_inputs_count();
       if (ranks < d.group->world_size() && d.options.uneven_inputs_ == UnevenInputs::kError) {
         d.throw_uneven(d.joined_ranks());
       }
+      d.launch_inputs_count();
     }
     ++d.iterations;
     d.reducer->prepare_for_forward();
@@ -204,6 +253,13 @@ void DataParallelEngine::before_forward() {
 void DataParallelEngine::after_forward(const std::vector<torch::Tensor>& outputs) {
   auto& d = *impl_;
   if (torch::GradMode::is_enabled() && require_sync_) {
+    // kError: the count launched before this forward has run beside it; a
+    // peer that ran out makes this rank raise before its gradients are
+    // all_reduced, so no rank applies a step with missing gradients.
+    if (d.options.uneven_inputs_ == UnevenInputs::kError &&
+        d.last_inputs_count() < d.group->world_size()) {
+      d.throw_uneven(d.joined_ranks());
+    }
     d.require_forward_param_sync = true;
     try {
       if (d.options.find_unused_parameters_ && !d.options.static_graph_) {
@@ -222,20 +278,14 @@ void DataParallelEngine::after_forward(const std::vector<torch::Tensor>& outputs
 void DataParallelEngine::join() {
   auto& d = *impl_;
   if (d.group->world_size() == 1) return;
+  d.last_inputs_count();  // kJoin: the last step's count may still be in flight
   d.group->store()->set(d.join_key_prefix + std::to_string(d.group->rank()),
                         std::vector<uint8_t>{'1'});
-  while (true) {
-    const auto ranks = d.ranks_with_inputs(false);
-    if (ranks == 0) break;  // every rank has joined
+  // Until no rank trains: kError raises (the training ranks raise in the
+  // same step, after their forward); kJoin shadows their step.
+  while (d.joined_inputs_count() > 0) {
     if (d.options.uneven_inputs_ == UnevenInputs::kError) d.throw_uneven(d.joined_ranks());
-    // kJoin: shadow one training step of the ranks that still have inputs,
-    // issuing the same collectives with zeros (PyTorch's _DDPJoinHook).
-    d.reducer->rebuild_buckets();
-    if (d.options.broadcast_buffers_ && d.require_forward_param_sync) d.broadcast_states(d.buffers);
-    for (auto& bucket : d.reducer->get_grad_buckets(/*return_zero_tensors=*/true)) {
-      auto zeros = bucket.getBufferRef();
-      d.group->all_reduce(zeros, ReduceOp::kSum);
-    }
+    d.shadow_gradient_all_reduce();
   }
   // The ranks that joined early skipped optimizer steps: as PyTorch's join
   // hook does, every rank takes the model of the last rank to join (the one

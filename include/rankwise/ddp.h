@@ -35,8 +35,15 @@
 namespace rankwise {
 
 /// What happens when ranks run out of batches at different steps (see join()).
+/// Either way each training forward launches a one-element all_reduce (how
+/// many ranks still have batches; a rank in join() answers 0) that runs
+/// beside the forward pass without being waited for, as PyTorch's Join does.
 enum class UnevenInputs {
-  /// Every rank raises an Error naming the rank(s) that ran out (default).
+  /// Every rank raises an Error naming the rank(s) that ran out (default):
+  /// the ranks still training raise at the end of the forward of the step the
+  /// peer missed, before any gradient of that step is all_reduced, so no rank
+  /// applies a step with missing gradients. Cost: forward() waits for the
+  /// count (started before the forward, so usually already done).
   kError,
   /// Ranks that ran out keep shadowing the others' collectives with zeros
   /// until every rank is done (PyTorch's Join). Gradients of such a step are

@@ -252,6 +252,30 @@ TEST_F(Ddp, UnevenInputsRaiseNamingTheRankByDefault) {
   rankwise::barrier();
 }
 
+// kJoin with find_unused_parameters: the training rank also all_reduces its
+// map of used parameters after the buckets; the joined rank must match it.
+TEST_F(Ddp, UnevenInputsJoinCompletesWithUnusedParameters) {
+  torch::manual_seed(0);
+  Net net;
+  net->use_spare = false;
+  rankwise::DistributedDataParallel ddp(net, rankwise::DistributedDataParallelOptions()
+                                                 .uneven_inputs(rankwise::UnevenInputs::kJoin)
+                                                 .find_unused_parameters(true));
+  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
+  const int batches = rank == 0 ? 6 : 4;  // rank 1 shadows two steps
+  for (int step = 0; step < batches; ++step) {
+    auto [x, y] = batch_of(rank, step);
+    opt.zero_grad();
+    torch::mse_loss(ddp.forward(x), y).backward();
+    opt.step();
+  }
+  ddp.join();
+  auto all = rankwise::all_gather(flat_parameters(*ddp.module()));
+  EXPECT_TRUE(all[0].equal(all[1]));
+  ddp.check_replicas();
+  rankwise::barrier();
+}
+
 TEST_F(Ddp, UnevenInputsJoinCompletes) {
   torch::manual_seed(0);
   Net net;
