@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <optional>
 
 #include "rankwise/rankwise.h"
 
@@ -34,15 +35,20 @@ int main(int argc, char** argv) {
     }
     net->push_back(torch::nn::Linear(2048, 10));
   }
-  rankwise::DistributedDataParallel ddp(net);
-  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  // As ddp_reference.py: the single-process baseline is the plain module.
+  std::optional<rankwise::DistributedDataParallel<torch::nn::Sequential>> ddp;
+  if (group.world_size() > 1) ddp.emplace(net);
+  auto forward = [&](const torch::Tensor& x) { return ddp ? ddp->forward(x) : net->forward(x); };
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   torch::manual_seed(1 + group.rank());
-  auto x = torch::randn({steps, batch, 784});
-  auto y = torch::randint(0, 10, {steps, batch});
+  // 50 distinct batches, reused cyclically (as ddp_reference.py).
+  const int64_t distinct = std::min<int64_t>(steps, 50);
+  auto x = torch::randn({distinct, batch, 784});
+  auto y = torch::randint(0, 10, {distinct, batch});
 
   auto step = [&](int64_t i) {
     opt.zero_grad();
-    torch::cross_entropy_loss(ddp.forward(x[i]), y[i]).backward();
+    torch::cross_entropy_loss(forward(x[i % distinct]), y[i % distinct]).backward();
     opt.step();
   };
   for (int64_t i = 0; i < std::min<int64_t>(5, steps); ++i) step(i);

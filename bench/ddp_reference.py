@@ -34,14 +34,15 @@ else:
 model = nn.parallel.DistributedDataParallel(net) if world > 1 else net
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
 torch.manual_seed(1 + rank)
-x = torch.randn(steps, batch, in_features)
-y = torch.randint(0, 10, (steps, batch))
+distinct = min(steps, 50)  # 50 distinct batches, reused cyclically (as bench_ddp.cpp)
+x = torch.randn(distinct, batch, in_features)
+y = torch.randint(0, 10, (distinct, batch))
 loss_fn = nn.CrossEntropyLoss()
 
 
 def step(i):
     opt.zero_grad()
-    loss_fn(model(x[i]), y[i]).backward()
+    loss_fn(model(x[i % distinct]), y[i % distinct]).backward()
     opt.step()
 
 
