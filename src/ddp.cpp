@@ -167,9 +167,10 @@ struct DataParallelEngine::Impl {
 DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module,
                                        DistributedDataParallelOptions options, ProcessGroup& group)
     : impl_(std::make_unique<Impl>()) {
-  if (!(options.bucket_cap_mb_ > 0)) {
-    throw ConfigError("rankwise: DistributedDataParallelOptions::bucket_cap_mb must be positive, "
-                      "got " + std::to_string(options.bucket_cap_mb_));
+  if (!(options.bucket_cap_mb_ >= 0)) {
+    throw ConfigError("rankwise: DistributedDataParallelOptions::bucket_cap_mb must be >= 0 "
+                      "(0: one bucket per parameter), got " +
+                      std::to_string(options.bucket_cap_mb_));
   }
   auto& d = *impl_;
   d.module = std::move(module);
@@ -286,6 +287,14 @@ void DataParallelEngine::join() {
   while (d.joined_inputs_count() > 0) {
     if (d.options.uneven_inputs_ == UnevenInputs::kError) d.throw_uneven(d.joined_ranks());
     d.shadow_gradient_all_reduce();
+  }
+  // A parameter that got no gradient in the last step (without
+  // find_unused_parameters) left that step unreduced; a next forward would
+  // name it, and after the last step join() does (every rank is here).
+  try {
+    d.reducer->rebuild_buckets();
+  } catch (const std::exception& e) {
+    d.rethrow_reducer_error(e);
   }
   // The ranks that joined early skipped optimizer steps: as PyTorch's join
   // hook does, every rank takes the model of the last rank to join (the one

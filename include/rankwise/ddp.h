@@ -54,8 +54,9 @@ enum class UnevenInputs {
 
 /// Options of DistributedDataParallel (PyTorch's names and defaults).
 struct DistributedDataParallelOptions {
-  /// Bucket size in MiB for gradient all_reduce (PyTorch: 25). The first
-  /// bucket is 1 MiB so that communication starts early.
+  /// Bucket size in MiB for gradient all_reduce (PyTorch: 25; 0: one bucket
+  /// per parameter, as PyTorch; negative: ConfigError). The first bucket is
+  /// 1 MiB so that communication starts early.
   DistributedDataParallelOptions& bucket_cap_mb(double v) { bucket_cap_mb_ = v; return *this; }
   /// Send rank 0's buffers (e.g. BatchNorm running statistics) to every rank
   /// before each forward (PyTorch: true).

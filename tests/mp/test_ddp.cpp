@@ -182,6 +182,44 @@ TEST_F(Ddp, UnusedParameterIsNamed) {
   }
 }
 
+// Without a next forward to notice it, an unused parameter in the last step
+// would leave that step's gradients unreduced and the replicas silently
+// apart; join() names it instead.
+TEST_F(Ddp, UnusedParameterInTheLastStepIsNamedByJoin) {
+  torch::manual_seed(0);
+  Net net;
+  net->use_spare = false;
+  rankwise::DistributedDataParallel ddp(net);
+  auto [x, y] = batch_of(rank, 0);
+  torch::mse_loss(ddp.forward(x), y).backward();
+  try {
+    ddp.join();
+    FAIL() << "expected join() to name the unused parameters";
+  } catch (const rankwise::Error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("spare.weight"), std::string::npos) << text;
+    EXPECT_NE(text.find("find_unused_parameters(true)"), std::string::npos) << text;
+  }
+  rankwise::barrier();
+}
+
+TEST_F(Ddp, ZeroBucketCapMeansOneBucketPerParameterAsInPyTorch) {
+  torch::manual_seed(0);
+  Net net;
+  rankwise::DistributedDataParallel ddp(net, rankwise::DistributedDataParallelOptions().bucket_cap_mb(0));
+  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
+  for (int step = 0; step < 3; ++step) {
+    auto [x, y] = batch_of(rank, step);
+    opt.zero_grad();
+    torch::mse_loss(ddp.forward(x), y).backward();
+    opt.step();
+  }
+  ddp.check_replicas();
+  EXPECT_THROW(rankwise::DistributedDataParallel(
+                   net, rankwise::DistributedDataParallelOptions().bucket_cap_mb(-1)),
+               rankwise::ConfigError);
+}
+
 TEST_F(Ddp, FindUnusedParametersCompletesAndReplicasStayEqual) {
   torch::manual_seed(0);
   Net net;
