@@ -23,6 +23,14 @@ std::string where(const ProcessGroup& group) {
   return "rank " + std::to_string(group.rank()) + "/" + std::to_string(group.world_size());
 }
 
+// An exception's message; for c10::Error without its C++ stack trace.
+std::string message_of(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
+    return c10_error->what_without_backtrace();
+  }
+  return e.what();
+}
+
 std::string join_names(const std::vector<std::string>& names) {
   std::string s;
   for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
@@ -53,7 +61,7 @@ struct DataParallelEngine::Impl {
       throw Error("rankwise: " + where(*group) +
                   ": DistributedDataParallel: broadcast of parameters/buffers from rank " +
                   std::to_string(root) + " failed; a peer probably exited. Original error: " +
-                  e.what());
+                  message_of(e));
     }
   }
 
@@ -65,7 +73,7 @@ struct DataParallelEngine::Impl {
 
   // Turns the Reducer's "did not receive grad" error into one naming the parameters.
   [[noreturn]] void rethrow_reducer_error(const std::exception& e) {
-    const std::string text = e.what();
+    const std::string text = message_of(e);
     std::smatch match;
     static const std::regex unused("did not receive grad for rank \\d+: ([0-9 ]+)");
     if (std::regex_search(text, match, unused)) {
@@ -109,7 +117,7 @@ struct DataParallelEngine::Impl {
     } catch (const std::exception& e) {
       throw Error("rankwise: " + where(*group) +
                   ": DistributedDataParallel: the all_reduce of the previous step failed; a "
-                  "peer probably exited. Original error: " + e.what());
+                  "peer probably exited. Original error: " + message_of(e));
     }
     return inputs_count.item<int64_t>();
   }
@@ -194,7 +202,7 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
       throw ConfigError("rankwise: " + where(group) +
                         ": DistributedDataParallel: the model differs across ranks (number, "
                         "shape or dtype of parameters). Build the same model on every rank. "
-                        "Original error: " + e.what());
+                        "Original error: " + message_of(e));
     }
   }
   // Every rank starts from rank 0's replica.

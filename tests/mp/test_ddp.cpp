@@ -179,6 +179,7 @@ TEST_F(Ddp, UnusedParameterIsNamed) {
     EXPECT_NE(text.find("spare.weight"), std::string::npos) << text;
     EXPECT_NE(text.find("spare.bias"), std::string::npos) << text;
     EXPECT_NE(text.find("find_unused_parameters(true)"), std::string::npos) << text;
+    EXPECT_EQ(text.find("frame #"), std::string::npos) << "c10's C++ stack trace: " << text;
   }
 }
 
