@@ -8,6 +8,7 @@
 #include <regex>
 #include <sstream>
 
+#include "detail/model_layout.h"
 #include "rankwise/error.h"
 
 namespace rankwise {
@@ -196,6 +197,7 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
   }
   d.buffers = d.module->buffers(true);
   if (group.world_size() > 1) {
+    check_same_parameter_layout(group, d.params, d.names);
     try {
       c10d::verify_params_across_processes(group.c10d_group(), d.params, c10::nullopt);
     } catch (const std::exception& e) {

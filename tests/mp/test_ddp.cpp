@@ -209,6 +209,33 @@ TEST_F(Ddp, UnusedParameterInTheLastStepIsNamedByJoin) {
   rankwise::barrier();
 }
 
+// A model built differently on one rank fails on every rank at once, with
+// the same ConfigError naming the parameter and the shapes.
+TEST_F(Ddp, ModelThatDiffersAcrossRanksIsNamedOnEveryRank) {
+  torch::nn::Linear other_shape(5, rank == 1 ? 9 : 8);
+  try {
+    rankwise::DistributedDataParallel ddp(other_shape);
+    FAIL() << "expected a ConfigError";
+  } catch (const rankwise::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("parameter 0 ('weight' on this rank) is [8, 5] float "
+                                         "on rank 0 but rank 1: [9, 5] float"),
+              std::string::npos)
+        << e.what();
+  }
+  torch::nn::Sequential other_count(torch::nn::Linear(5, 8));
+  if (rank == 1) other_count->push_back(torch::nn::Linear(8, 3));
+  try {
+    rankwise::DistributedDataParallel ddp(other_count);
+    FAIL() << "expected a ConfigError";
+  } catch (const rankwise::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 0 has 2 parameters that require a gradient, rank "
+                                         "1 has 4"),
+              std::string::npos)
+        << e.what();
+  }
+  rankwise::barrier();
+}
+
 TEST_F(Ddp, ZeroBucketCapMeansOneBucketPerParameterAsInPyTorch) {
   torch::manual_seed(0);
   Net net;
