@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "detail/model_layout.h"
+#include "detail/where.h"
 #include "rankwise/error.h"
 
 namespace rankwise {
@@ -19,10 +20,6 @@ constexpr int64_t kMiB = 1024 * 1024;
 // PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES and its module-state broadcast bucket.
 constexpr int64_t kFirstBucketBytes = kMiB;
 constexpr int64_t kBroadcastBucketBytes = 250 * kMiB;
-
-std::string where(const ProcessGroup& group) {
-  return "rank " + std::to_string(group.rank()) + "/" + std::to_string(group.world_size());
-}
 
 // An exception's message; for c10::Error without its C++ stack trace.
 std::string message_of(const std::exception& e) {
@@ -121,6 +118,15 @@ struct DataParallelEngine::Impl {
                   "peer probably exited. Original error: " + message_of(e));
     }
     return inputs_count.item<int64_t>();
+  }
+
+  // Waits for the last step's count; with kError, a rank that ran out
+  // makes this one raise, naming it.
+  void check_inputs_count() {
+    if (last_inputs_count() < group->world_size() &&
+        options.uneven_inputs_ == UnevenInputs::kError) {
+      throw_uneven(joined_ranks());
+    }
   }
 
   // A rank in join(): one all_reduce of a 0, matching a training rank's
@@ -242,10 +248,7 @@ void DataParallelEngine::before_forward() {
   const bool grad = torch::GradMode::is_enabled();
   if (grad && require_sync_) {
     if (d.group->world_size() > 1) {
-      const auto ranks = d.last_inputs_count();
-      if (ranks < d.group->world_size() && d.options.uneven_inputs_ == UnevenInputs::kError) {
-        d.throw_uneven(d.joined_ranks());
-      }
+      d.check_inputs_count();
       d.launch_inputs_count();
     }
     ++d.iterations;
@@ -267,10 +270,7 @@ void DataParallelEngine::after_forward(const std::vector<torch::Tensor>& outputs
     // kError: the count launched before this forward has run beside it; a
     // peer that ran out makes this rank raise before its gradients are
     // all_reduced, so no rank applies a step with missing gradients.
-    if (d.options.uneven_inputs_ == UnevenInputs::kError &&
-        d.last_inputs_count() < d.group->world_size()) {
-      d.throw_uneven(d.joined_ranks());
-    }
+    if (d.options.uneven_inputs_ == UnevenInputs::kError) d.check_inputs_count();
     d.require_forward_param_sync = true;
     try {
       if (d.options.find_unused_parameters_ && !d.options.static_graph_) {

@@ -13,6 +13,7 @@
 
 #include <mutex>
 
+#include "detail/where.h"
 #include "rankwise/error.h"
 
 namespace rankwise {
@@ -23,9 +24,7 @@ std::unique_ptr<ProcessGroup>& global_group() {
   return group;
 }
 
-std::string where(const ProcessGroup& pg) {
-  return "rank " + std::to_string(pg.rank()) + "/" + std::to_string(pg.world_size());
-}
+using detail::where;
 
 c10d::ReduceOp to_c10d(ReduceOp op) {
   switch (op) {

@@ -4,6 +4,7 @@
 
 #include <cctype>
 
+#include "detail/where.h"
 #include "rankwise/error.h"
 
 namespace rankwise {
@@ -30,9 +31,8 @@ std::string describe(const torch::Tensor& row) {
 
 void check_same_parameter_layout(ProcessGroup& group, const std::vector<torch::Tensor>& params,
                                  const std::vector<std::string>& names) {
-  const std::string where = "rankwise: rank " + std::to_string(group.rank()) + "/" +
-                            std::to_string(group.world_size()) +
-                            ": DistributedDataParallel: the model differs across ranks: ";
+  const std::string prefix =
+      "rankwise: " + where(group) + ": DistributedDataParallel: the model differs across ranks: ";
   const std::string advice = ". Build the same model on every rank";
   const auto count = static_cast<int64_t>(params.size());
   auto counts = group.all_gather(torch::tensor({count}, torch::kInt64));
@@ -44,7 +44,7 @@ void check_same_parameter_layout(ProcessGroup& group, const std::vector<torch::T
     }
   }
   if (!ranks.empty()) {
-    throw ConfigError(where + "rank 0 has " + std::to_string(counts[0].item<int64_t>()) +
+    throw ConfigError(prefix + "rank 0 has " + std::to_string(counts[0].item<int64_t>()) +
                       " parameters that require a gradient, rank " + ranks + advice);
   }
   auto layout = torch::zeros({count, kRow}, torch::kInt64);
@@ -68,7 +68,7 @@ void check_same_parameter_layout(ProcessGroup& group, const std::vector<torch::T
       }
     }
     if (!differ.empty()) {
-      throw ConfigError(where + "parameter " + std::to_string(i) + " ('" +
+      throw ConfigError(prefix + "parameter " + std::to_string(i) + " ('" +
                         names[static_cast<std::size_t>(i)] + "' on this rank) is " +
                         describe(all[0][i]) + " on rank 0 but " + differ + advice);
     }

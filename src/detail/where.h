@@ -1,0 +1,16 @@
+#pragma once
+// "rank 1/4": which rank of how many raised an error; the prefix after
+// "rankwise: " of the library's error messages.
+#include <string>
+
+#include "rankwise/process_group.h"
+
+namespace rankwise {
+namespace detail {
+
+inline std::string where(const ProcessGroup& group) {
+  return "rank " + std::to_string(group.rank()) + "/" + std::to_string(group.world_size());
+}
+
+}  // namespace detail
+}  // namespace rankwise
