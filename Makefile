@@ -3,8 +3,10 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 NPROC ?= 2
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build test demo bench clean
+.PHONY: all setup configure build test demo bench fuzz clean
 
 all: build
 
@@ -26,6 +28,12 @@ demo: build
 
 bench: build
 	bash bench/run $(BUILD)
+
+# libFuzzer targets (clang, ASan + UBSan), each run FUZZ_SECONDS; not part of
+# `make test`. Fails when a target finds a crash (fuzz/run).
+fuzz: setup
+	@bash scripts/setup-fuzz
+	bash fuzz/run $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(BUILD)
