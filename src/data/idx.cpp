@@ -5,10 +5,14 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include "rankwise/error.h"
 
 namespace rankwise {
 namespace {
+
+constexpr int64_t kMaxBytes = int64_t{1} << 34;  // 16 GiB of data: no real IDX file is larger
 
 class GzReader {
  public:
@@ -17,6 +21,8 @@ class GzReader {
     if (file_) gzclose(file_);
   }
   bool ok() const { return file_ != nullptr; }
+  // True when the file is gzip-compressed (zlib reads plain files as they are).
+  bool gzipped() const { return gzdirect(file_) == 0; }
   // Reads exactly n bytes or throws naming what was expected.
   void read(void* out, std::size_t n, const std::string& what) {
     std::size_t done = 0;
@@ -57,15 +63,37 @@ torch::Tensor read_idx(const std::string& path) {
                       "number); expected the MNIST/Fashion-MNIST format");
   }
   std::vector<int64_t> dims(magic[3]);
-  int64_t total = 1;
+  std::string shape;
   for (auto& d : dims) {
     unsigned char b[4];
     in.read(b, 4, "the header");
     d = (int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | int64_t{b[3]};
-    total *= d;
+    shape += (shape.empty() ? "" : "x") + std::to_string(d);
   }
-  if (total > (int64_t{1} << 34)) {
-    throw ConfigError("rankwise: '" + path + "' declares an implausible size; file is corrupt");
+  // The product of the dimensions, zeros counted as ones: libtorch refuses
+  // sizes whose product overflows even when one of them is 0.
+  int64_t product = 1;
+  for (const int64_t d : dims) {
+    if (product > kMaxBytes / std::max<int64_t>(d, 1)) {  // product * d > kMaxBytes, no overflow
+      throw ConfigError("rankwise: IDX file '" + path + "' declares dimensions " + shape +
+                        ", more than 2^34 bytes: the file is corrupt. Re-download or reinstall it");
+    }
+    product *= std::max<int64_t>(d, 1);
+  }
+  const int64_t total = std::count(dims.begin(), dims.end(), 0) ? 0 : product;
+  // A header can declare far more data than the file holds: refuse before
+  // allocating. Plain: exactly; gzip: deflate's maximum ratio (1032:1, zlib).
+  const uint64_t header = 4 + 4 * dims.size();
+  const uint64_t file_size = static_cast<uint64_t>(info.st_size);
+  const bool gzipped = in.gzipped();
+  const uint64_t can_hold = gzipped ? file_size * 1032 : file_size - std::min(file_size, header);
+  if (static_cast<uint64_t>(total) > can_hold) {
+    throw ConfigError("rankwise: IDX file '" + path + "' is truncated or corrupt: its header "
+                      "declares " + shape + " = " + std::to_string(total) + " bytes of data, " +
+                      (gzipped ? "more than a gzip file of " + std::to_string(file_size) +
+                                     " bytes can hold"
+                               : "the file holds " + std::to_string(can_hold)) +
+                      ". Re-download or reinstall it");
   }
   auto tensor = torch::empty(dims, torch::kUInt8);
   in.read(tensor.data_ptr<uint8_t>(), static_cast<std::size_t>(total), "the data");
