@@ -2,6 +2,7 @@
 // crash (fuzz/, `make fuzz`; see BENCHMARKS.md) is kept here, rebuilt from
 // valid files the way the crasher was made, and must fail with a rankwise
 // error naming what is wrong, never a crash or a foreign exception.
+#include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -11,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "checkpoint/detail/python_pickle.h"
+#include "rankwise/checkpoint/checkpoint.h"
 #include "rankwise/data/idx.h"
 #include "rankwise/error.h"
 
@@ -49,6 +52,63 @@ std::string error_of(F&& f) {
   return "(no error)";
 }
 
+// A string literal's bytes, NULs included.
+template <std::size_t N>
+std::string bytes(const char (&literal)[N]) {
+  return std::string(literal, N - 1);
+}
+
+// The bytes rankwise::save writes for `c`.
+std::string saved(const rankwise::Checkpoint& c) {
+  const fs::path path = scratch("saved.pt");
+  rankwise::save(path.string(), c);
+  return read_file(path);
+}
+
+// `file` (a rankwise checkpoint) with its CRC-32 trailer recomputed, as a
+// crafted file would carry it: the last 8 characters are the hex digits.
+std::string resigned(std::string file) {
+  const std::size_t covered = file.size() - 34;  // "rankwise-checkpoint crc32=" + 8 digits
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x",
+                static_cast<unsigned>(crc32_z(0, reinterpret_cast<const Bytef*>(file.data()), covered)));
+  file.replace(file.size() - 8, 8, hex);
+  return file;
+}
+
+// A zip as torch.save writes it (no rankwise checksum) holding `pickle` as data.pkl.
+std::string zip_with_pickle(const std::string& pickle) {
+  std::string zip;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, std::size_t n) {
+    zip.append(static_cast<const char*>(data), n);
+    return n;
+  });
+  writer.writeRecord("data.pkl", pickle.data(), pickle.size());
+  writer.writeEndOfFile();
+  return zip;
+}
+
+// `pickle` as data.pkl of a file with a valid rankwise checksum, made as a
+// crafted file would be: the zip above, its archive comment a trailer.
+std::string signed_zip_with_pickle(const std::string& pickle) {
+  std::string zip = zip_with_pickle(pickle);
+  zip[zip.size() - 2] = 34;  // the end record's comment length (its last two bytes)
+  return resigned(zip + "rankwise-checkpoint crc32=00000000");
+}
+
+// `bytes` with the first `from` replaced by `to` (of the same length).
+std::string replaced(std::string bytes, const std::string& from, const std::string& to) {
+  const auto at = bytes.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) bytes.replace(at, from.size(), to);
+  return bytes;
+}
+
+std::string load_error(const std::string& name, const std::string& bytes) {
+  const fs::path path = write_file(name, bytes);
+  return error_of<rankwise::CheckpointError>([&] { rankwise::load(path.string()); });
+}
+
 std::string idx_header(const std::vector<uint32_t>& dims) {
   std::string bytes = {0, 0, 0x08, static_cast<char>(dims.size())};
   for (uint32_t d : dims) {
@@ -78,6 +138,94 @@ std::string gzipped(const std::string& bytes) {
 }
 
 }  // namespace
+
+// fuzz_checkpoint_crc: a rankwise checkpoint with a valid checksum whose
+// pickle says a tensor is bigger than the record holding its data (a 3-element
+// Half tensor relabelled LongStorage: 24 bytes over a 6-byte record). libtorch's
+// unpickler built it; reading it went past the record (ASan: heap-buffer-overflow).
+TEST(UntrustedCheckpoint, TensorLargerThanItsRecordIsRefused) {
+  rankwise::Checkpoint c;
+  c.insert("h", torch::ones({3}, torch::kFloat16));
+  const std::string crafted = resigned(replaced(saved(c), "HalfStorage", "LongStorage"));
+  const std::string error = load_error("oversized.pt", crafted);
+  EXPECT_NE(error.find("holds a long int tensor of shape [3], strides [1] and offset 0, which "
+                       "does not fit in its storage record of 6 bytes"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("oversized.pt"), std::string::npos) << error;
+}
+
+// The same through the path of Python's torch.save files (no checksum).
+TEST(UntrustedCheckpoint, TensorLargerThanItsRecordIsRefusedWithoutChecksum) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("h", torch::ones({3}, torch::kFloat16));
+  const auto plain = torch::pickle_save(dict);
+  const std::string crafted =
+      replaced(std::string(plain.begin(), plain.end()), "HalfStorage", "LongStorage");
+  const std::string error = load_error("oversized_python.pt", crafted);
+  EXPECT_NE(error.find("does not fit in its storage record of 6 bytes"), std::string::npos) << error;
+}
+
+// fuzz_checkpoint_crc run without the guard (check_pickle before libtorch's
+// unpickler, on rankwise's own files): a memo index of 2^31 made libtorch
+// grow its memo table to 32 GiB (libFuzzer: out-of-memory, malloc(20 GB)).
+TEST(UntrustedCheckpoint, HugeMemoIndexIsRefusedBeforeLibtorchAllocates) {
+  const std::string error =
+      load_error("memo.pt", signed_zip_with_pickle(bytes("\x80\x02K\x01r\xff\xff\xff\x7f.")));
+  EXPECT_NE(error.find("memo index 2147483647 is out of range"), std::string::npos) << error;
+  EXPECT_NE(error.find("memo.pt"), std::string::npos) << error;
+}
+
+// Likewise: a string that declares 2 GiB in a pickle of a few bytes, which
+// libtorch allocated before finding the pickle too short (out-of-memory, and
+// 11 s per input).
+TEST(UntrustedCheckpoint, StringLongerThanThePickleIsRefused) {
+  const std::string error =
+      load_error("string.pt", signed_zip_with_pickle(bytes("\x80\x02X\xff\xff\xff\x7f" "abc.")));
+  EXPECT_NE(error.find("string.pt' with libtorch: it is truncated"),
+            std::string::npos)
+      << error;
+}
+
+// The rules the guard enforces so that libtorch's unpickler, which does not
+// check them, never pops an empty stack or reads past its end: a TUPLE
+// without MARK, a DICT with a key but no value.
+TEST(UntrustedCheckpoint, MalformedPicklesAreRefusedBeforeLibtorchReadsThem) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {bytes("\x80\x02t."), "TUPLE without a MARK"},
+      {bytes("\x80\x02(K\x01" "d."), "a key without a value"},
+      {bytes("\x80\x02K\x01K\x02."), "STOP leaves 2 items and 0 MARKs, not one item"},
+  };
+  for (const auto& [pickle, expected] : cases) {
+    const std::string error = load_error("malformed.pt", signed_zip_with_pickle(pickle));
+    EXPECT_NE(error.find(expected), std::string::npos) << error;
+  }
+}
+
+// fuzz_python_pickle: BINPUT of OrderedDict's empty argument tuple. The
+// rewrite drops that tuple (OrderedDict() becomes EMPTY_DICT) but kept the
+// BINPUT, an opcode on an empty stack for libtorch's unpickler.
+TEST(UntrustedCheckpoint, RewriterRefusesAMemoOfOrderedDictArguments) {
+  const std::string pickle = bytes("\x80\x02" "ccollections\nOrderedDict\n)q\x00R.");
+  const std::string error = error_of<rankwise::CheckpointError>(
+      [&] { rankwise::detail::adapt_python_pickle(pickle.data(), pickle.size(), "x.pkl"); });
+  EXPECT_NE(error.find("collections.OrderedDict is used other than as OrderedDict()"),
+            std::string::npos)
+      << error;
+}
+
+// Found reviewing what the rewriter's fix touches: a pickle can make a dict
+// that contains itself (d["a"] = d through the memo). Removing the rewriter's
+// helper key recursed over it until the stack overflowed.
+TEST(UntrustedCheckpoint, DictThatContainsItselfLoads) {
+  const std::string pickle = bytes("\x80\x02}q\x00(X\x01\x00\x00\x00" "ah\x00u.");
+  const fs::path path = write_file("cyclic.pt", zip_with_pickle(pickle));
+  const rankwise::Checkpoint loaded = rankwise::load(path.string());
+  EXPECT_EQ(loaded.keys(), std::vector<std::string>{"a"});
+  auto inner = loaded.at("a").toGenericDict();
+  EXPECT_TRUE(inner.contains("a"));
+  (void)inner.erase("a");  // break the cycle, so that the test does not leak it
+}
 
 // fuzz_idx: four dimensions whose product overflows int64 (2^66; UBSan:
 // signed integer overflow), wrapping to a size the reader then trusted.

@@ -21,6 +21,7 @@
 
 #include "checkpoint/detail/atomic_file.h"
 #include "checkpoint/detail/python_pickle.h"
+#include "checkpoint/detail/unpickled_value.h"
 #include "rankwise/error.h"
 
 namespace rankwise::detail {
@@ -49,6 +50,7 @@ class ChecksumSink {
 
   std::size_t operator()(const void* data, std::size_t size) {
     if (error_) return size;  // discarded: the save has already failed
+    if (size == 0) return 0;  // PyTorchStreamWriter passes (nullptr, 0): memcpy must not see it
     try {
       const char* bytes = static_cast<const char*>(data);
       if (held_ + size <= kEocdSize) {
@@ -303,9 +305,11 @@ c10::IValue read_checkpoint_file(const std::string& path, Integrity* integrity) 
     std::string rewritten;
     const bool from_python = found == Integrity::kNoChecksum;
     if (from_python) {
-      rewritten = adapt_python_pickle(pickle_bytes, pickle_size);
+      rewritten = adapt_python_pickle(pickle_bytes, pickle_size, path);
       pickle_bytes = rewritten.data();
       pickle_size = rewritten.size();
+    } else {
+      check_pickle(pickle_bytes, pickle_size, path);  // a valid checksum proves integrity, not intent
     }
     std::size_t consumed = 0;
     auto read_pickle = [&](char* buffer, std::size_t n) -> std::size_t {
@@ -314,13 +318,17 @@ c10::IValue read_checkpoint_file(const std::string& path, Integrity* integrity) 
       consumed += n;
       return n;
     };
+    RecordSizes records;
     auto read_record = [&](const std::string& name) {
-      return std::get<0>(reader.getRecord("data/" + name));
+      auto [data, size] = reader.getRecord("data/" + name);
+      records[data.get()] = size;
+      return std::move(data);
     };
     torch::jit::Unpickler unpickler(read_pickle, nullptr, nullptr, read_record,
                                     at::Device(at::kCPU));
     unpickler.set_version(reader.version());
     c10::IValue value = unpickler.parse_ivalue();
+    check_tensor_bounds(value, records, path);
     if (from_python) strip_pickle_state(value);
     return value;
   } catch (const CheckpointError&) {

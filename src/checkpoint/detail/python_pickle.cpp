@@ -5,24 +5,38 @@
 #include <set>
 #include <vector>
 
+#include "checkpoint/detail/unpickled_value.h"
 #include "rankwise/error.h"
 
 namespace rankwise::detail {
 namespace {
 
 constexpr char kOrderedDict[] = "collections\nOrderedDict\n";
+// Far above what any checkpoint needs (about 8 memo entries a tensor).
+constexpr uint32_t kMaxMemoId = uint32_t{1} << 22;
 
 // One entry of the modelled unpickler stack: where its bytes start in the
 // output and what it is, as far as the rewrite cares.
-enum class Kind { kOther, kMark, kOrderedDictClass, kEmptyArgs, kOrderedDict };
+enum class Kind { kOther, kOrderedDictClass, kEmptyArgs, kOrderedDict };
 struct Item {
   std::size_t start;
   Kind kind;
 };
+// A MARK: the stack size when it was pushed and where its byte is in the output.
+struct Mark {
+  std::size_t stack_size;
+  std::size_t start;
+};
 
+// The model follows Python's unpickler, which is strict where libtorch 1.13's
+// is not (it pops an empty stack or reads past a MARK: undefined behaviour):
+// MARK opens a frame, an opcode pops only items above the last MARK, a memo
+// entry is an item of the current frame, and STOP leaves exactly one item.
+// A pickle that passes this walk is therefore safe for libtorch's Unpickler.
 class Rewriter {
  public:
-  Rewriter(const char* data, std::size_t size) : in_(data), size_(size) {}
+  Rewriter(const char* data, std::size_t size, const std::string& path)
+      : in_(data), size_(size), path_(path) {}
 
   std::string run() {
     while (at_ < size_) {
@@ -35,12 +49,14 @@ class Rewriter {
 
  private:
   [[noreturn]] void fail(const std::string& why) const {
-    throw CheckpointError("rankwise: cannot read this Python pickle (data.pkl) with libtorch: " +
-                          why + " (at byte " + std::to_string(at_) + ")");
+    throw CheckpointError("rankwise: cannot read the pickle (data.pkl) of '" + path_ +
+                          "' with libtorch: " + why + " (at byte " + std::to_string(at_) +
+                          "); the file is corrupt or was not written by torch.save / "
+                          "rankwise::save: do not use it");
   }
 
   void need(std::size_t n) const {
-    if (at_ + n > size_) fail("it is truncated");
+    if (n > size_ - at_) fail("it is truncated");
   }
   uint32_t le(std::size_t n) {
     need(n);
@@ -49,14 +65,39 @@ class Rewriter {
     at_ += n;
     return v;
   }
+  // A memo index. Picklers number memo entries from 0, one per memoized
+  // object; libtorch's Unpickler sizes its memo table by the largest index
+  // (16 bytes an entry), so a corrupt one could make it allocate 64 GiB.
+  uint32_t memo_id(std::size_t n) {
+    const uint32_t id = le(n);
+    if (id > kMaxMemoId) fail("memo index " + std::to_string(id) + " is out of range");
+    return id;
+  }
   void skip_line() {
     const void* nl = std::memchr(in_ + at_, '\n', size_ - at_);
     if (!nl) fail("a text argument has no end");
     at_ = static_cast<std::size_t>(static_cast<const char*>(nl) - in_) + 1;
   }
 
+  // Items of the current frame (above the last MARK).
+  std::size_t frame_size() const {
+    return stack_.size() - (marks_.empty() ? 0 : marks_.back().stack_size);
+  }
+  const Item& top(const char* op) const {
+    if (frame_size() == 0) fail(std::string(op) + " on an empty stack");
+    return stack_.back();
+  }
+  // The item that opcode `op` changes in place (a list, dict or object):
+  // one the rewrite emits.
+  const Item& target(const char* op) const {
+    const Item& item = top(op);
+    if (item.kind == Kind::kOrderedDictClass || item.kind == Kind::kEmptyArgs) {
+      fail("collections.OrderedDict is used other than as OrderedDict()");
+    }
+    return item;
+  }
   Item pop() {
-    if (stack_.empty()) fail("stack underflow");
+    if (frame_size() == 0) fail("stack underflow");
     Item top = stack_.back();
     stack_.pop_back();
     if (top.kind == Kind::kOrderedDictClass || top.kind == Kind::kEmptyArgs) {
@@ -64,12 +105,17 @@ class Rewriter {
     }
     return top;
   }
-  std::size_t pop_to_mark() {
-    while (!stack_.empty() && stack_.back().kind != Kind::kMark) pop();
-    if (stack_.empty()) fail("no MARK");
-    const std::size_t start = stack_.back().start;
-    stack_.pop_back();
-    return start;
+  // Pops the frame of the last MARK for opcode `name`; `pairs`: its items
+  // must be key-value pairs; `into_container`: an item below the MARK
+  // receives them.
+  std::size_t pop_to_mark(const char* name, bool pairs, bool into_container) {
+    if (marks_.empty()) fail(std::string(name) + " without a MARK");
+    if (pairs && frame_size() % 2 != 0) fail("a key without a value");
+    while (frame_size() > 0) pop();
+    const Mark mark = marks_.back();
+    marks_.pop_back();
+    if (into_container) (void)target(name);
+    return mark.start;
   }
   void copy(std::size_t from) { out_.append(in_ + from, at_ - from); }
   void push(std::size_t start, Kind kind = Kind::kOther) { stack_.push_back({start, kind}); }
@@ -79,8 +125,15 @@ class Rewriter {
     const std::size_t here = out_.size();
     switch (op) {
       case 0x80: le(1); copy(op_start); return true;                 // PROTO
-      case '.': copy(op_start); return false;                        // STOP
-      case '(': copy(op_start); push(here, Kind::kMark); return true;  // MARK
+      case '.':                                                      // STOP
+        if (!marks_.empty() || stack_.size() != 1) {
+          fail("STOP leaves " + std::to_string(stack_.size()) + " items and " +
+               std::to_string(marks_.size()) + " MARKs, not one item");
+        }
+        pop();
+        copy(op_start);
+        return false;
+      case '(': copy(op_start); marks_.push_back({stack_.size(), here}); return true;  // MARK
       case 'c': {                                                    // GLOBAL
         const std::size_t name = at_;
         skip_line();
@@ -95,17 +148,20 @@ class Rewriter {
         return true;
       }
       case 'q': case 'r': {                                          // BINPUT, LONG_BINPUT
-        const uint32_t id = le(op == 'q' ? 1 : 4);
-        if (stack_.empty()) fail("memo of an empty stack");
-        if (stack_.back().kind == Kind::kOrderedDictClass) {
+        const uint32_t id = memo_id(op == 'q' ? 1 : 4);
+        const Kind kind = top("BINPUT").kind;
+        if (kind == Kind::kOrderedDictClass) {
           class_memo_.insert(id);
+        } else if (kind == Kind::kEmptyArgs) {  // not emitted: nothing to memoize
+          fail("collections.OrderedDict is used other than as OrderedDict()");
         } else {
+          class_memo_.erase(id);
           copy(op_start);
         }
         return true;
       }
       case 'h': case 'j': {                                          // BINGET, LONG_BINGET
-        const uint32_t id = le(op == 'h' ? 1 : 4);
+        const uint32_t id = memo_id(op == 'h' ? 1 : 4);
         if (class_memo_.count(id)) {
           push(here, Kind::kOrderedDictClass);
         } else {
@@ -115,7 +171,7 @@ class Rewriter {
         return true;
       }
       case ')':                                                      // EMPTY_TUPLE
-        if (!stack_.empty() && stack_.back().kind == Kind::kOrderedDictClass) {
+        if (frame_size() > 0 && stack_.back().kind == Kind::kOrderedDictClass) {
           push(here, Kind::kEmptyArgs);
         } else {
           copy(op_start);
@@ -123,7 +179,7 @@ class Rewriter {
         }
         return true;
       case 'R': {                                                    // REDUCE
-        if (stack_.size() >= 2 && stack_.back().kind == Kind::kEmptyArgs &&
+        if (frame_size() >= 2 && stack_.back().kind == Kind::kEmptyArgs &&
             stack_[stack_.size() - 2].kind == Kind::kOrderedDictClass) {
           stack_.pop_back();
           const std::size_t start = stack_.back().start;
@@ -140,7 +196,7 @@ class Rewriter {
       }
       case 'b': {                                                    // BUILD
         const Item state = pop();
-        if (!stack_.empty() && stack_.back().kind == Kind::kOrderedDict) {
+        if (target("BUILD").kind == Kind::kOrderedDict) {
           // [dict, state] -> [dict, MARK, key, state], SETITEMS: dict[key] = state.
           std::string key = "(";
           key += 'X';
@@ -167,7 +223,8 @@ class Rewriter {
       case 'I': case 'L': case 'F': case 'S': case 'V': skip_line(); break;
       // Opcodes that combine stack items.
       case 't': case 'l': case 'd': {                                // TUPLE, LIST, DICT
-        const std::size_t start = pop_to_mark();
+        const std::size_t start = pop_to_mark(op == 't' ? "TUPLE" : op == 'l' ? "LIST" : "DICT",
+                                              op == 'd', false);
         copy(op_start);
         push(start);
         return true;
@@ -181,16 +238,21 @@ class Rewriter {
       }
       case 'a': {                                                    // APPEND -> MARK .. APPENDS
         out_.insert(pop().start, 1, '(');
+        (void)target("APPEND");
         out_ += 'e';
         return true;
       }
       case 's': {                                                    // SETITEM -> MARK .. SETITEMS
         pop();
         out_.insert(pop().start, 1, '(');
+        (void)target("SETITEM");
         out_ += 'u';
         return true;
       }
-      case 'e': case 'u': pop_to_mark(); copy(op_start); return true;  // APPENDS, SETITEMS
+      case 'e': case 'u':                                            // APPENDS, SETITEMS
+        pop_to_mark(op == 'e' ? "APPENDS" : "SETITEMS", op == 'u', true);
+        copy(op_start);
+        return true;
       case 'Q': { const std::size_t start = pop().start; copy(op_start); push(start); return true; }  // BINPERSID
       case 0x81: { pop(); const std::size_t start = pop().start; copy(op_start); push(start); return true; }  // NEWOBJ
       default:
@@ -207,28 +269,29 @@ class Rewriter {
 
   const char* in_;
   std::size_t size_;
+  const std::string& path_;
   std::size_t at_ = 0;
   std::string out_;
   std::vector<Item> stack_;
+  std::vector<Mark> marks_;
   std::set<uint32_t> class_memo_;
 };
 
 }  // namespace
 
-std::string adapt_python_pickle(const char* pickle, std::size_t size) {
-  return Rewriter(pickle, size).run();
+std::string adapt_python_pickle(const char* pickle, std::size_t size, const std::string& path) {
+  return Rewriter(pickle, size, path).run();
+}
+
+void check_pickle(const char* pickle, std::size_t size, const std::string& path) {
+  (void)Rewriter(pickle, size, path).run();
 }
 
 void strip_pickle_state(const c10::IValue& value) {
-  if (value.isGenericDict()) {
-    auto dict = value.toGenericDict();
-    (void)dict.erase(c10::IValue(std::string(kPickleStateKey)));
-    for (const auto& entry : dict) strip_pickle_state(entry.value());
-  } else if (value.isList()) {
-    for (const auto& item : value.toListRef()) strip_pickle_state(item);
-  } else if (value.isTuple()) {
-    for (const auto& item : value.toTupleRef().elements()) strip_pickle_state(item);
-  }
+  const c10::IValue key{std::string(kPickleStateKey)};
+  for_each_value(value, [&](const c10::IValue& v) {
+    if (v.isGenericDict()) (void)v.toGenericDict().erase(key);
+  });
 }
 
 }  // namespace rankwise::detail
