@@ -10,6 +10,8 @@
 #include <zlib.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "fuzz_input.h"
@@ -50,6 +52,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
 #if RANKWISE_FUZZ_FIX_CHECKSUM
   bytes = with_valid_checksum(std::move(bytes));
+  // To keep a crasher as the file the loader saw: RANKWISE_FUZZ_SAVE=path.
+  if (const char* save = std::getenv("RANKWISE_FUZZ_SAVE")) {
+    std::ofstream(save, std::ios::binary) << bytes;
+  }
 #endif
   file.write(bytes.data(), bytes.size());
   rankwise_fuzz::only_rankwise_errors("rankwise::verify", [&] { (void)rankwise::verify(file.path()); });
