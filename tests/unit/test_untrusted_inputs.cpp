@@ -202,6 +202,21 @@ TEST(UntrustedCheckpoint, MalformedPicklesAreRefusedBeforeLibtorchReadsThem) {
   }
 }
 
+// Found reviewing the guard (the fuzzers' inputs stay near 4 KB): lists
+// nested 200,000 deep, a 600 KB pickle. libtorch unpickles them without
+// recursion but destroys them recursively: the stack overflowed (SIGSEGV in
+// ~DictImpl), through either path.
+TEST(UntrustedCheckpoint, ValuesNestedTooDeepAreRefused) {
+  std::string pickle = bytes("\x80\x02}(X\x01\x00\x00\x00" "a");
+  for (int i = 0; i < 200000; ++i) pickle += "](";
+  pickle += "]" + std::string(200000, 'e') + "u.";
+  for (const std::string& file : {zip_with_pickle(pickle), signed_zip_with_pickle(pickle)}) {
+    const std::string error = load_error("deep.pt", file);
+    EXPECT_NE(error.find("its values are nested deeper than 1000 levels"), std::string::npos)
+        << error;
+  }
+}
+
 // fuzz_python_pickle: BINPUT of OrderedDict's empty argument tuple. The
 // rewrite drops that tuple (OrderedDict() becomes EMPTY_DICT) but kept the
 // BINPUT, an opcode on an empty stack for libtorch's unpickler.

@@ -2,7 +2,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 #include "checkpoint/detail/unpickled_value.h"
@@ -14,6 +16,10 @@ namespace {
 constexpr char kOrderedDict[] = "collections\nOrderedDict\n";
 // Far above what any checkpoint needs (about 8 memo entries a tensor).
 constexpr uint32_t kMaxMemoId = uint32_t{1} << 22;
+// Python's pickler recurses once per level and stops at Python's recursion
+// limit (1000); libtorch destroys an IValue recursively, so a value nested
+// 200,000 deep (a 600 KB pickle) overflows the stack.
+constexpr int kMaxDepth = 1000;
 
 // One entry of the modelled unpickler stack: where its bytes start in the
 // output and what it is, as far as the rewrite cares.
@@ -21,6 +27,7 @@ enum class Kind { kOther, kOrderedDictClass, kEmptyArgs, kOrderedDict };
 struct Item {
   std::size_t start;
   Kind kind;
+  int depth;  // how many opcodes combined values into this one, nested
 };
 // A MARK: the stack size when it was pushed and where its byte is in the output.
 struct Mark {
@@ -89,17 +96,21 @@ class Rewriter {
   }
   // The item that opcode `op` changes in place (a list, dict or object):
   // one the rewrite emits.
-  const Item& target(const char* op) const {
-    const Item& item = top(op);
+  // It now holds what this opcode popped.
+  const Item& target(const char* op) {
+    (void)top(op);
+    Item& item = stack_.back();
     if (item.kind == Kind::kOrderedDictClass || item.kind == Kind::kEmptyArgs) {
       fail("collections.OrderedDict is used other than as OrderedDict()");
     }
+    item.depth = std::max(item.depth, nested_depth());
     return item;
   }
   Item pop() {
     if (frame_size() == 0) fail("stack underflow");
     Item top = stack_.back();
     stack_.pop_back();
+    popped_depth_ = std::max(popped_depth_, top.depth);
     if (top.kind == Kind::kOrderedDictClass || top.kind == Kind::kEmptyArgs) {
       fail("collections.OrderedDict is used other than as OrderedDict()");
     }
@@ -118,11 +129,23 @@ class Rewriter {
     return mark.start;
   }
   void copy(std::size_t from) { out_.append(in_ + from, at_ - from); }
-  void push(std::size_t start, Kind kind = Kind::kOther) { stack_.push_back({start, kind}); }
+  // The depth of a value made of what this opcode popped (0: it popped nothing).
+  int nested_depth() const {
+    const int depth = popped_depth_ < 0 ? 0 : popped_depth_ + 1;
+    if (depth > kMaxDepth) {
+      fail("its values are nested deeper than " + std::to_string(kMaxDepth) +
+           " levels (Python's pickler cannot write them)");
+    }
+    return depth;
+  }
+  void push(std::size_t start, Kind kind = Kind::kOther) {
+    stack_.push_back({start, kind, nested_depth()});
+  }
 
   // Handles one opcode; false after STOP.
   bool step(unsigned char op, std::size_t op_start) {
     const std::size_t here = out_.size();
+    popped_depth_ = -1;
     switch (op) {
       case 0x80: le(1); copy(op_start); return true;                 // PROTO
       case '.':                                                      // STOP
@@ -156,6 +179,7 @@ class Rewriter {
           fail("collections.OrderedDict is used other than as OrderedDict()");
         } else {
           class_memo_.erase(id);
+          memo_depth_[id] = stack_.back().depth;
           copy(op_start);
         }
         return true;
@@ -167,6 +191,10 @@ class Rewriter {
         } else {
           copy(op_start);
           push(here);
+          // As deep as the value was when it was memoized (a container
+          // filled after that, through the memo, is not followed).
+          const auto memo = memo_depth_.find(id);
+          if (memo != memo_depth_.end()) stack_.back().depth = memo->second;
         }
         return true;
       }
@@ -275,6 +303,8 @@ class Rewriter {
   std::vector<Item> stack_;
   std::vector<Mark> marks_;
   std::set<uint32_t> class_memo_;
+  std::unordered_map<uint32_t, int> memo_depth_;
+  int popped_depth_ = -1;  // deepest item the current opcode popped, -1: none
 };
 
 }  // namespace
