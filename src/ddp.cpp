@@ -216,18 +216,28 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
   // Every rank starts from rank 0's replica.
   d.broadcast_states(d.module_states());
 
-  // Buckets as PyTorch's DDP: assigned by size in parameter order, then
-  // reversed, since gradients become ready roughly in reverse order.
+  // Buckets by size in reverse parameter order, the order in which the
+  // Reducer's own rebuild (after the first backward) lays them out when
+  // gradients become ready in reverse order, as they do for layers called in
+  // registration order. So the first step of a process sums each element in
+  // the same order as every later step: with 3 or more ranks Gloo's ring
+  // all_reduce adds in an order that depends on where an element sits in its
+  // bucket, and a process restarted from a checkpoint would otherwise add its
+  // first step differently (the last bit) from the run that never stopped.
+  // (PyTorch's DDP starts from ascending order within each bucket.)
   const auto cap_bytes = static_cast<int64_t>(options.bucket_cap_mb_ * kMiB);
   const bool default_cap = options.bucket_cap_mb_ == 25.0;
   std::vector<bool> expect_sparse(d.params.size(), false);
+  std::vector<at::Tensor> ready_order(d.params.rbegin(), d.params.rend());
+  std::vector<int64_t> ready_indices(d.params.size());
+  for (size_t i = 0; i < ready_indices.size(); ++i) {
+    ready_indices[i] = static_cast<int64_t>(d.params.size() - 1 - i);
+  }
   auto assignment = c10d::compute_bucket_assignment_by_size(
-      d.params, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(cap_bytes)},
-      expect_sparse);
+      ready_order, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(cap_bytes)},
+      expect_sparse, ready_indices);
   auto bucket_indices = std::get<0>(assignment);
   auto size_limits = std::get<1>(assignment);
-  std::reverse(bucket_indices.begin(), bucket_indices.end());
-  std::reverse(size_limits.begin(), size_limits.end());
   std::unordered_map<size_t, std::string> param_names;
   for (size_t i = 0; i < d.names.size(); ++i) param_names[i] = d.names[i];
   d.reducer = std::make_unique<c10d::Reducer>(
