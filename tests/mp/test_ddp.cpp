@@ -8,8 +8,13 @@
 #include "rankwise/ddp.h"
 #include "rankwise/error.h"
 #include "rankwise/process_group.h"
+#include "ddp_test_support.h"
 
 namespace {
+
+using ddp_test::batch_of;
+using ddp_test::flat_parameters;
+using ddp_test::max_abs_diff;
 
 struct NetImpl : torch::nn::Module {
   NetImpl()
@@ -25,18 +30,6 @@ struct NetImpl : torch::nn::Module {
 };
 TORCH_MODULE(Net);
 
-torch::Tensor flat_parameters(torch::nn::Module& m) {
-  std::vector<torch::Tensor> parts;
-  for (auto& p : m.parameters()) parts.push_back(p.detach().reshape({-1}));
-  return torch::cat(parts);
-}
-
-// Batch `step` of rank r: 4 samples from its own seed.
-std::pair<torch::Tensor, torch::Tensor> batch_of(int r, int step = 0) {
-  torch::manual_seed(100 + 1000 * r + step);
-  return {torch::randn({4, 5}), torch::randn({4, 3})};
-}
-
 // `steps` training steps of rank r on its own batches (see batch_of).
 template <typename Ddp, typename Optimizer>
 void train(Ddp& ddp, Optimizer& opt, int r, int steps) {
@@ -46,10 +39,6 @@ void train(Ddp& ddp, Optimizer& opt, int r, int steps) {
     torch::mse_loss(ddp.forward(x), y).backward();
     opt.step();
   }
-}
-
-float max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<float>();
 }
 
 template <typename Optimizer, typename Options>
