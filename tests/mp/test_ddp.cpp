@@ -181,8 +181,18 @@ void expect_unused_parameters_named(int r, Next next) {
     const std::string text = e.what();
     EXPECT_NE(text.find("spare.weight"), std::string::npos) << text;
     EXPECT_NE(text.find("spare.bias"), std::string::npos) << text;
-    EXPECT_NE(text.find("find_unused_parameters(true)"), std::string::npos) << text;
+    EXPECT_NE(text.find("DistributedDataParallelOptions().find_unused_parameters(true)"),
+              std::string::npos)
+        << text;
     EXPECT_EQ(text.find("frame #"), std::string::npos) << "c10's C++ stack trace: " << text;
+    // c10d's text is kept, without its advice for Python users.
+    EXPECT_NE(text.find("Expected to have finished reduction in the prior iteration"),
+              std::string::npos)
+        << text;
+    for (const char* python : {"find_unused_parameters=True", "TORCH_DISTRIBUTED_DEBUG",
+                               "torch.nn.parallel", "keyword argument", "\n"}) {
+      EXPECT_EQ(text.find(python), std::string::npos) << "'" << python << "' in: " << text;
+    }
   }
 }
 
@@ -195,6 +205,68 @@ TEST_F(Ddp, UnusedParameterIsNamed) {
 // apart; join() names it instead.
 TEST_F(Ddp, UnusedParameterInTheLastStepIsNamedByJoin) {
   expect_unused_parameters_named(rank, [](auto& ddp, const torch::Tensor&) { ddp.join(); });
+  rankwise::barrier();
+}
+
+// static_graph(true) promises the same used parameters every step; a step
+// that leaves `spare` out is named, with the option to use instead.
+TEST_F(Ddp, StaticGraphWhoseUsedParametersChangeIsNamed) {
+  torch::manual_seed(0);
+  Net net;
+  rankwise::DistributedDataParallel ddp(net,
+                                        rankwise::DistributedDataParallelOptions().static_graph(true));
+  auto [x, y] = batch_of(rank, 0);
+  torch::mse_loss(ddp.forward(x), y).backward();  // every parameter used
+  net->use_spare = false;
+  torch::mse_loss(ddp.forward(x), y).backward();
+  try {
+    ddp.forward(x);
+    FAIL() << "expected an error naming spare's parameters";
+  } catch (const rankwise::Error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("parameter(s) [spare.weight, spare.bias] received no gradient"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("without static_graph(true) and with find_unused_parameters(true)"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("static_graph set to True"), std::string::npos) << text;
+  }
+  rankwise::barrier();
+}
+
+// With find_unused_parameters(true) the parameters behind a returned tensor
+// count as used; if that tensor is left out of the loss they get no gradient.
+TEST_F(Ddp, ReturnedTensorLeftOutOfTheLossIsNamedWithFindUnusedParameters) {
+  struct TwoOutputs : torch::nn::Module {
+    TwoOutputs()
+        : fc1(register_module("fc1", torch::nn::Linear(5, 8))),
+          spare(register_module("spare", torch::nn::Linear(8, 3))) {}
+    std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x) {
+      auto h = torch::tanh(fc1(x));
+      return {h, spare(h)};
+    }
+    torch::nn::Linear fc1, spare;
+  };
+  torch::manual_seed(0);
+  rankwise::DistributedDataParallel ddp(
+      std::make_shared<TwoOutputs>(),
+      rankwise::DistributedDataParallelOptions().find_unused_parameters(true));
+  auto [x, y] = batch_of(rank, 0);
+  std::get<0>(ddp.forward(x)).sum().backward();  // the second output left out
+  try {
+    ddp.forward(x);
+    FAIL() << "expected an error naming spare's parameters";
+  } catch (const rankwise::Error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("parameter(s) [spare.weight, spare.bias] received no gradient"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("a tensor forward() returned did not take part in the loss"),
+              std::string::npos)
+        << text;
+    EXPECT_EQ(text.find("find_unused_parameters=True"), std::string::npos) << text;
+  }
   rankwise::barrier();
 }
 
