@@ -64,11 +64,12 @@ std::string without_default_handler_frame(std::string text) {
 
 class GlogSink : public google::LogSink {
  public:
-  void send(google::LogSeverity severity, const char* full_filename,
-            const char* /*base_filename*/, int /*line*/, const struct ::tm* /*time*/,
-            const char* message, size_t message_len) override {
+  void send(google::LogSeverity severity, const char* full_filename, const char* /*base_filename*/,
+            int /*line*/, const struct ::tm* /*time*/, const char* message,
+            size_t message_len) override {
     static const char* const kWords[] = {"info", "warning", "error", "fatal error"};
-    const char* word = severity >= 0 && severity < google::NUM_SEVERITIES ? kWords[severity] : "log";
+    const char* word =
+        severity >= 0 && severity < google::NUM_SEVERITIES ? kWords[severity] : "log";
     emit(word, full_filename, without_default_handler_frame(std::string(message, message_len)));
   }
 };

@@ -16,8 +16,8 @@ std::string in_rankwise_terms(const std::string& c10d_text) {
     // the parameters itself), or asks for a PyTorch bug report.
     r.emplace_back("[ \\t]*[^.\\n]*TORCH_DISTRIBUTED_DEBUG[^.\\n]*\\.?", "");
     r.emplace_back("\\s*\\n\\s*", " ");
-    r.emplace_back("\\s*Please include the loss function.*?when reporting this issue( \\([^)]*\\))?\\.?",
-                   "");
+    r.emplace_back(
+        "\\s*Please include the loss function.*?when reporting this issue( \\([^)]*\\))?\\.?", "");
     r.emplace_back("`?find_unused_parameters=True`?", options + ".find_unused_parameters(true)");
     r.emplace_back("`?find_unused_parameters=False`?", options + ".find_unused_parameters(false)");
     r.emplace_back("_set_static_graph\\(\\)", options + ".static_graph(true)");
