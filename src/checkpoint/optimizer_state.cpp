@@ -30,13 +30,22 @@ using Betas = std::tuple<double, double>;
 template <class T, class Owner>
 using Field = T& (Owner::*)() noexcept;
 
+// A per-parameter state tensor; `needed` says whether the group's options
+// call for it (null: always), so a state that lacks it is refused at load.
+template <class Options, class State>
+struct TensorField {
+  const char* key;
+  Field<torch::Tensor, State> field;
+  bool (*needed)(const Options&) = nullptr;
+};
+
 // What a libtorch optimizer type stores, under PyTorch's key names.
 template <class Options, class State>
 struct Spec {
   std::vector<std::pair<const char*, Field<double, Options>>> doubles;
   std::vector<std::pair<const char*, Field<bool, Options>>> bools;
   Field<Betas, Options> betas = nullptr;
-  std::vector<std::pair<const char*, Field<torch::Tensor, State>>> tensors;
+  std::vector<TensorField<Options, State>> tensors;
   Field<int64_t, State> step = nullptr;
 };
 
@@ -47,19 +56,22 @@ struct Codec {
   std::function<void(const OptimizerOptions&, Dict&)> write_options;
   std::function<void(OptimizerOptions&, const Dict&, const std::string& where)> read_options;
   std::function<void(const OptimizerParamState&, Dict&)> write_state;
-  std::function<std::unique_ptr<OptimizerParamState>(const Dict&, const torch::Tensor& param,
-                                                     const std::string& where)>
+  // Null for an empty state (a parameter that has not been stepped yet).
+  std::function<std::unique_ptr<OptimizerParamState>(
+      const Dict&, const OptimizerOptions&, const torch::Tensor& param, const std::string& where)>
       read_state;
 };
 
 Dict new_dict() { return Dict(c10::StringType::get(), c10::AnyType::get()); }
 
+[[noreturn]] void missing(const char* key, const std::string& where) {
+  throw CheckpointError("rankwise: optimizer state " + where + " has no '" + key +
+                        "': was it written by another optimizer type, or with other options?");
+}
+
 const c10::IValue& require(const Dict& dict, const char* key, const std::string& where) {
   auto it = dict.find(key);
-  if (it == dict.end()) {
-    throw CheckpointError("rankwise: optimizer state " + where + " has no '" + key +
-                          "': was it written by another optimizer type?");
-  }
+  if (it == dict.end()) missing(key, where);
   return it->value();
 }
 
@@ -162,27 +174,26 @@ Codec make_codec(std::string name, Spec<Options, State> spec) {
   c.write_state = [spec](const OptimizerParamState& base, Dict& out) {
     auto& s = const_cast<State&>(dynamic_cast<const State&>(base));
     if (spec.step) out.insert("step", step_tensor((s.*spec.step)()));
-    for (const auto& [key, field] : spec.tensors) {
-      const auto& t = (s.*field)();
-      if (t.defined()) out.insert(key, t);
+    for (const auto& t : spec.tensors) {
+      const auto& value = (s.*t.field)();
+      if (value.defined()) out.insert(t.key, value);
     }
   };
-  c.read_state = [spec](const Dict& in, const torch::Tensor& param,
+  c.read_state = [spec](const Dict& in, const OptimizerOptions& base, const torch::Tensor& param,
                         const std::string& where) -> std::unique_ptr<OptimizerParamState> {
+    if (in.empty()) return nullptr;
+    const auto& options = dynamic_cast<const Options&>(base);
     auto s = std::make_unique<State>();
-    bool any = false;
-    if (spec.step) {
-      auto it = in.find("step");
-      if (it != in.end()) {
-        (s.get()->*spec.step)() = to_step(it->value(), where);
-        any = true;
-      }
-    }
-    for (const auto& [key, field] : spec.tensors) {
-      auto it = in.find(key);
+    if (spec.step) (s.get()->*spec.step)() = to_step(require(in, "step", where), where);
+    bool any = spec.step != nullptr;
+    for (const auto& t : spec.tensors) {
+      auto it = in.find(t.key);
       // Python's SGD records "momentum_buffer": None when momentum is 0.
-      if (it == in.end() || it->value().isNone()) continue;
-      (s.get()->*field)() = state_tensor(it->value(), key, param, where);
+      if (it == in.end() || it->value().isNone()) {
+        if (t.needed == nullptr || t.needed(options)) missing(t.key, where);
+        continue;
+      }
+      (s.get()->*t.field)() = state_tensor(it->value(), t.key, param, where);
       any = true;
     }
     if (!any) return nullptr;
@@ -203,7 +214,8 @@ const std::vector<Codec>& codecs() {
                     {"weight_decay", &SGDOptions::weight_decay}},
                    {{"nesterov", &SGDOptions::nesterov}},
                    nullptr,
-                   {{"momentum_buffer", &SGDParamState::momentum_buffer}},
+                   {{"momentum_buffer", &SGDParamState::momentum_buffer,
+                     [](const SGDOptions& o) { return o.momentum() != 0; }}},
                    nullptr}));
     v.push_back(make_codec<Adam>(
         "Adam", Spec<AdamOptions, AdamParamState>{
@@ -214,7 +226,8 @@ const std::vector<Codec>& codecs() {
                     &AdamOptions::betas,
                     {{"exp_avg", &AdamParamState::exp_avg},
                      {"exp_avg_sq", &AdamParamState::exp_avg_sq},
-                     {"max_exp_avg_sq", &AdamParamState::max_exp_avg_sq}},
+                     {"max_exp_avg_sq", &AdamParamState::max_exp_avg_sq,
+                      [](const AdamOptions& o) { return o.amsgrad(); }}},
                     &AdamParamState::step}));
     v.push_back(make_codec<AdamW>(
         "AdamW", Spec<AdamWOptions, AdamWParamState>{
@@ -225,7 +238,8 @@ const std::vector<Codec>& codecs() {
                      &AdamWOptions::betas,
                      {{"exp_avg", &AdamWParamState::exp_avg},
                       {"exp_avg_sq", &AdamWParamState::exp_avg_sq},
-                      {"max_exp_avg_sq", &AdamWParamState::max_exp_avg_sq}},
+                      {"max_exp_avg_sq", &AdamWParamState::max_exp_avg_sq,
+                       [](const AdamWOptions& o) { return o.amsgrad(); }}},
                      &AdamWParamState::step}));
     v.push_back(make_codec<RMSprop>(
         "RMSprop", Spec<RMSpropOptions, RMSpropParamState>{
@@ -237,8 +251,10 @@ const std::vector<Codec>& codecs() {
                        {{"centered", &RMSpropOptions::centered}},
                        nullptr,
                        {{"square_avg", &RMSpropParamState::square_avg},
-                        {"momentum_buffer", &RMSpropParamState::momentum_buffer},
-                        {"grad_avg", &RMSpropParamState::grad_avg}},
+                        {"momentum_buffer", &RMSpropParamState::momentum_buffer,
+                         [](const RMSpropOptions& o) { return o.momentum() > 0; }},
+                        {"grad_avg", &RMSpropParamState::grad_avg,
+                         [](const RMSpropOptions& o) { return o.centered(); }}},
                        &RMSpropParamState::step}));
     v.push_back(make_codec<Adagrad>(
         "Adagrad", Spec<AdagradOptions, AdagradParamState>{
@@ -262,7 +278,7 @@ const Codec& codec_of(const Optimizer& optimizer) {
   }
   const bool lbfgs = dynamic_cast<const torch::optim::LBFGS*>(&optimizer) != nullptr;
   throw CheckpointError(
-      std::string("rankwise: cannot save the state of ") +
+      std::string("rankwise: cannot save or restore the state of ") +
       (lbfgs ? "LBFGS (its state is a history of the last updates, with no counterpart in "
                "PyTorch's state_dict layout that libtorch can restore)"
              : "this optimizer type") +
@@ -359,7 +375,9 @@ void load_optimizer_state_dict(Optimizer& optimizer, const c10::IValue& state_di
   if (saved_groups.size() != groups.size()) {
     throw CheckpointError("rankwise: the optimizer state has " +
                           std::to_string(saved_groups.size()) + " param_groups, this " +
-                          codec.name + " has " + std::to_string(groups.size()));
+                          codec.name + " has " + std::to_string(groups.size()) +
+                          "; build the optimizer with the same parameter groups, in the same "
+                          "order, as the run that saved it");
   }
   // Validate everything before changing anything, so a bad file leaves the
   // optimizer as it was.
@@ -396,8 +414,8 @@ void load_optimizer_state_dict(Optimizer& optimizer, const c10::IValue& state_di
       if (!it->value().isGenericDict()) {
         throw CheckpointError("rankwise: optimizer state " + param_where + " is not a dict");
       }
-      new_state.emplace_back(params[p],
-                             codec.read_state(it->value().toGenericDict(), params[p], param_where));
+      new_state.emplace_back(params[p], codec.read_state(it->value().toGenericDict(),
+                                                         *new_options.back(), params[p], param_where));
     }
   }
   for (std::size_t g = 0; g < groups.size(); ++g) groups[g].set_options(std::move(new_options[g]));

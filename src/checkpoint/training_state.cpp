@@ -3,6 +3,7 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
+#include "checkpoint/detail/note.h"
 #include "rankwise/checkpoint/lr_scheduler_state.h"
 #include "rankwise/checkpoint/optimizer_state.h"
 #include "rankwise/checkpoint/rng_state.h"
@@ -124,6 +125,11 @@ void restore(const Checkpoint& checkpoint, TrainingState& state) {
     throw CheckpointError("rankwise: the checkpoint has no learning-rate scheduler state "
                           "(it was saved without TrainingState::lr_scheduler); resuming would "
                           "restart the schedule. Leave lr_scheduler unset to resume without it");
+  }
+  if (!state.lr_scheduler && checkpoint.contains("lr_scheduler")) {
+    detail::note("rankwise: note: the checkpoint holds a learning-rate scheduler state that this "
+                 "run does not restore (TrainingState::lr_scheduler is unset): the learning "
+                 "rates come back as saved, but a scheduler made now starts its count at 0");
   }
   if (state.model) load_state_dict(*state.model, to_state_dict(checkpoint.at("model")));
   if (state.optimizer) load_optimizer_state_dict(*state.optimizer, checkpoint.at("optimizer"));

@@ -281,6 +281,29 @@ TEST(OptimizerStateErrors, MismatchesAreNamedAndLeaveTheOptimizerUnchanged) {
             std::string::npos);
   EXPECT_EQ(pickled(rankwise::optimizer_state_dict(opt)), before);
 
+  // A state tensor or "step" the options need is missing (Python files can lack them).
+  for (const char* key : {"step", "exp_avg", "exp_avg_sq"}) {
+    auto lacking = good.deepcopy();
+    ASSERT_EQ(lacking.toGenericDict().at("state").toGenericDict().at(int64_t{1}).toGenericDict().erase(key), 1u);
+    EXPECT_NE(error_of([&] { rankwise::load_optimizer_state_dict(opt, lacking); })
+                  .find(std::string("state[1] (param_groups[0], parameter 1) has no '") + key + "'"),
+              std::string::npos)
+        << key;
+  }
+  auto amsgrad = good.deepcopy();
+  amsgrad.toGenericDict().at("param_groups").toList().get(1).toGenericDict().insert_or_assign("amsgrad", true);
+  EXPECT_NE(error_of([&] { rankwise::load_optimizer_state_dict(opt, amsgrad); })
+                .find("state[2] (param_groups[1], parameter 0) has no 'max_exp_avg_sq'"),
+            std::string::npos);
+  // An empty per-parameter dict is a parameter not stepped yet: no state.
+  auto empty = good.deepcopy();
+  empty.toGenericDict().at("state").toGenericDict().insert_or_assign(
+      int64_t{3}, c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get()));
+  torch::optim::Adam fresh(groups(net), torch::optim::AdamOptions(0.01));
+  rankwise::load_optimizer_state_dict(fresh, empty);
+  EXPECT_EQ(fresh.state().size(), 3u);
+  EXPECT_EQ(pickled(rankwise::optimizer_state_dict(opt)), before);
+
   // LBFGS is refused with the supported list.
   torch::optim::LBFGS lbfgs(net.parameters());
   EXPECT_NE(error_of([&] { rankwise::optimizer_state_dict(lbfgs); }).find("supported: SGD, Adam"),

@@ -18,10 +18,14 @@
 /// | Adagrad        | Adagrad      | lr lr_decay weight_decay initial_accumulator_value eps | step sum                    |
 ///
 /// Every group also carries `"maximize": false` (libtorch never maximizes).
-/// "step" is a 0-dim float32 tensor as in Python (float64 past 2^24 steps, so
-/// it stays exact). Keys Python adds that libtorch has no use for (foreach,
+/// "step" is written as a 0-dim float32 tensor, as Python's Adam, AdamW and
+/// Adagrad do (float64 past 2^24 steps, so it stays exact; Python 1.13's
+/// RMSprop writes an int, and both load on either side). Keys Python adds that libtorch has no use for (foreach,
 /// fused, capturable, differentiable, initial_lr) are ignored when loading.
 /// Identical states give identical bytes: nothing is keyed by an address.
+/// The layout names no optimizer type (Python's does not either), so an Adam
+/// state loads into an AdamW and the reverse; TrainingState records the type
+/// beside it and refuses a mismatch.
 /// LBFGS and optimizers not listed are refused with a CheckpointError.
 
 #include <ATen/core/ivalue.h>
@@ -51,8 +55,10 @@ std::string optimizer_type_name(const torch::optim::Optimizer& optimizer);
 /// archive): then only per-parameter state is restored and rank 0 prints a
 /// note. Any rank; no communication. Throws CheckpointError naming the group,
 /// parameter index and key when the numbers of groups or parameters differ,
-/// a shape differs, a key is missing, or an option libtorch lacks is set
-/// (e.g. "maximize": true).
+/// a shape differs, a key is missing (an option, "step", or a state tensor
+/// the group's options need, e.g. "max_exp_avg_sq" with amsgrad), or an
+/// option libtorch lacks is set (e.g. "maximize": true). A parameter whose
+/// state is an empty dict has not been stepped yet and gets no state.
 void load_optimizer_state_dict(torch::optim::Optimizer& optimizer, const c10::IValue& state_dict);
 
 }  // namespace rankwise

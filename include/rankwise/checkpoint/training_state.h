@@ -47,6 +47,8 @@ struct TrainingState {
   torch::optim::Optimizer* optimizer = nullptr;
   /// A libtorch scheduler of `optimizer` (e.g. torch::optim::StepLR): its step
   /// count is restored. Hand-written schedules: see lr_scheduler_state.h.
+  /// Restoring a checkpoint that has a scheduler state with this unset
+  /// restores the learning rates but not the count (rank 0 prints a note).
   torch::optim::LRScheduler* lr_scheduler = nullptr;
   /// Optimizer steps taken so far (the same on every rank).
   int64_t step = 0;
