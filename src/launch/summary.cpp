@@ -43,6 +43,13 @@ std::string describe_exit(const WorkerRecord& w) {
   return fmt::format("exited with code {}", w.exit_code);
 }
 
+std::string describe_root_cause(const WorkerRecord& w) {
+  if (w.state != WorkerState::kTerminated) return describe_exit(w);
+  return fmt::format("reported an error, then was stopped by the launcher ({})",
+                     w.term_signal != 0 ? signal_name(w.term_signal)
+                                        : fmt::format("exit code {}", w.exit_code));
+}
+
 namespace {
 double seconds_between(std::chrono::steady_clock::time_point a,
                        std::chrono::steady_clock::time_point b) {
@@ -115,15 +122,9 @@ std::string format_failure_summary(const FailureReport& r) {
   const WorkerRecord& w = r.root_cause;
   std::string out;
   out += "rankwise-run: ================ job failed ================\n";
-  const std::string fate =
-      w.state == WorkerState::kTerminated
-          ? fmt::format("reported an error, then was stopped by the launcher ({})",
-                        w.term_signal != 0 ? signal_name(w.term_signal)
-                                           : fmt::format("exit code {}", w.exit_code))
-          : describe_exit(w);
   out += fmt::format("rankwise-run: root cause (first failure): rank {} (local rank {}) on host {} "
                      "(node {}) {}\n",
-                     w.rank, w.local_rank, r.host, r.node_rank, fate);
+                     w.rank, w.local_rank, r.host, r.node_rank, describe_root_cause(w));
   out += fmt::format("  rank:       {} of world size {}\n", w.rank, r.world_size);
   out += fmt::format("  local rank: {}\n", w.local_rank);
   out += fmt::format("  host:       {} (node {})\n", r.host, r.node_rank);

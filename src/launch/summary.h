@@ -45,6 +45,11 @@ std::string signal_name(int sig);
 /// "exited with code 3" or "was killed by SIGKILL (signal 9)".
 std::string describe_exit(const WorkerRecord& w);
 
+/// How a root cause ended: describe_exit, or for a worker the launcher
+/// stopped after it had reported an error "reported an error, then was
+/// stopped by the launcher (SIGTERM)".
+std::string describe_root_cause(const WorkerRecord& w);
+
 /// Everything the summary shows.
 struct FailureReport {
   int attempt = 0;
