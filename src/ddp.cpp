@@ -65,10 +65,10 @@ struct DataParallelEngine::Impl {
     try {
       c10d::broadcast_coalesced(group->c10d_group(), detached, kBroadcastBucketBytes, root);
     } catch (const std::exception& e) {
-      throw Error("rankwise: " + where(*group) +
-                  ": DistributedDataParallel: broadcast of parameters/buffers from rank " +
-                  std::to_string(root) + " failed; a peer probably exited. Original error: " +
-                  message_of(e));
+      throw PeerError("rankwise: " + where(*group) +
+                      ": DistributedDataParallel: broadcast of parameters/buffers from rank " +
+                      std::to_string(root) + " failed; a peer probably exited. Original error: " +
+                      message_of(e));
     }
   }
 
@@ -157,9 +157,9 @@ struct DataParallelEngine::Impl {
     try {
       work->wait();
     } catch (const std::exception& e) {
-      throw Error("rankwise: " + where(*group) +
-                  ": DistributedDataParallel: the all_reduce of the previous step failed; a "
-                  "peer probably exited. Original error: " + message_of(e));
+      throw PeerError("rankwise: " + where(*group) +
+                      ": DistributedDataParallel: the all_reduce of the previous step failed; a "
+                      "peer probably exited. Original error: " + message_of(e));
     }
     return inputs_count.item<int64_t>();
   }

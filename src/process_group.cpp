@@ -55,8 +55,8 @@ void wait_for(const ProcessGroup& pg, const c10::intrusive_ptr<c10d::Work>& work
                          "calls the same collectives in the same order. Original error: " +
                          text);
     }
-    throw Error(message + ": a peer rank probably exited or crashed; see its output. Original "
-                          "error: " + text);
+    throw PeerError(message + ": a peer rank probably exited or crashed; see its output. "
+                              "Original error: " + text);
   }
 }
 
