@@ -22,7 +22,7 @@ int run(int argc, char** argv) {
   if (::stat(path.c_str(), &info) == 0) {
     auto ckpt = rankwise::load(path);  // on every rank, onto the CPU
     rankwise::load_state_dict(*model, rankwise::to_state_dict(ckpt.at("model")));
-    rankwise::load_optimizer_state(opt, ckpt.at("opt").toTensor());
+    rankwise::load_optimizer_state_dict(opt, ckpt.at("opt"));
     start_step = ckpt.at("step").toInt();
   }
 

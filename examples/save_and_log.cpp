@@ -38,7 +38,7 @@ int run(int argc, char** argv) {
   // --- exactly one rank writes the file; everyone waits inside save() ------
   rankwise::Checkpoint state;
   state.insert("model", rankwise::state_dict(*ddp.module()));  // unwrapped: no prefix
-  state.insert("opt", rankwise::optimizer_state(opt));
+  state.insert("opt", rankwise::optimizer_state_dict(opt));
   state.insert("step", int64_t{1});
   rankwise::save(path, state);
 

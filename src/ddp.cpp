@@ -1,13 +1,18 @@
 #include "rankwise/ddp.h"
 
 // reducer.hpp needs the stub in src/detail/compat (see its header comment).
+#include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/logger.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <regex>
 #include <sstream>
 
+#include "detail/c10_logging.h"
+#include "detail/c10d_text.h"
 #include "detail/model_layout.h"
 #include "detail/where.h"
 #include "rankwise/error.h"
@@ -44,7 +49,11 @@ struct DataParallelEngine::Impl {
   std::vector<torch::Tensor> params;  // parameters that require grad
   std::vector<std::string> names;     // their dotted names
   std::vector<torch::Tensor> buffers;
-  std::unique_ptr<c10d::Reducer> reducer;
+  // Held by shared_ptr for the Logger, which the Reducer needs: without one
+  // it dereferences an empty weak_ptr (SIGSEGV) once the set of unused
+  // parameters changes between steps. The Logger goes first (declared last).
+  std::shared_ptr<c10d::Reducer> reducer;
+  std::shared_ptr<c10d::Logger> logger;
   bool require_forward_param_sync = true;
   int64_t iterations = 0;  // training forwards so far
   std::string join_key_prefix;
@@ -56,10 +65,10 @@ struct DataParallelEngine::Impl {
     try {
       c10d::broadcast_coalesced(group->c10d_group(), detached, kBroadcastBucketBytes, root);
     } catch (const std::exception& e) {
-      throw Error("rankwise: " + where(*group) +
-                  ": DistributedDataParallel: broadcast of parameters/buffers from rank " +
-                  std::to_string(root) + " failed; a peer probably exited. Original error: " +
-                  message_of(e));
+      throw PeerError("rankwise: " + where(*group) +
+                      ": DistributedDataParallel: broadcast of parameters/buffers from rank " +
+                      std::to_string(root) + " failed; a peer probably exited. Original error: " +
+                      message_of(e));
     }
   }
 
@@ -69,7 +78,9 @@ struct DataParallelEngine::Impl {
     return states;
   }
 
-  // Turns the Reducer's "did not receive grad" error into one naming the parameters.
+  // The Reducer's errors in rankwise's words: "did not receive grad" names
+  // the parameters and says what to do in C++ terms; every error keeps
+  // c10d's text, its Python-only advice translated (see c10d_text.h).
   [[noreturn]] void rethrow_reducer_error(const std::exception& e) {
     const std::string text = message_of(e);
     std::smatch match;
@@ -83,12 +94,45 @@ struct DataParallelEngine::Impl {
       }
       throw Error("rankwise: " + where(*group) + ": DistributedDataParallel: parameter(s) [" +
                   join_names(missing) +
-                  "] received no gradient in the previous backward pass. Make every parameter "
-                  "take part in the loss, or construct DistributedDataParallel with "
-                  "DistributedDataParallelOptions().find_unused_parameters(true). Original "
-                  "error: " + text);
+                  "] received no gradient in the previous backward pass, so their gradients "
+                  "were not all_reduced. " + unused_parameter_advice() +
+                  ". c10d's error: " + in_rankwise_terms(text));
     }
-    throw Error("rankwise: " + where(*group) + ": DistributedDataParallel: " + text);
+    throw Error("rankwise: " + where(*group) + ": DistributedDataParallel: " +
+                in_rankwise_terms(text));
+  }
+
+  std::string unused_parameter_advice() const {
+    if (options.static_graph_) {
+      return "With DistributedDataParallelOptions().static_graph(true) every step must use "
+             "the same parameters; when the set changes, construct DistributedDataParallel "
+             "without static_graph(true) and with find_unused_parameters(true)";
+    }
+    if (options.find_unused_parameters_) {
+      return "With find_unused_parameters(true) this means that a tensor forward() returned "
+             "did not take part in the loss; make every returned tensor take part in the loss";
+    }
+    return "Make every parameter take part in the loss, or construct DistributedDataParallel "
+           "with DistributedDataParallelOptions().find_unused_parameters(true)";
+  }
+
+  // static_graph: in the first step the Reducer only records which
+  // parameters get a gradient, and all_reduces every bucket at the end of
+  // backward when delay_all_reduce() is called, which PyTorch queues from
+  // its _DDPSink autograd function. Here: a hook on each output queues it
+  // (once) as a final callback of the autograd engine.
+  void delay_all_reduce_to_end_of_backward(const std::vector<torch::Tensor>& outputs) {
+    auto queued = std::make_shared<std::atomic<bool>>(false);
+    std::weak_ptr<c10d::Reducer> weak_reducer = reducer;
+    for (torch::Tensor output : outputs) {
+      if (!output.requires_grad()) continue;
+      output.register_hook([queued, weak_reducer](const torch::Tensor&) {
+        if (queued->exchange(true)) return;
+        torch::autograd::Engine::get_default_engine().queue_callback([weak_reducer] {
+          if (auto r = weak_reducer.lock()) r->delay_all_reduce();
+        });
+      });
+    }
   }
 
   // Uneven inputs are detected as PyTorch's Join does: each training forward
@@ -113,9 +157,9 @@ struct DataParallelEngine::Impl {
     try {
       work->wait();
     } catch (const std::exception& e) {
-      throw Error("rankwise: " + where(*group) +
-                  ": DistributedDataParallel: the all_reduce of the previous step failed; a "
-                  "peer probably exited. Original error: " + message_of(e));
+      throw PeerError("rankwise: " + where(*group) +
+                      ": DistributedDataParallel: the all_reduce of the previous step failed; a "
+                      "peer probably exited. Original error: " + message_of(e));
     }
     return inputs_count.item<int64_t>();
   }
@@ -182,6 +226,7 @@ struct DataParallelEngine::Impl {
 DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module,
                                        DistributedDataParallelOptions options, ProcessGroup& group)
     : impl_(std::make_unique<Impl>()) {
+  route_c10_messages(where(group));  // this thread's TORCH_WARNs, e.g. the Reducer's
   if (!(options.bucket_cap_mb_ >= 0)) {
     throw ConfigError("rankwise: DistributedDataParallelOptions::bucket_cap_mb must be >= 0 "
                       "(0: one bucket per parameter), got " +
@@ -216,25 +261,43 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
   // Every rank starts from rank 0's replica.
   d.broadcast_states(d.module_states());
 
-  // Buckets as PyTorch's DDP: assigned by size in parameter order, then
-  // reversed, since gradients become ready roughly in reverse order.
+  // Buckets by size in reverse parameter order, the order in which the
+  // Reducer's own rebuild (after the first backward) lays them out when
+  // gradients become ready in reverse order, as they do for layers called in
+  // registration order. So the first step of a process sums each element in
+  // the same order as every later step: with 3 or more ranks Gloo's ring
+  // all_reduce adds in an order that depends on where an element sits in its
+  // bucket, and a process restarted from a checkpoint would otherwise add its
+  // first step differently (the last bit) from the run that never stopped.
+  // (PyTorch's DDP starts from ascending order within each bucket.)
   const auto cap_bytes = static_cast<int64_t>(options.bucket_cap_mb_ * kMiB);
   const bool default_cap = options.bucket_cap_mb_ == 25.0;
   std::vector<bool> expect_sparse(d.params.size(), false);
+  std::vector<at::Tensor> ready_order(d.params.rbegin(), d.params.rend());
+  std::vector<int64_t> ready_indices(d.params.size());
+  for (size_t i = 0; i < ready_indices.size(); ++i) {
+    ready_indices[i] = static_cast<int64_t>(d.params.size() - 1 - i);
+  }
   auto assignment = c10d::compute_bucket_assignment_by_size(
-      d.params, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(cap_bytes)},
-      expect_sparse);
+      ready_order, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(cap_bytes)},
+      expect_sparse, ready_indices);
   auto bucket_indices = std::get<0>(assignment);
   auto size_limits = std::get<1>(assignment);
-  std::reverse(bucket_indices.begin(), bucket_indices.end());
-  std::reverse(size_limits.begin(), size_limits.end());
   std::unordered_map<size_t, std::string> param_names;
   for (size_t i = 0; i < d.names.size(); ++i) param_names[i] = d.names[i];
-  d.reducer = std::make_unique<c10d::Reducer>(
+  d.reducer = std::make_shared<c10d::Reducer>(
       d.params, bucket_indices, size_limits, group.c10d_group(), expect_sparse, cap_bytes,
       options.find_unused_parameters_, options.gradient_as_bucket_view_, param_names,
       default_cap ? kFirstBucketBytes : cap_bytes);
-  if (options.static_graph_) d.reducer->set_static_graph();
+  // As in PyTorch's DDP, the Reducer gets a Logger: it records errors and
+  // graph statistics (and prints nothing); the Reducer calls it without
+  // checking on some paths.
+  d.logger = std::make_shared<c10d::Logger>(d.reducer);
+  d.reducer->set_logger(d.logger);
+  if (options.static_graph_) {
+    d.reducer->set_static_graph();
+    d.logger->set_static_graph();
+  }
 
   // Keys that join() sets; unique per DDP instance (every rank builds them in the same order).
   auto counter = group.store()->add("rankwise/ddp/instances/" + std::to_string(group.rank()), 1);
@@ -277,6 +340,9 @@ void DataParallelEngine::after_forward(const std::vector<torch::Tensor>& outputs
         d.reducer->prepare_for_backward(outputs);
       } else {
         d.reducer->prepare_for_backward({});
+      }
+      if (d.options.static_graph_ && d.iterations == 1) {
+        d.delay_all_reduce_to_end_of_backward(outputs);
       }
     } catch (const std::exception& e) {
       d.rethrow_reducer_error(e);

@@ -10,19 +10,19 @@
 #include <cstring>
 #include <vector>
 
+#include "detail/write_line.h"
 #include "rankwise/device.h"
 #include "rankwise/error.h"
 #include "rankwise/process_group.h"
 
 namespace rankwise {
 
-void print_line(const std::string& line) {
-  std::fflush(stdout);  // keep order with anything the program wrote via stdio
+void detail::write_line(int fd, const std::string& line) {
   std::string data = line + "\n";
   const char* p = data.data();
   std::size_t left = data.size();
   while (left > 0) {
-    ssize_t n = ::write(STDOUT_FILENO, p, left);
+    ssize_t n = ::write(fd, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
       return;
@@ -30,6 +30,11 @@ void print_line(const std::string& line) {
     p += n;
     left -= static_cast<std::size_t>(n);
   }
+}
+
+void print_line(const std::string& line) {
+  std::fflush(stdout);  // keep order with anything the program wrote via stdio
+  detail::write_line(STDOUT_FILENO, line);
 }
 
 bool is_rank_zero() { return rank() == 0; }

@@ -13,6 +13,7 @@
 
 #include <mutex>
 
+#include "detail/c10_logging.h"
 #include "detail/where.h"
 #include "rankwise/error.h"
 
@@ -54,8 +55,8 @@ void wait_for(const ProcessGroup& pg, const c10::intrusive_ptr<c10d::Work>& work
                          "calls the same collectives in the same order. Original error: " +
                          text);
     }
-    throw Error(message + ": a peer rank probably exited or crashed; see its output. Original "
-                          "error: " + text);
+    throw PeerError(message + ": a peer rank probably exited or crashed; see its output. "
+                              "Original error: " + text);
   }
 }
 
@@ -119,6 +120,8 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const Launc
 
 ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
     : env_(env), options_(options) {
+  // Before the first c10d call: its warnings appear as rankwise lines, not raw glog.
+  detail::route_c10_messages(where(env_.rank, env_.world_size));
   if (options_.backend_ != "auto" && options_.backend_ != "gloo") {
     throw ConfigError("rankwise: backend '" + options_.backend_ +
                       "' is not available in this build; use \"gloo\" or \"auto\"");

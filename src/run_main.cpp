@@ -1,5 +1,6 @@
 #include "rankwise/run_main.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -8,43 +9,65 @@
 #include <string>
 
 #include "rankwise/env.h"
+#include "rankwise/error.h"
 #include "rankwise/process_group.h"
 
 namespace rankwise {
+namespace {
 
-bool record_error(const std::string& message) {
+// This process's rank, 0 when even the environment does not say.
+int rank_or_zero() {
+  try {
+    return rank();
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+}  // namespace
+
+bool is_peer_gone(const std::exception& e) {
+  if (dynamic_cast<const PeerError*>(&e) != nullptr) return true;
+  if (dynamic_cast<const Error*>(&e) != nullptr) return false;
+  // Gloo's TCP transport (gloo/transport/tcp/pair.cc) on a peer's EOF, and
+  // strerror(ECONNRESET) in its read/write errors.
+  const std::string text = e.what();
+  for (const char* words : {"Connection closed by peer", "Connection reset by peer"}) {
+    if (text.find(words) != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool record_error(const std::string& message, bool secondary) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
   auto path = get_env("RANKWISE_ERROR_FILE");
   if (!path) path = get_env("TORCHELASTIC_ERROR_FILE");
   if (!path || path->empty()) return false;
-  int my_rank = 0;
-  try {
-    my_rank = rank();
-  } catch (const std::exception&) {
-  }
   nlohmann::json record = {
       {"message", message},
-      {"rank", my_rank},
-      {"timestamp", std::chrono::duration_cast<std::chrono::seconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count()}};
-  std::ofstream out(*path, std::ios::trunc);
-  out << record.dump() << "\n";
-  return static_cast<bool>(out);
+      {"rank", rank_or_zero()},
+      {"secondary", secondary},
+      {"timestamp", std::chrono::duration_cast<std::chrono::seconds>(now).count()},
+      {"timestamp_ns", std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()}};
+  // Written whole, then renamed: the launcher may read it while this rank runs.
+  const std::string tmp = *path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << record.dump() << "\n";
+    if (!out.flush()) return false;
+  }
+  return std::rename(tmp.c_str(), path->c_str()) == 0;
 }
 
 int run_main(int argc, char** argv, const std::function<int(int, char**)>& body) {
   try {
     return body(argc, argv);
   } catch (const std::exception& e) {
-    std::string message = e.what();
-    int my_rank = 0;
-    try {
-      my_rank = rank();
-    } catch (const std::exception&) {
-    }
-    std::fprintf(stderr, "rankwise: rank %d: uncaught exception: %s\n", my_rank, message.c_str());
+    const std::string message = e.what();
+    const std::string line = fmt::format(detail::kUncaughtExceptionFormat, rank_or_zero(), message);
+    std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);
-    record_error(message);
+    record_error(message, is_peer_gone(e));
     return 1;
   }
 }

@@ -62,11 +62,21 @@ struct DistributedDataParallelOptions {
   /// before each forward (PyTorch: true).
   DistributedDataParallelOptions& broadcast_buffers(bool v) { broadcast_buffers_ = v; return *this; }
   /// false (PyTorch's default): a parameter that got no gradient is an error
-  /// naming it. true: such parameters are detected each step and reduced as zeros.
+  /// naming it. true: such parameters are detected each step and reduced as
+  /// zeros; the set may change between steps and differ between ranks, and a
+  /// parameter no rank used keeps its gradient untouched. Cost: each training
+  /// forward traverses the autograd graph from its outputs, and each step
+  /// all_reduces one int32 per parameter (which ones were used); buckets keep
+  /// their initial order. Every tensor forward() returns must take part in
+  /// the loss (else the parameters behind it are named as above).
   DistributedDataParallelOptions& find_unused_parameters(bool v) { find_unused_parameters_ = v; return *this; }
   /// Gradients become views into the all_reduce buckets (saves memory).
   DistributedDataParallelOptions& gradient_as_bucket_view(bool v) { gradient_as_bucket_view_ = v; return *this; }
-  /// The set of used parameters never changes between iterations.
+  /// Promise that every step uses the same parameters (on each rank; ranks
+  /// may differ): the first step records them and all_reduces every bucket
+  /// at the end of its backward, later steps need no graph traversal. A step
+  /// that breaks the promise makes the next forward throw Error naming the
+  /// parameters.
   DistributedDataParallelOptions& static_graph(bool v) { static_graph_ = v; return *this; }
   /// Behaviour when ranks have different numbers of batches (default kError).
   DistributedDataParallelOptions& uneven_inputs(UnevenInputs v) { uneven_inputs_ = v; return *this; }

@@ -32,6 +32,16 @@ class CheckpointError : public Error {
   using Error::Error;
 };
 
+/// A peer rank exited, crashed or closed its connection while this rank
+/// waited for it in a collective (c10d's "Connection closed by peer"). Usually
+/// a secondary error: the first error is in that peer's output, and
+/// rankwise-run's failure summary ranks it below other errors (see
+/// rankwise::is_peer_gone in run_main.h).
+class PeerError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Ranks called different collectives, or the same one with different shapes.
 class CollectiveMismatchError : public Error {
  public:

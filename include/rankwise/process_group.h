@@ -7,7 +7,7 @@
 /// Collectives must be called by every rank of the group, in the same order,
 /// with tensors of the same shape and dtype ("collective: every rank, same
 /// order"). Each waits at most `timeout` and then throws TimeoutError; a peer
-/// that died makes them throw Error at once.
+/// that died makes them throw PeerError at once.
 
 #include <torch/types.h>
 

@@ -3,7 +3,9 @@
 /// Umbrella include: everything a data-parallel training program needs.
 
 #include "rankwise/checkpoint/checkpoint.h"
+#include "rankwise/checkpoint/lr_scheduler_state.h"
 #include "rankwise/checkpoint/manager.h"
+#include "rankwise/checkpoint/optimizer_state.h"
 #include "rankwise/checkpoint/rng_state.h"
 #include "rankwise/checkpoint/state_dict.h"
 #include "rankwise/checkpoint/training_state.h"

@@ -3,6 +3,7 @@
 /// Runs a worker's main function and reports an uncaught exception so that
 /// rankwise-run can show it as the root cause of a failed run.
 
+#include <exception>
 #include <functional>
 #include <string>
 
@@ -12,8 +13,7 @@ namespace rankwise {
 /// exception's message is printed to stderr as `rankwise: rank R: uncaught
 /// exception: ...`, written to the file named by RANKWISE_ERROR_FILE (set by
 /// rankwise-run for each worker; torchrun's TORCHELASTIC_ERROR_FILE is
-/// honoured too) as JSON `{"message": ..., "rank": R, "timestamp": ...}`, and
-/// 1 is returned. Any rank.
+/// honoured too, see record_error), and 1 is returned. Any rank.
 ///
 /// \code
 ///   int main(int argc, char** argv) {
@@ -22,8 +22,34 @@ namespace rankwise {
 /// \endcode
 int run_main(int argc, char** argv, const std::function<int(int, char**)>& body);
 
-/// Writes `message` to the error file (see run_main) if one is configured.
-/// Returns false when no error file is set or it cannot be written.
-bool record_error(const std::string& message);
+/// Writes `message` to the error file (see run_main) if one is configured, as
+/// one JSON object: `{"message": ..., "rank": R, "secondary": bool,
+/// "timestamp": <s>, "timestamp_ns": <ns>}`. The timestamps are the wall-clock
+/// time of this call (seconds and nanoseconds since the Unix epoch), i.e. when
+/// the error was caught, not when the process exits. `secondary` marks an error
+/// that only says a peer rank is gone (see is_peer_gone): rankwise-run's summary
+/// names a primary error as the root cause before it, whatever their times.
+/// Returns false when no error file is set or it cannot be written. Any rank.
+bool record_error(const std::string& message, bool secondary = false);
+
+/// True when `e` only says that a peer rank exited, crashed or closed its
+/// connection: a secondary error, whose cause is in that peer's output. The
+/// one place that decides it (run_main uses it for the error file):
+///  - rankwise::PeerError, by its type (what rankwise's collectives and
+///    DistributedDataParallel throw when a peer is gone); every other
+///    rankwise::Error (TimeoutError, ...) is primary;
+///  - any other exception (libtorch 1.13's c10::Error, Gloo's gloo::IoException,
+///    std::runtime_error), which reaches run_main unwrapped from c10d calls
+///    rankwise does not wrap (e.g. the gradient all_reduce of a backward pass),
+///    when its message holds Gloo's words for it: "Connection closed by peer"
+///    or "Connection reset by peer".
+bool is_peer_gone(const std::exception& e);
+
+namespace detail {
+/// fmt format of the stderr line run_main writes for an uncaught exception
+/// (rank, message); rankwise-run's summary recognises it so as not to repeat
+/// the message it already shows.
+constexpr const char* kUncaughtExceptionFormat = "rankwise: rank {}: uncaught exception: {}";
+}  // namespace detail
 
 }  // namespace rankwise

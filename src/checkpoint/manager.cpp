@@ -14,6 +14,7 @@
 #include "checkpoint/detail/checkpoint_file.h"
 #include "checkpoint/detail/fault_injection.h"
 #include "checkpoint/detail/file_lock.h"
+#include "checkpoint/detail/note.h"
 #include "checkpoint/detail/rank_zero.h"
 #include "rankwise/error.h"
 #include "rankwise/process_group.h"
@@ -154,11 +155,6 @@ void verify_managed(const std::string& path) {
   if (!verify(path)) no_checksum(path);
 }
 
-// Notes go to stderr once, from rank 0 (every rank looks at the same files).
-void note(const std::string& text) {
-  if (!is_initialized() || rank() == 0) std::cerr << text << "\n";
-}
-
 std::string reason(const std::exception& e) {
   std::string text = e.what();
   const std::string prefix = "rankwise: ";
@@ -193,11 +189,11 @@ std::optional<std::string> CheckpointManager::newest_usable(
     try {
       use(*it);
     } catch (const CheckpointError& e) {
-      note("rankwise: skipping an unusable checkpoint: " + reason(e));
+      detail::note("rankwise: skipping an unusable checkpoint: " + reason(e));
       continue;
     }
     if (!pointer_problem.empty()) {
-      note("rankwise: the latest checkpoint is unusable (" + pointer_problem + "); using " + *it +
+      detail::note("rankwise: the latest checkpoint is unusable (" + pointer_problem + "); using " + *it +
            ", the newest one that verifies");
     }
     return *it;

@@ -89,33 +89,4 @@ void load_state_dict(torch::nn::Module& module, const StateDict& state, bool str
   }
 }
 
-torch::Tensor optimizer_state(torch::optim::Optimizer& optimizer) {
-  torch::serialize::OutputArchive archive;
-  optimizer.save(archive);
-  std::ostringstream out;
-  archive.save_to(out);
-  const std::string bytes = out.str();
-  auto tensor = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
-  std::memcpy(tensor.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-  return tensor;
-}
-
-void load_optimizer_state(torch::optim::Optimizer& optimizer, const torch::Tensor& bytes) {
-  if (bytes.scalar_type() != torch::kUInt8 || bytes.dim() != 1) {
-    throw CheckpointError("rankwise: load_optimizer_state expects the 1-D uint8 tensor written "
-                          "by optimizer_state()");
-  }
-  auto contiguous = bytes.contiguous();
-  std::istringstream in(std::string(reinterpret_cast<const char*>(contiguous.data_ptr<uint8_t>()),
-                                    static_cast<std::size_t>(contiguous.numel())));
-  try {
-    torch::serialize::InputArchive archive;
-    archive.load_from(in);
-    optimizer.load(archive);
-  } catch (const c10::Error& e) {
-    throw CheckpointError(std::string("rankwise: optimizer state does not fit this optimizer: ") +
-                          e.what_without_backtrace());
-  }
-}
-
 }  // namespace rankwise

@@ -3,6 +3,9 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
+#include "checkpoint/detail/note.h"
+#include "rankwise/checkpoint/lr_scheduler_state.h"
+#include "rankwise/checkpoint/optimizer_state.h"
 #include "rankwise/checkpoint/rng_state.h"
 #include "rankwise/checkpoint/state_dict.h"
 #include "rankwise/error.h"
@@ -12,7 +15,9 @@
 namespace rankwise {
 namespace {
 
-constexpr const char* kFormat = "rankwise.training_state/1";
+constexpr const char* kFormat = "rankwise.training_state/2";
+// Before optimizer state_dicts: the optimizer entry is libtorch's archive.
+constexpr const char* kFormatV1 = "rankwise.training_state/1";
 
 c10::impl::GenericDict new_dict() {
   return c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
@@ -69,7 +74,13 @@ Checkpoint capture(const TrainingState& state) {
   Checkpoint checkpoint;
   checkpoint.insert("format", std::string(kFormat));
   if (state.model) checkpoint.insert("model", state_dict(*state.model));
-  if (state.optimizer) checkpoint.insert("optimizer", optimizer_state(*state.optimizer));
+  if (state.optimizer) {
+    checkpoint.insert("optimizer", optimizer_state_dict(*state.optimizer));
+    checkpoint.insert("optimizer_type", optimizer_type_name(*state.optimizer));
+  }
+  if (state.lr_scheduler) {
+    checkpoint.insert("lr_scheduler", lr_scheduler_state_dict(*state.lr_scheduler));
+  }
   checkpoint.insert("step", state.step);
   checkpoint.insert("epoch", state.epoch);
   checkpoint.insert("position", state.position);
@@ -82,8 +93,9 @@ Checkpoint capture(const TrainingState& state) {
 }
 
 void restore(const Checkpoint& checkpoint, TrainingState& state) {
-  if (!checkpoint.contains("format") || !checkpoint.at("format").isString() ||
-      checkpoint.at("format").toStringRef() != kFormat) {
+  const bool is_format = checkpoint.contains("format") && checkpoint.at("format").isString();
+  const std::string format = is_format ? checkpoint.at("format").toStringRef() : "";
+  if (format != kFormat && format != kFormatV1) {
     throw CheckpointError(std::string("rankwise: this checkpoint is not a training state (no "
                                       "\"format\": \"") +
                           kFormat + "\" entry); it was not written from rankwise::capture()");
@@ -101,9 +113,28 @@ void restore(const Checkpoint& checkpoint, TrainingState& state) {
         "mapped to another world size. Resume with " + std::to_string(saved_world) +
         " ranks, or from a checkpoint written at an epoch end");
   }
+  if (state.optimizer && checkpoint.contains("optimizer_type")) {
+    const std::string saved = checkpoint.at("optimizer_type").toStringRef();
+    const std::string mine = optimizer_type_name(*state.optimizer);
+    if (saved != mine) {
+      throw CheckpointError("rankwise: the checkpoint's optimizer is " + saved +
+                            " and this run's is " + mine + "; resume with the same optimizer type");
+    }
+  }
+  if (state.lr_scheduler && !checkpoint.contains("lr_scheduler")) {
+    throw CheckpointError("rankwise: the checkpoint has no learning-rate scheduler state "
+                          "(it was saved without TrainingState::lr_scheduler); resuming would "
+                          "restart the schedule. Leave lr_scheduler unset to resume without it");
+  }
+  if (!state.lr_scheduler && checkpoint.contains("lr_scheduler")) {
+    detail::note("rankwise: note: the checkpoint holds a learning-rate scheduler state that this "
+                 "run does not restore (TrainingState::lr_scheduler is unset): the learning "
+                 "rates come back as saved, but a scheduler made now starts its count at 0");
+  }
   if (state.model) load_state_dict(*state.model, to_state_dict(checkpoint.at("model")));
-  if (state.optimizer) {
-    load_optimizer_state(*state.optimizer, checkpoint.at("optimizer").toTensor());
+  if (state.optimizer) load_optimizer_state_dict(*state.optimizer, checkpoint.at("optimizer"));
+  if (state.lr_scheduler) {
+    load_lr_scheduler_state_dict(*state.lr_scheduler, checkpoint.at("lr_scheduler"));
   }
   state.step = integer(checkpoint, "step");
   state.epoch = integer(checkpoint, "epoch");

@@ -8,8 +8,12 @@
 namespace rankwise {
 namespace detail {
 
+inline std::string where(int rank, int world_size) {
+  return "rank " + std::to_string(rank) + "/" + std::to_string(world_size);
+}
+
 inline std::string where(const ProcessGroup& group) {
-  return "rank " + std::to_string(group.rank()) + "/" + std::to_string(group.world_size());
+  return where(group.rank(), group.world_size());
 }
 
 }  // namespace detail

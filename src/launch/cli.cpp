@@ -32,8 +32,8 @@ RANKWISE_AGENT_STORE=1 (the launcher hosts the TCPStore; workers connect as clie
 RANKWISE_ERROR_FILE (where a failing worker may write its error), OMP_NUM_THREADS=1
 unless set, and GLOO_SOCKET_IFNAME with --iface. Every flag with a dash is also accepted with an underscore (--nproc_per_node).
 
-Exit codes: 0 every worker succeeded; 1 a worker failed (the summary names the first
-failure: rank, exit code or signal, last lines of stderr, error file); 2 bad usage or
+Exit codes: 0 every worker succeeded; 1 a worker failed (the summary names the root
+cause: rank, exit code or signal, its error, last lines of stderr); 2 bad usage or
 configuration; 128+n the launcher got signal n (forwarded to every worker).
 
 Examples:

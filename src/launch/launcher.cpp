@@ -111,7 +111,7 @@ class ErrorDir {
 };
 
 std::string one_line_cause(const FailureReport& r) {
-  return fmt::format("rank {} {}", r.root_cause.rank, describe_exit(r.root_cause));
+  return fmt::format("rank {} {}", r.root_cause.rank, describe_root_cause(r.root_cause));
 }
 
 int run_attempts(const LaunchOptions& o, AttemptConfig& config);

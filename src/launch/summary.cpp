@@ -4,9 +4,10 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <iterator>
+#include <algorithm>
 #include <sstream>
+
+#include "rankwise/run_main.h"
 
 namespace rankwise {
 namespace launch {
@@ -42,18 +43,11 @@ std::string describe_exit(const WorkerRecord& w) {
   return fmt::format("exited with code {}", w.exit_code);
 }
 
-std::string read_error_file(const std::string& path, std::size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  std::string text(max_bytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(max_bytes + 1));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  if (text.size() > max_bytes) {
-    text.resize(max_bytes);
-    text += "\n[... truncated]";
-  }
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  return text;
+std::string describe_root_cause(const WorkerRecord& w) {
+  if (w.state != WorkerState::kTerminated) return describe_exit(w);
+  return fmt::format("reported an error, then was stopped by the launcher ({})",
+                     w.term_signal != 0 ? signal_name(w.term_signal)
+                                        : fmt::format("exit code {}", w.exit_code));
 }
 
 namespace {
@@ -62,10 +56,65 @@ double seconds_between(std::chrono::steady_clock::time_point a,
   return std::chrono::duration<double>(b - a).count();
 }
 
-void append_indented(std::string& out, const std::string& text, const char* indent) {
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
   std::istringstream in(text);
   std::string line;
-  while (std::getline(in, line)) out += fmt::format("{}{}\n", indent, line);
+  while (std::getline(in, line)) lines.push_back(line);
+  if (lines.empty()) lines.emplace_back();
+  return lines;
+}
+
+// "label" then `text`, its further lines indented under the first.
+void append_field(std::string& out, const char* label, const std::string& text) {
+  const auto lines = split_lines(text);
+  out += fmt::format("  {:<12}{}\n", label, lines[0]);
+  for (std::size_t i = 1; i < lines.size(); ++i) out += fmt::format("  {:<12}{}\n", "", lines[i]);
+}
+
+// The stderr tail where run_main's "uncaught exception" line for `error`
+// (whose message the summary shows once, as "error:") says "(the error
+// above)" instead, without the message's further lines; when the tail begins
+// inside them, they are left out.
+std::vector<std::string> tail_without_message(const std::deque<std::string>& tail,
+                                              const WorkerError& error, int rank) {
+  const auto uncaught = [&](const std::string& message) {
+    return fmt::format(detail::kUncaughtExceptionFormat, rank, message);
+  };
+  const auto lines = split_lines(uncaught(error.message));
+  const long n = static_cast<long>(lines.size()), size = static_cast<long>(tail.size());
+  for (long start = 1 - n; start + n <= size; ++start) {
+    bool match = true;
+    for (long j = std::max(0L, -start); j < n && match; ++j) match = tail[start + j] == lines[j];
+    if (!match) continue;
+    std::vector<std::string> kept(tail.begin(), tail.begin() + std::max(0L, start));
+    if (start >= 0) kept.push_back(uncaught("(the error above)"));
+    kept.insert(kept.end(), tail.begin() + (start + n), tail.end());
+    return kept;
+  }
+  return {tail.begin(), tail.end()};
+}
+
+// What happened to a worker other than the root cause.
+std::string fate_of(const WorkerRecord& o) {
+  std::string fate;
+  switch (o.state) {
+    case WorkerState::kSucceeded: return "succeeded";
+    case WorkerState::kRunning: return "still running";
+    case WorkerState::kTerminated:
+      fate = o.term_signal != 0 ? fmt::format("terminated ({})", signal_name(o.term_signal))
+                                : fmt::format("terminated (exit code {})", o.exit_code);
+      break;
+    case WorkerState::kFailed: fate = fmt::format("failed: {}", describe_exit(o)); break;
+  }
+  if (o.error && o.error->secondary) {
+    fate += " after a secondary error (a peer exited or closed the connection)";
+  } else if (o.error) {
+    const std::string first = split_lines(o.error->message)[0];
+    fate += fmt::format(" after an error: {}",
+                        first.size() > 120 ? first.substr(0, 117) + "..." : first);
+  }
+  return fate;
 }
 }  // namespace
 
@@ -75,7 +124,7 @@ std::string format_failure_summary(const FailureReport& r) {
   out += "rankwise-run: ================ job failed ================\n";
   out += fmt::format("rankwise-run: root cause (first failure): rank {} (local rank {}) on host {} "
                      "(node {}) {}\n",
-                     w.rank, w.local_rank, r.host, r.node_rank, describe_exit(w));
+                     w.rank, w.local_rank, r.host, r.node_rank, describe_root_cause(w));
   out += fmt::format("  rank:       {} of world size {}\n", w.rank, r.world_size);
   out += fmt::format("  local rank: {}\n", w.local_rank);
   out += fmt::format("  host:       {} (node {})\n", r.host, r.node_rank);
@@ -87,32 +136,32 @@ std::string format_failure_summary(const FailureReport& r) {
   }
   out += fmt::format("  elapsed:    {:.2f} s after its start (attempt {})\n",
                      seconds_between(w.start, w.end), r.attempt);
-  if (!r.root_error_file_text.empty()) {
-    out += fmt::format("  error file ({}):\n", w.error_file);
-    append_indented(out, r.root_error_file_text, "    ");
+  std::vector<std::string> tail(r.root_stderr_tail.begin(), r.root_stderr_tail.end());
+  if (w.error) {
+    append_field(out, "error:", w.error->message.empty() ? "(empty)" : w.error->message);
+    out += fmt::format("  error file: {} (written {:.2f} s after its start)\n", w.error->path,
+                       seconds_between(w.start, w.error->time));
+    if (w.error->secondary) {
+      out += "  note:       this error only says that a peer exited or closed the connection; "
+             "the first error is on another rank: see its output (on another node, that "
+             "node's summary)\n";
+    }
+    tail = tail_without_message(r.root_stderr_tail, *w.error, w.error->rank.value_or(w.rank));
   }
-  if (r.root_stderr_tail.empty()) {
+  if (!r.root_stderr_tail.empty() && tail.empty()) {
+    out += "  last lines of stderr: the error above\n";
+  } else if (tail.empty()) {
     out += "  last lines of stderr: (none)\n";
   } else {
-    out += fmt::format("  last {} lines of stderr:\n", r.root_stderr_tail.size());
-    for (const auto& line : r.root_stderr_tail) out += fmt::format("    {}\n", line);
+    out += fmt::format("  last {} lines of stderr:\n", tail.size());
+    for (const auto& line : tail) out += fmt::format("    {}\n", line);
   }
   bool header = false;
   for (const auto& o : r.workers) {
     if (o.rank == w.rank) continue;
     if (!header) out += "  other local ranks:\n";
     header = true;
-    std::string fate;
-    switch (o.state) {
-      case WorkerState::kSucceeded: fate = "succeeded"; break;
-      case WorkerState::kTerminated:
-        fate = o.term_signal != 0 ? fmt::format("terminated ({})", signal_name(o.term_signal))
-                                  : fmt::format("terminated (exit code {})", o.exit_code);
-        break;
-      case WorkerState::kFailed: fate = fmt::format("failed later: {}", describe_exit(o)); break;
-      case WorkerState::kRunning: fate = "still running"; break;
-    }
-    out += fmt::format("    rank {} (pid {}): {}\n", o.rank, o.pid, fate);
+    out += fmt::format("    rank {} (pid {}): {}\n", o.rank, o.pid, fate_of(o));
   }
   out += "rankwise-run: ==========================================\n";
   return out;

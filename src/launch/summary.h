@@ -6,8 +6,11 @@
 
 #include <chrono>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "launch/error_file.h"
 
 namespace rankwise {
 namespace launch {
@@ -31,7 +34,9 @@ struct WorkerRecord {
   bool stop_requested = false;  ///< the launcher sent it SIGTERM/SIGKILL/forwarded a signal
   std::chrono::steady_clock::time_point start;
   std::chrono::steady_clock::time_point end;
+  std::chrono::steady_clock::time_point stop_time;  ///< when the launcher first asked it to stop
   std::string error_file;  ///< its RANKWISE_ERROR_FILE
+  std::optional<WorkerError> error;  ///< what it wrote there, read when the attempt ended
 };
 
 /// "SIGKILL" for 9 and so on; "signal N" when unknown.
@@ -40,26 +45,29 @@ std::string signal_name(int sig);
 /// "exited with code 3" or "was killed by SIGKILL (signal 9)".
 std::string describe_exit(const WorkerRecord& w);
 
+/// How a root cause ended: describe_exit, or for a worker the launcher
+/// stopped after it had reported an error "reported an error, then was
+/// stopped by the launcher (SIGTERM)".
+std::string describe_root_cause(const WorkerRecord& w);
+
 /// Everything the summary shows.
 struct FailureReport {
   int attempt = 0;
   std::string host;
   int node_rank = 0;
   int world_size = 1;
-  WorkerRecord root_cause;                 ///< first failure in time
+  WorkerRecord root_cause;                 ///< see pick_root_cause (root_cause.h)
   std::deque<std::string> root_stderr_tail;  ///< its last stderr lines
-  std::string root_error_file_text;        ///< contents of its error file, may be empty
   std::vector<WorkerRecord> workers;       ///< every local worker
   std::chrono::steady_clock::time_point job_start;
 };
 
 /// Multi-line summary naming the root cause (rank, local rank, host, pid,
-/// exit code or signal, elapsed time, stderr tail, error file) and the fate of
-/// the other local workers. Ends with a newline.
+/// exit code or signal, elapsed time, its error message once, its error file
+/// and when the error happened, its stderr tail without run_main's line that
+/// repeats the message) and the fate of the other local workers. Ends with a
+/// newline.
 std::string format_failure_summary(const FailureReport& report);
-
-/// Reads at most `max_bytes` of a worker's error file; "" when absent.
-std::string read_error_file(const std::string& path, std::size_t max_bytes = 16 * 1024);
 
 }  // namespace launch
 }  // namespace rankwise

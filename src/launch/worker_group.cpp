@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "launch/error_file.h"
 #include "launch/output_merger.h"
+#include "launch/root_cause.h"
 #include "launch/signals.h"
 #include "launch/tag_template.h"
 #include "launch/worker_process.h"
@@ -21,6 +23,13 @@ namespace rankwise {
 namespace launch {
 
 using Clock = std::chrono::steady_clock;
+
+// How long the launcher waits, after a first failure whose error only says
+// that a peer is gone, for the rank that caused it to report or fail before
+// it stops the others (that rank may still be unwinding: destructors).
+constexpr std::chrono::milliseconds kReportWindow{5000};
+// How often it looks for their error files meanwhile.
+constexpr std::chrono::milliseconds kReportPoll{50};
 
 std::vector<std::string> worker_environment(const AttemptConfig& c, int local_rank) {
   const LaunchOptions& o = *c.options;
@@ -130,16 +139,17 @@ class AttemptRunner {
     if (signal_ != 0) {
       result.outcome = AttemptResult::Outcome::kSignaled;
       result.signal = signal_;
-    } else if (root_cause_) {
+    } else if (failed_) {
+      for (auto& w : workers_) w.error = read_worker_error(w.error_file);
+      const std::size_t root = pick_root_cause(workers_).value_or(0);
       result.outcome = AttemptResult::Outcome::kFailed;
       FailureReport r;
       r.attempt = c_.attempt;
       r.host = c_.host;
       r.node_rank = o_.node_rank;
       r.world_size = o_.world_size();
-      r.root_cause = workers_[*root_cause_];
-      r.root_stderr_tail = merger_->stderr_tail(*root_cause_);
-      r.root_error_file_text = read_error_file(r.root_cause.error_file);
+      r.root_cause = workers_[root];
+      r.root_stderr_tail = merger_->stderr_tail(root);
       r.workers = workers_;
       r.job_start = job_start_;
       result.failure = std::move(r);
@@ -156,6 +166,7 @@ class AttemptRunner {
   void stop_all(int sig) {
     for (auto& w : workers_) {
       if (w.state != WorkerState::kRunning) continue;
+      if (!w.stop_requested) w.stop_time = Clock::now();
       w.stop_requested = true;
       signal_worker_group(w.pid, sig);
     }
@@ -186,10 +197,7 @@ class AttemptRunner {
         w.state = WorkerState::kTerminated;
       } else {
         w.state = WorkerState::kFailed;
-        if (!root_cause_ && signal_ == 0) {
-          root_cause_ = i;
-          stop_all(SIGTERM);
-        }
+        on_failure(w);
       }
     }
     if (!any_running() && !all_reaped_) {
@@ -198,6 +206,27 @@ class AttemptRunner {
       // Children the workers left behind in their process groups end with them.
       for (const auto& w : workers_) ::kill(-w.pid, SIGKILL);
     }
+  }
+
+  // A failure stops the others at once, unless its error only says that a
+  // peer is gone: then, from the first such failure, they get kReportWindow to
+  // report the error that caused it (see pick_root_cause) or to fail otherwise.
+  void on_failure(const WorkerRecord& w) {
+    failed_ = true;
+    if (signal_ != 0 || stopping_ || killed_) return;
+    const auto error = read_worker_error(w.error_file);
+    if (error && error->secondary) {
+      if (!report_deadline_) report_deadline_ = Clock::now() + kReportWindow;
+      return;
+    }
+    stop_all(SIGTERM);
+  }
+
+  // During the report window: a running worker has written its error file.
+  bool running_worker_reported() const {
+    return std::any_of(workers_.begin(), workers_.end(), [](const WorkerRecord& w) {
+      return w.state == WorkerState::kRunning && ::access(w.error_file.c_str(), F_OK) == 0;
+    });
   }
 
   void on_signal(int sig) {
@@ -253,6 +282,7 @@ class AttemptRunner {
                 std::chrono::milliseconds(1));
       };
       if (stopping_ && !killed_) timeout = std::min(timeout, until(kill_deadline_));
+      if (report_deadline_ && !stopping_) timeout = std::min(timeout, kReportPoll);
       if (all_reaped_) timeout = std::min(timeout, until(drain_deadline_));
 
       pfds.clear();
@@ -271,6 +301,10 @@ class AttemptRunner {
         if (pfds[0].revents & POLLIN) {
           for (int sig : drain_signals()) on_signal(sig);
         }
+      }
+      if (report_deadline_ && !stopping_ && !killed_ &&
+          (Clock::now() >= *report_deadline_ || running_worker_reported())) {
+        stop_all(SIGTERM);
       }
       if (stopping_ && !killed_ && Clock::now() >= kill_deadline_ && any_running()) {
         stop_all(SIGKILL);
@@ -296,7 +330,8 @@ class AttemptRunner {
   std::vector<std::pair<int, int>> log_fds_;
   std::vector<WorkerRecord> workers_;
   std::vector<Pipe> pipes_;
-  std::optional<std::size_t> root_cause_;
+  bool failed_ = false;  // a worker failed (not stopped by the launcher)
+  std::optional<Clock::time_point> report_deadline_;  // see on_failure
   int signal_ = 0;
   bool stopping_ = false;
   bool killed_ = false;

@@ -8,8 +8,13 @@
 #include "rankwise/ddp.h"
 #include "rankwise/error.h"
 #include "rankwise/process_group.h"
+#include "ddp_test_support.h"
 
 namespace {
+
+using ddp_test::batch_of;
+using ddp_test::flat_parameters;
+using ddp_test::max_abs_diff;
 
 struct NetImpl : torch::nn::Module {
   NetImpl()
@@ -25,18 +30,6 @@ struct NetImpl : torch::nn::Module {
 };
 TORCH_MODULE(Net);
 
-torch::Tensor flat_parameters(torch::nn::Module& m) {
-  std::vector<torch::Tensor> parts;
-  for (auto& p : m.parameters()) parts.push_back(p.detach().reshape({-1}));
-  return torch::cat(parts);
-}
-
-// Batch `step` of rank r: 4 samples from its own seed.
-std::pair<torch::Tensor, torch::Tensor> batch_of(int r, int step = 0) {
-  torch::manual_seed(100 + 1000 * r + step);
-  return {torch::randn({4, 5}), torch::randn({4, 3})};
-}
-
 // `steps` training steps of rank r on its own batches (see batch_of).
 template <typename Ddp, typename Optimizer>
 void train(Ddp& ddp, Optimizer& opt, int r, int steps) {
@@ -46,10 +39,6 @@ void train(Ddp& ddp, Optimizer& opt, int r, int steps) {
     torch::mse_loss(ddp.forward(x), y).backward();
     opt.step();
   }
-}
-
-float max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<float>();
 }
 
 template <typename Optimizer, typename Options>
@@ -175,6 +164,26 @@ TEST_F(Ddp, BuffersFollowRankZero) {
   EXPECT_TRUE(after_second[0].equal(after_second[1]));
 }
 
+// `next()` must throw an Error whose text contains every `present`, on one
+// line, and none of c10d's advice for Python users or c10's stack trace.
+template <typename Next>
+void expect_error_text(Next next, std::initializer_list<const char*> present) {
+  try {
+    next();
+    FAIL() << "expected an Error";
+  } catch (const rankwise::Error& e) {
+    const std::string text = e.what();
+    for (const char* p : present) {
+      EXPECT_NE(text.find(p), std::string::npos) << "'" << p << "' not in: " << text;
+    }
+    for (const char* a : {"find_unused_parameters=True", "TORCH_DISTRIBUTED_DEBUG",
+                          "torch.nn.parallel", "keyword argument", "set to True", "\n",
+                          "frame #"}) {
+      EXPECT_EQ(text.find(a), std::string::npos) << "'" << a << "' in: " << text;
+    }
+  }
+}
+
 // One step of a model whose `spare` layer is unused, then `next(ddp, x)`
 // must raise an Error naming that layer's parameters.
 template <typename Next>
@@ -185,16 +194,11 @@ void expect_unused_parameters_named(int r, Next next) {
   rankwise::DistributedDataParallel ddp(net);
   auto [x, y] = batch_of(r, 0);
   torch::mse_loss(ddp.forward(x), y).backward();
-  try {
-    next(ddp, x);
-    FAIL() << "expected an error naming the unused parameters";
-  } catch (const rankwise::Error& e) {
-    const std::string text = e.what();
-    EXPECT_NE(text.find("spare.weight"), std::string::npos) << text;
-    EXPECT_NE(text.find("spare.bias"), std::string::npos) << text;
-    EXPECT_NE(text.find("find_unused_parameters(true)"), std::string::npos) << text;
-    EXPECT_EQ(text.find("frame #"), std::string::npos) << "c10's C++ stack trace: " << text;
-  }
+  // c10d's own text is kept ("Expected to ...").
+  expect_error_text([&] { next(ddp, x); },
+                    {"parameter(s) [spare.weight, spare.bias] received no gradient",
+                     "DistributedDataParallelOptions().find_unused_parameters(true)",
+                     "Expected to have finished reduction in the prior iteration"});
 }
 
 TEST_F(Ddp, UnusedParameterIsNamed) {
@@ -206,6 +210,48 @@ TEST_F(Ddp, UnusedParameterIsNamed) {
 // apart; join() names it instead.
 TEST_F(Ddp, UnusedParameterInTheLastStepIsNamedByJoin) {
   expect_unused_parameters_named(rank, [](auto& ddp, const torch::Tensor&) { ddp.join(); });
+  rankwise::barrier();
+}
+
+// static_graph(true) promises the same used parameters every step; a step
+// that leaves `spare` out is named, with the option to use instead.
+TEST_F(Ddp, StaticGraphWhoseUsedParametersChangeIsNamed) {
+  torch::manual_seed(0);
+  Net net;
+  rankwise::DistributedDataParallel ddp(
+      net, rankwise::DistributedDataParallelOptions().static_graph(true));
+  auto [x, y] = batch_of(rank, 0);
+  torch::mse_loss(ddp.forward(x), y).backward();  // every parameter used
+  net->use_spare = false;
+  torch::mse_loss(ddp.forward(x), y).backward();
+  expect_error_text([&] { ddp.forward(x); },
+                    {"parameter(s) [spare.weight, spare.bias] received no gradient",
+                     "without static_graph(true) and with find_unused_parameters(true)"});
+  rankwise::barrier();
+}
+
+// With find_unused_parameters(true) the parameters behind a returned tensor
+// count as used; if that tensor is left out of the loss they get no gradient.
+TEST_F(Ddp, ReturnedTensorLeftOutOfTheLossIsNamedWithFindUnusedParameters) {
+  struct TwoOutputs : torch::nn::Module {
+    TwoOutputs()
+        : fc1(register_module("fc1", torch::nn::Linear(5, 8))),
+          spare(register_module("spare", torch::nn::Linear(8, 3))) {}
+    std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x) {
+      auto h = torch::tanh(fc1(x));
+      return {h, spare(h)};
+    }
+    torch::nn::Linear fc1, spare;
+  };
+  torch::manual_seed(0);
+  rankwise::DistributedDataParallel ddp(
+      std::make_shared<TwoOutputs>(),
+      rankwise::DistributedDataParallelOptions().find_unused_parameters(true));
+  auto [x, y] = batch_of(rank, 0);
+  std::get<0>(ddp.forward(x)).sum().backward();  // the second output left out
+  expect_error_text([&] { ddp.forward(x); },
+                    {"parameter(s) [spare.weight, spare.bias] received no gradient",
+                     "a tensor forward() returned did not take part in the loss"});
   rankwise::barrier();
 }
 

@@ -31,6 +31,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 const std::string kRun = RANKWISE_RUN_PATH;
 const std::string kProbe = std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/launch_probe";
+const std::string kPeerFailure = std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/torch_peer_failure";
 
 struct Result {
   int code = -1;  // exit code, or 128+signal when the launcher was killed
@@ -211,6 +212,21 @@ std::vector<std::string> split_lines(const std::string& text) {
 
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
+}
+
+/// How many times `needle` occurs in `haystack`.
+int occurrences(const std::string& haystack, const std::string& needle) {
+  int n = 0;
+  for (auto at = haystack.find(needle); at != std::string::npos; at = haystack.find(needle, at + 1)) ++n;
+  return n;
+}
+
+/// The launcher's failure summary in `err`: from its banner to its closing line.
+std::string failure_summary(const std::string& err) {
+  const auto start = err.find("rankwise-run: ================ job failed");
+  if (start == std::string::npos) return "";
+  const auto end = err.find("rankwise-run: ==========================================\n", start);
+  return err.substr(start, end == std::string::npos ? std::string::npos : end - start);
 }
 
 // Same as spam_line() in launch_probe.cpp.
@@ -513,12 +529,84 @@ TEST(LaunchRun, InvalidUtf8PassesThrough) {
 }
 
 TEST(LaunchRun, SummaryShowsTheErrorFile) {
-  const Result r = run({"--nproc-per-node", "2", kProbe, "errorfile",
-                        "{\"message\": \"CUDA out of memory on rank 1\"}"});
+  // A JSON object's "message", or the file's whole text when it is not one.
+  Launcher json({"--nproc-per-node", "2", kProbe, "errorfile",
+                 "{\"message\": \"CUDA out of memory on rank 1\"}"});
+  Launcher text({"--nproc-per-node", "2", kProbe, "errorfile", "disk full\nwhile saving\n"});
+  for (auto [r, expected] : {std::pair{json.wait(), std::string("CUDA out of memory on rank 1\n")},
+                             std::pair{text.wait(), std::string("disk full\n              while saving\n")}}) {
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_TRUE(contains(r.err, "root cause (first failure): rank 1 ")) << r.err;
+    EXPECT_TRUE(contains(r.err, "  error:      " + expected)) << r.err;
+    EXPECT_TRUE(contains(r.err, "  error file: /")) << r.err;
+    EXPECT_TRUE(contains(r.err, "error_attempt0_rank1.json (written ")) << r.err;
+  }
+}
+
+// Rank 1 raises "boom" and is then slow to exit; rank 0, blocked in a
+// barrier, fails on the closed connection and exits first. The root cause is
+// rank 1 and its message, shown once: whether rank 1 wrote its error file
+// before rank 0 failed (slow at exit, after the process group's teardown) or
+// after (slow while unwinding, after its group was shut down), and whether
+// rank 0's error is rankwise's PeerError or c10d's raw one.
+TEST(LaunchRun, RootCauseIsTheRankThatRaisedNotThePeerThatFailedOnItsClosedConnection) {
+  for (const std::vector<std::string>& how :
+       {std::vector<std::string>{"at-exit"}, {"unwinding"}, {"at-exit", "c10d"}}) {
+    std::vector<std::string> args{"--nproc-per-node", "2", kPeerFailure, "raise", "1", "1500"};
+    args.insert(args.end(), how.begin(), how.end());
+    const Result r = run(args);
+    const std::string summary = failure_summary(r.err);
+    SCOPED_TRACE(how.size() == 1 ? how[0] : how[0] + " " + how[1]);
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_TRUE(contains(summary, "root cause (first failure): rank 1 (local rank 1) on host ")) << r.err;
+    EXPECT_TRUE(contains(summary, "  error:      boom\n")) << r.err;
+    EXPECT_EQ(occurrences(summary, "boom"), 1) << r.err;
+    EXPECT_TRUE(contains(summary, "    rankwise: rank 1: uncaught exception: (the error above)\n"))
+        << r.err;
+    EXPECT_TRUE(contains(summary, "    rank 0 (pid ")) << r.err;
+    EXPECT_TRUE(contains(summary, " after a secondary error (a peer exited or closed the connection)\n"))
+        << r.err;
+    // The workers' own lines still went through, tagged, before the summary.
+    EXPECT_TRUE(contains(r.err, "[rank1]: rankwise: rank 1: uncaught exception: boom\n")) << r.err;
+    EXPECT_TRUE(contains(r.err, "[rank0]: rankwise: rank 0: uncaught exception: ")) << r.err;
+  }
+}
+
+// The reverse order: rank 0 raises and exits at once, rank 1 then fails on
+// the closed connection.
+TEST(LaunchRun, RootCauseIsTheRankThatRaisedAndExitedFirst) {
+  const Result r = run({"--nproc-per-node", "2", kPeerFailure, "raise", "0", "0", "at-exit"});
+  const std::string summary = failure_summary(r.err);
   EXPECT_EQ(r.code, 1) << r.err;
-  EXPECT_TRUE(contains(r.err, "  error file (")) << r.err;
-  EXPECT_TRUE(contains(r.err, "    {\"message\": \"CUDA out of memory on rank 1\"}\n")) << r.err;
-  EXPECT_TRUE(contains(r.err, "root cause (first failure): rank 1 ")) << r.err;
+  EXPECT_TRUE(contains(summary, "root cause (first failure): rank 0 (local rank 0) on host ")) << r.err;
+  EXPECT_TRUE(contains(summary, "  error:      boom\n")) << r.err;
+  EXPECT_EQ(occurrences(summary, "boom"), 1) << r.err;
+  EXPECT_TRUE(contains(summary, "    rank 1 (pid ")) << r.err;
+  EXPECT_TRUE(contains(summary, " after a secondary error (a peer exited or closed the connection)\n"))
+      << r.err;
+}
+
+// A rank killed by a signal writes no error file; it is still the root cause,
+// ahead of the peer's secondary error, also when that peer failed first (the
+// killed rank had shut its process group down and was slow to die).
+TEST(LaunchRun, KilledRankWithoutErrorFileIsTheRootCauseBeforeAPeersSecondaryError) {
+  for (const char* slow_ms : {"0", "1500"}) {
+    SCOPED_TRACE(slow_ms);
+    const Result r = run({"--nproc-per-node", "2", kPeerFailure, "kill", "1", slow_ms});
+    const std::string summary = failure_summary(r.err);
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_TRUE(contains(summary, "root cause (first failure): rank 1 (local rank 1) on host "))
+        << r.err;
+    EXPECT_TRUE(contains(summary, " was killed by SIGKILL (signal 9)\n")) << r.err;
+    EXPECT_TRUE(contains(summary, "  signal:     SIGKILL (9)\n")) << r.err;
+    EXPECT_FALSE(contains(summary, "  error:")) << r.err;
+    EXPECT_TRUE(contains(summary, "    rank 0 (pid ")) << r.err;
+    if (std::string(slow_ms) != "0") {  // else rank 0 may be stopped before it fails
+      EXPECT_TRUE(contains(summary, "    rank 0 (pid ") &&
+                  contains(summary, "): failed: exited with code 1 after a secondary error"))
+          << r.err;
+    }
+  }
 }
 
 TEST(LaunchRun, TwoNodesRendezvousOverTheStore) {

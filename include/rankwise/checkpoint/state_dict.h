@@ -1,12 +1,12 @@
 #pragma once
 /// \file checkpoint/state_dict.h
-/// state_dict helpers for torch::nn::Module and torch::optim::Optimizer, in
-/// the layout PyTorch uses, so files interoperate with Python's torch.load.
+/// state_dict helpers for torch::nn::Module, in the layout PyTorch uses, so
+/// files interoperate with Python's torch.load. Optimizers:
+/// checkpoint/optimizer_state.h.
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
 #include <torch/nn/module.h>
-#include <torch/optim/optimizer.h>
 
 #include <string>
 
@@ -29,11 +29,5 @@ StateDict to_state_dict(const c10::IValue& value);
 /// With strict, missing and unexpected keys are an error listing them; a shape
 /// mismatch always is, naming the key and both shapes. Throws CheckpointError.
 void load_state_dict(torch::nn::Module& module, const StateDict& state, bool strict = true);
-
-/// The optimizer's state (e.g. momentum buffers) and hyper-parameters as an
-/// opaque byte tensor (uint8, 1-D) in libtorch's archive format.
-torch::Tensor optimizer_state(torch::optim::Optimizer& optimizer);
-/// Restores what optimizer_state() produced. Throws CheckpointError.
-void load_optimizer_state(torch::optim::Optimizer& optimizer, const torch::Tensor& bytes);
 
 }  // namespace rankwise

@@ -5,16 +5,26 @@
 /// rank.
 ///
 /// Layout of the checkpoint (readable in Python with torch.load):
-///   "format"      "rankwise.training_state/1"
+///   "format"      "rankwise.training_state/2"
 ///   "model"       the unwrapped module's state_dict (dict of tensors, no "module.")
-///   "optimizer"   the optimizer's state (uint8 tensor, libtorch archive)
+///   "optimizer"   the optimizer's state_dict in Python's layout
+///                 (checkpoint/optimizer_state.h): per-parameter state and
+///                 every param_group's options (lr, momentum, betas, ...)
+///   "optimizer_type"  its Python class name ("SGD", "Adam", "AdamW", ...)
+///   "lr_scheduler"    the scheduler's state, when one is given
+///                 (checkpoint/lr_scheduler_state.h)
 ///   "step", "epoch", "position", "world_size"   integers
 ///   "rank_states" one dict per rank, rank order: {"rng": rng_state(),
 ///                 "metrics": {collection name: MetricCollection::state()}}
 ///   "extras"      the user's entries (tensor, integer, double, string, ...)
+///
+/// Checkpoints of format 1 (rankwise before optimizer state_dicts) still
+/// load: their optimizer entry is libtorch's archive, which restores the
+/// per-parameter state but not the options (a note says so).
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
+#include <torch/optim/schedulers/lr_scheduler.h>
 
 #include <map>
 #include <string>
@@ -32,7 +42,14 @@ class MetricCollection;
 struct TrainingState {
   /// The unwrapped module (`ddp.module()`), so keys carry no "module." prefix.
   torch::nn::Module* model = nullptr;
+  /// SGD, Adam, AdamW, RMSprop or Adagrad: its per-parameter state and every
+  /// param_group's options are restored exactly.
   torch::optim::Optimizer* optimizer = nullptr;
+  /// A libtorch scheduler of `optimizer` (e.g. torch::optim::StepLR): its step
+  /// count is restored. Hand-written schedules: see lr_scheduler_state.h.
+  /// Restoring a checkpoint that has a scheduler state with this unset
+  /// restores the learning rates but not the count (rank 0 prints a note).
+  torch::optim::LRScheduler* lr_scheduler = nullptr;
   /// Optimizer steps taken so far (the same on every rank).
   int64_t step = 0;
   /// The current epoch, 0-based (the sampler's epoch: call set_epoch(epoch)).
@@ -56,14 +73,16 @@ struct TrainingState {
 Checkpoint capture(const TrainingState& state);
 
 /// Restores everything capture() saved into `state`: module parameters and
-/// buffers (copied onto their current device), optimizer state, step, epoch,
+/// buffers (copied onto their current device), optimizer state and options,
+/// the learning-rate scheduler's step count, step, epoch,
 /// position, this rank's RNG and metric states, and extras. Every rank, with
 /// the checkpoint loaded onto the CPU (no communication). A checkpoint written
 /// at an epoch end (position 0) by another world size is accepted: everything
 /// but the per-rank RNG and metric states is restored. Throws CheckpointError
 /// when the checkpoint is not a training state, was written mid-epoch by
-/// another world size, or does not match the model (missing/unexpected keys,
-/// shapes).
+/// another world size, does not match the model (missing/unexpected keys,
+/// shapes), was written by another optimizer type, or lacks a scheduler
+/// state that `state.lr_scheduler` asks for.
 void restore(const Checkpoint& checkpoint, TrainingState& state);
 
 }  // namespace rankwise

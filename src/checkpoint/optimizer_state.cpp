@@ -1,0 +1,429 @@
+#include "rankwise/checkpoint/optimizer_state.h"
+
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/lbfgs.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+#include <torch/serialize.h>
+
+#include <cmath>
+#include <functional>
+#include <sstream>
+#include <type_traits>
+#include <vector>
+
+#include "checkpoint/detail/note.h"
+#include "rankwise/error.h"
+
+namespace rankwise {
+namespace {
+
+using torch::optim::Optimizer;
+using torch::optim::OptimizerOptions;
+using torch::optim::OptimizerParamState;
+using Dict = c10::impl::GenericDict;
+using Betas = std::tuple<double, double>;
+
+// A TORCH_ARG field, through its mutable getter (`T& name() noexcept`).
+template <class T, class Owner>
+using Field = T& (Owner::*)() noexcept;
+
+// A per-parameter state tensor; `needed` says whether the group's options
+// call for it (null: always), so a state that lacks it is refused at load.
+template <class Options, class State>
+struct TensorField {
+  const char* key;
+  Field<torch::Tensor, State> field;
+  bool (*needed)(const Options&) = nullptr;
+};
+
+// What a libtorch optimizer type stores, under PyTorch's key names.
+template <class Options, class State>
+struct Spec {
+  std::vector<std::pair<const char*, Field<double, Options>>> doubles;
+  std::vector<std::pair<const char*, Field<bool, Options>>> bools;
+  Field<Betas, Options> betas = nullptr;
+  std::vector<TensorField<Options, State>> tensors;
+  Field<int64_t, State> step = nullptr;
+};
+
+// The type-erased codec of one optimizer type.
+struct Codec {
+  std::string name;
+  std::function<bool(const Optimizer&)> matches;
+  std::function<void(const OptimizerOptions&, Dict&)> write_options;
+  std::function<void(OptimizerOptions&, const Dict&, const std::string& where)> read_options;
+  std::function<void(const OptimizerParamState&, Dict&)> write_state;
+  // Null for an empty state (a parameter that has not been stepped yet).
+  std::function<std::unique_ptr<OptimizerParamState>(
+      const Dict&, const OptimizerOptions&, const torch::Tensor& param, const std::string& where)>
+      read_state;
+};
+
+Dict new_dict() { return Dict(c10::StringType::get(), c10::AnyType::get()); }
+
+[[noreturn]] void missing(const char* key, const std::string& where) {
+  throw CheckpointError("rankwise: optimizer state " + where + " has no '" + key +
+                        "': was it written by another optimizer type, or with other options?");
+}
+
+const c10::IValue& require(const Dict& dict, const char* key, const std::string& where) {
+  auto it = dict.find(key);
+  if (it == dict.end()) missing(key, where);
+  return it->value();
+}
+
+double to_double(const c10::IValue& v, const char* key, const std::string& where) {
+  if (v.isDouble()) return v.toDouble();
+  if (v.isInt()) return static_cast<double>(v.toInt());
+  if (v.isTensor() && v.toTensor().numel() == 1) return v.toTensor().item<double>();
+  throw CheckpointError("rankwise: optimizer state " + where + ": '" + key + "' is a " +
+                        v.tagKind() + ", expected a number");
+}
+
+bool to_bool(const c10::IValue& v, const char* key, const std::string& where) {
+  if (v.isBool()) return v.toBool();
+  if (v.isInt()) return v.toInt() != 0;
+  throw CheckpointError("rankwise: optimizer state " + where + ": '" + key + "' is a " +
+                        v.tagKind() + ", expected a bool");
+}
+
+// "step" as Python writes it: a 0-dim float32 tensor, float64 where float32
+// would round (past 2^24), so a resume stays exact.
+torch::Tensor step_tensor(int64_t step) {
+  const bool exact_in_float = std::llabs(step) <= (int64_t{1} << 24);
+  return torch::tensor(static_cast<double>(step), exact_in_float ? torch::kFloat32 : torch::kFloat64)
+      .reshape({});
+}
+
+int64_t to_step(const c10::IValue& v, const std::string& where) {
+  const double value = to_double(v, "step", where);
+  if (value < 0 || value != std::floor(value)) {
+    throw CheckpointError("rankwise: optimizer state " + where + ": 'step' is " +
+                          std::to_string(value) + ", expected a whole number >= 0");
+  }
+  return static_cast<int64_t>(value);
+}
+
+// Python's load_state_dict casts floating-point state to the parameter's
+// dtype and everything to its device; a copy, so the checkpoint stays apart.
+torch::Tensor state_tensor(const c10::IValue& v, const char* key, const torch::Tensor& param,
+                           const std::string& where) {
+  if (!v.isTensor()) {
+    throw CheckpointError("rankwise: optimizer state " + where + ": '" + key + "' is a " +
+                          v.tagKind() + ", expected a tensor");
+  }
+  const auto& t = v.toTensor();
+  if (t.sizes() != param.sizes()) {
+    std::ostringstream msg;
+    msg << "rankwise: optimizer state " << where << ": '" << key << "' has shape " << t.sizes()
+        << " but the parameter has " << param.sizes()
+        << ". Was the state written for another model?";
+    throw CheckpointError(msg.str());
+  }
+  auto options = param.options();
+  if (!t.is_floating_point()) options = options.dtype(t.scalar_type());
+  return t.to(options, /*non_blocking=*/false, /*copy=*/true).detach();
+}
+
+template <class Opt, class Options, class State>
+Codec make_codec(std::string name, Spec<Options, State> spec) {
+  Codec c;
+  c.name = std::move(name);
+  c.matches = [](const Optimizer& o) { return dynamic_cast<const Opt*>(&o) != nullptr; };
+  c.write_options = [spec](const OptimizerOptions& base, Dict& group) {
+    auto& o = const_cast<Options&>(dynamic_cast<const Options&>(base));
+    for (const auto& [key, field] : spec.doubles) group.insert(key, (o.*field)());
+    if (spec.betas) {
+      const auto& b = (o.*spec.betas)();
+      group.insert("betas", c10::ivalue::Tuple::create({std::get<0>(b), std::get<1>(b)}));
+    }
+    for (const auto& [key, field] : spec.bools) group.insert(key, (o.*field)());
+    group.insert("maximize", false);
+  };
+  c.read_options = [spec](OptimizerOptions& base, const Dict& group, const std::string& where) {
+    auto& o = dynamic_cast<Options&>(base);
+    for (const auto& [key, field] : spec.doubles) {
+      (o.*field)() = to_double(require(group, key, where), key, where);
+    }
+    if (spec.betas) {
+      const auto& v = require(group, "betas", where);
+      const auto elements = v.isTuple() ? v.toTupleRef().elements().vec()
+                                        : (v.isList() ? v.toListRef().vec() : std::vector<c10::IValue>{});
+      if (elements.size() != 2) {
+        throw CheckpointError("rankwise: optimizer state " + where +
+                              ": 'betas' must be a pair of numbers");
+      }
+      (o.*spec.betas)() = Betas(to_double(elements[0], "betas", where),
+                                to_double(elements[1], "betas", where));
+    }
+    for (const auto& [key, field] : spec.bools) {
+      (o.*field)() = to_bool(require(group, key, where), key, where);
+    }
+    for (const char* unsupported : {"maximize", "decoupled_weight_decay"}) {
+      auto it = group.find(unsupported);
+      if (it != group.end() && to_bool(it->value(), unsupported, where)) {
+        throw CheckpointError(std::string("rankwise: optimizer state ") + where + " sets '" +
+                              unsupported + "': true, which libtorch's optimizer does not "
+                              "support; continue this run in Python, or save it without it");
+      }
+    }
+  };
+  c.write_state = [spec](const OptimizerParamState& base, Dict& out) {
+    auto& s = const_cast<State&>(dynamic_cast<const State&>(base));
+    if (spec.step) out.insert("step", step_tensor((s.*spec.step)()));
+    for (const auto& t : spec.tensors) {
+      const auto& value = (s.*t.field)();
+      if (value.defined()) out.insert(t.key, value);
+    }
+  };
+  c.read_state = [spec](const Dict& in, const OptimizerOptions& base, const torch::Tensor& param,
+                        const std::string& where) -> std::unique_ptr<OptimizerParamState> {
+    if (in.empty()) return nullptr;
+    const auto& options = dynamic_cast<const Options&>(base);
+    auto s = std::make_unique<State>();
+    if (spec.step) (s.get()->*spec.step)() = to_step(require(in, "step", where), where);
+    bool any = spec.step != nullptr;
+    for (const auto& t : spec.tensors) {
+      auto it = in.find(t.key);
+      // Python's SGD records "momentum_buffer": None when momentum is 0.
+      if (it == in.end() || it->value().isNone()) {
+        if (t.needed == nullptr || t.needed(options)) missing(t.key, where);
+        continue;
+      }
+      (s.get()->*t.field)() = state_tensor(it->value(), t.key, param, where);
+      any = true;
+    }
+    if (!any) return nullptr;
+    return s;
+  };
+  return c;
+}
+
+const std::vector<Codec>& codecs() {
+  using namespace torch::optim;
+  static const std::vector<Codec> all = [] {
+    std::vector<Codec> v;
+    v.push_back(make_codec<SGD>(
+        "SGD", Spec<SGDOptions, SGDParamState>{
+                   {{"lr", &SGDOptions::lr},
+                    {"momentum", &SGDOptions::momentum},
+                    {"dampening", &SGDOptions::dampening},
+                    {"weight_decay", &SGDOptions::weight_decay}},
+                   {{"nesterov", &SGDOptions::nesterov}},
+                   nullptr,
+                   {{"momentum_buffer", &SGDParamState::momentum_buffer,
+                     [](const SGDOptions& o) { return o.momentum() != 0; }}},
+                   nullptr}));
+    v.push_back(make_codec<Adam>(
+        "Adam", Spec<AdamOptions, AdamParamState>{
+                    {{"lr", &AdamOptions::lr},
+                     {"eps", &AdamOptions::eps},
+                     {"weight_decay", &AdamOptions::weight_decay}},
+                    {{"amsgrad", &AdamOptions::amsgrad}},
+                    &AdamOptions::betas,
+                    {{"exp_avg", &AdamParamState::exp_avg},
+                     {"exp_avg_sq", &AdamParamState::exp_avg_sq},
+                     {"max_exp_avg_sq", &AdamParamState::max_exp_avg_sq,
+                      [](const AdamOptions& o) { return o.amsgrad(); }}},
+                    &AdamParamState::step}));
+    v.push_back(make_codec<AdamW>(
+        "AdamW", Spec<AdamWOptions, AdamWParamState>{
+                     {{"lr", &AdamWOptions::lr},
+                      {"eps", &AdamWOptions::eps},
+                      {"weight_decay", &AdamWOptions::weight_decay}},
+                     {{"amsgrad", &AdamWOptions::amsgrad}},
+                     &AdamWOptions::betas,
+                     {{"exp_avg", &AdamWParamState::exp_avg},
+                      {"exp_avg_sq", &AdamWParamState::exp_avg_sq},
+                      {"max_exp_avg_sq", &AdamWParamState::max_exp_avg_sq,
+                       [](const AdamWOptions& o) { return o.amsgrad(); }}},
+                     &AdamWParamState::step}));
+    v.push_back(make_codec<RMSprop>(
+        "RMSprop", Spec<RMSpropOptions, RMSpropParamState>{
+                       {{"lr", &RMSpropOptions::lr},
+                        {"alpha", &RMSpropOptions::alpha},
+                        {"eps", &RMSpropOptions::eps},
+                        {"weight_decay", &RMSpropOptions::weight_decay},
+                        {"momentum", &RMSpropOptions::momentum}},
+                       {{"centered", &RMSpropOptions::centered}},
+                       nullptr,
+                       {{"square_avg", &RMSpropParamState::square_avg},
+                        {"momentum_buffer", &RMSpropParamState::momentum_buffer,
+                         [](const RMSpropOptions& o) { return o.momentum() > 0; }},
+                        {"grad_avg", &RMSpropParamState::grad_avg,
+                         [](const RMSpropOptions& o) { return o.centered(); }}},
+                       &RMSpropParamState::step}));
+    v.push_back(make_codec<Adagrad>(
+        "Adagrad", Spec<AdagradOptions, AdagradParamState>{
+                       {{"lr", &AdagradOptions::lr},
+                        {"lr_decay", &AdagradOptions::lr_decay},
+                        {"weight_decay", &AdagradOptions::weight_decay},
+                        {"initial_accumulator_value", &AdagradOptions::initial_accumulator_value},
+                        {"eps", &AdagradOptions::eps}},
+                       {},
+                       nullptr,
+                       {{"sum", &AdagradParamState::sum}},
+                       &AdagradParamState::step}));
+    return v;
+  }();
+  return all;
+}
+
+const Codec& codec_of(const Optimizer& optimizer) {
+  for (const auto& c : codecs()) {
+    if (c.matches(optimizer)) return c;
+  }
+  const bool lbfgs = dynamic_cast<const torch::optim::LBFGS*>(&optimizer) != nullptr;
+  throw CheckpointError(
+      std::string("rankwise: cannot save or restore the state of ") +
+      (lbfgs ? "LBFGS (its state is a history of the last updates, with no counterpart in "
+               "PyTorch's state_dict layout that libtorch can restore)"
+             : "this optimizer type") +
+      "; supported: SGD, Adam, AdamW, RMSprop, Adagrad. Keep what your optimizer needs in "
+      "TrainingState::extras instead");
+}
+
+// The key of a parameter in Optimizer::state(): libtorch 1.13 keys it by the
+// address of the TensorImpl as a string, later releases by the address itself.
+template <class Map>
+typename Map::key_type state_key(const Map&, const torch::Tensor& param) {
+  using Key = typename Map::key_type;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    return c10::guts::to_string(param.unsafeGetTensorImpl());
+  } else {
+    return param.unsafeGetTensorImpl();
+  }
+}
+
+std::string group_where(std::size_t g) { return "param_groups[" + std::to_string(g) + "]"; }
+
+void load_legacy_archive(Optimizer& optimizer, const torch::Tensor& bytes) {
+  if (bytes.scalar_type() != torch::kUInt8 || bytes.dim() != 1) {
+    throw CheckpointError("rankwise: the optimizer entry is a tensor but not the 1-D uint8 "
+                          "archive of rankwise's older format");
+  }
+  auto contiguous = bytes.contiguous();
+  std::istringstream in(std::string(reinterpret_cast<const char*>(contiguous.data_ptr<uint8_t>()),
+                                    static_cast<std::size_t>(contiguous.numel())));
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(in);
+    optimizer.load(archive);
+  } catch (const c10::Error& e) {
+    throw CheckpointError(std::string("rankwise: optimizer state does not fit this optimizer: ") +
+                          e.what_without_backtrace());
+  }
+  detail::note(
+      "rankwise: note: this checkpoint's optimizer entry is in rankwise's older format "
+      "(libtorch's archive): per-parameter state was restored, but learning rates and other "
+      "options keep the values this optimizer was built with. Checkpoints saved from now on "
+      "use PyTorch's state_dict layout and restore them too");
+}
+
+}  // namespace
+
+std::string optimizer_type_name(const Optimizer& optimizer) { return codec_of(optimizer).name; }
+
+c10::IValue optimizer_state_dict(const Optimizer& optimizer) {
+  const Codec& codec = codec_of(optimizer);
+  const auto& state = optimizer.state();
+  auto per_param = Dict(c10::IntType::get(), c10::AnyType::get());
+  c10::List<c10::IValue> groups(c10::AnyType::get());
+  int64_t index = 0;
+  for (const auto& group : optimizer.param_groups()) {
+    auto out = new_dict();
+    codec.write_options(group.options(), out);
+    c10::List<int64_t> params;
+    for (const auto& param : group.params()) {
+      auto it = state.find(state_key(state, param));
+      if (it != state.end() && it->second) {
+        auto entry = new_dict();
+        codec.write_state(*it->second, entry);
+        per_param.insert(index, entry);
+      }
+      params.push_back(index++);
+    }
+    out.insert("params", params);
+    groups.push_back(out);
+  }
+  auto result = new_dict();
+  result.insert("state", per_param);
+  result.insert("param_groups", groups);
+  return result;
+}
+
+void load_optimizer_state_dict(Optimizer& optimizer, const c10::IValue& state_dict) {
+  if (state_dict.isTensor()) return load_legacy_archive(optimizer, state_dict.toTensor());
+  const Codec& codec = codec_of(optimizer);
+  if (!state_dict.isGenericDict()) {
+    throw CheckpointError(std::string("rankwise: an optimizer state_dict must be a dict with "
+                                      "'state' and 'param_groups', got a ") +
+                          state_dict.tagKind());
+  }
+  const auto top = state_dict.toGenericDict();
+  const auto& saved_groups_value = require(top, "param_groups", "");
+  const auto& saved_state_value = require(top, "state", "");
+  if (!saved_groups_value.isList() || !saved_state_value.isGenericDict()) {
+    throw CheckpointError("rankwise: optimizer state_dict: 'param_groups' must be a list and "
+                          "'state' a dict");
+  }
+  const auto saved_groups = saved_groups_value.toListRef();
+  auto& groups = optimizer.param_groups();
+  if (saved_groups.size() != groups.size()) {
+    throw CheckpointError("rankwise: the optimizer state has " +
+                          std::to_string(saved_groups.size()) + " param_groups, this " +
+                          codec.name + " has " + std::to_string(groups.size()) +
+                          "; build the optimizer with the same parameter groups, in the same "
+                          "order, as the run that saved it");
+  }
+  // Validate everything before changing anything, so a bad file leaves the
+  // optimizer as it was.
+  std::vector<std::unique_ptr<OptimizerOptions>> new_options;
+  std::vector<std::pair<torch::Tensor, std::unique_ptr<OptimizerParamState>>> new_state;
+  const auto saved_state = saved_state_value.toGenericDict();
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const std::string where = group_where(g);
+    if (!saved_groups[g].isGenericDict()) {
+      throw CheckpointError("rankwise: optimizer state " + where + " is not a dict");
+    }
+    const auto saved = saved_groups[g].toGenericDict();
+    const auto& params_value = require(saved, "params", where);
+    if (!params_value.isList()) {
+      throw CheckpointError("rankwise: optimizer state " + where + ": 'params' is not a list");
+    }
+    const auto indices = params_value.toListRef();
+    const auto& params = groups[g].params();
+    if (indices.size() != params.size()) {
+      throw CheckpointError("rankwise: optimizer state " + where + " has " +
+                            std::to_string(indices.size()) + " parameters, this optimizer's has " +
+                            std::to_string(params.size()) +
+                            ". Was it written for another model or another grouping?");
+    }
+    auto options = groups[g].options().clone();
+    codec.read_options(*options, saved, where);
+    new_options.push_back(std::move(options));
+    for (std::size_t p = 0; p < params.size(); ++p) {
+      auto it = saved_state.find(indices[p]);
+      if (it == saved_state.end()) continue;
+      const std::string param_where =
+          "state[" + (indices[p].isInt() ? std::to_string(indices[p].toInt()) : "?") + "] (" +
+          where + ", parameter " + std::to_string(p) + ")";
+      if (!it->value().isGenericDict()) {
+        throw CheckpointError("rankwise: optimizer state " + param_where + " is not a dict");
+      }
+      new_state.emplace_back(params[p], codec.read_state(it->value().toGenericDict(),
+                                                         *new_options.back(), params[p], param_where));
+    }
+  }
+  for (std::size_t g = 0; g < groups.size(); ++g) groups[g].set_options(std::move(new_options[g]));
+  auto& state = optimizer.state();
+  state.clear();
+  for (auto& [param, param_state] : new_state) {
+    if (param_state) state[state_key(state, param)] = std::move(param_state);
+  }
+}
+
+}  // namespace rankwise

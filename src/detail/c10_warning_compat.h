@@ -1,0 +1,43 @@
+#pragma once
+// c10's warning-handler API, the one difference between the libtorch
+// versions rankwise supports that c10_logging.cpp needs: libtorch 1.13 has
+// namespace c10::Warning with WarningHandler::process(SourceLocation, msg,
+// verbatim); libtorch 2.x has class c10::Warning, namespace c10::WarningUtils
+// and WarningHandler::process(const c10::Warning&). Both keep one handler
+// per thread. Used only by src/detail/c10_logging.cpp.
+#include <c10/util/Exception.h>
+#include <torch/version.h>
+
+#include <string>
+
+namespace rankwise {
+namespace detail {
+
+/// A c10::WarningHandler that passes each TORCH_WARN to `Receive`, a type
+/// with `static void receive(const char* file, const std::string& msg)`.
+template <typename Receive>
+class ForwardingWarningHandler : public c10::WarningHandler {
+ public:
+#if TORCH_VERSION_MAJOR >= 2
+  void process(const c10::Warning& warning) override {
+    Receive::receive(warning.source_location().file, warning.msg());
+  }
+#else
+  void process(const c10::SourceLocation& location, const std::string& msg,
+               const bool /*verbatim*/) override {
+    Receive::receive(location.file, msg);
+  }
+#endif
+};
+
+/// Makes `handler` the calling thread's c10 warning handler.
+inline void set_thread_warning_handler(c10::WarningHandler* handler) {
+#if TORCH_VERSION_MAJOR >= 2
+  c10::WarningUtils::set_warning_handler(handler);
+#else
+  c10::Warning::set_warning_handler(handler);
+#endif
+}
+
+}  // namespace detail
+}  // namespace rankwise

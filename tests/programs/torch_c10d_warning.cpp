@@ -1,0 +1,30 @@
+// torch_c10d_warning: a worker that makes c10d's Reducer warn. One training
+// step of DistributedDataParallel with find_unused_parameters(true) on a
+// model whose parameters are all used: the Reducer warns once (TORCH_WARN_ONCE)
+// that the option found nothing unused. With argument "thread" the step runs
+// in a second thread, whose c10 warning handler is c10's default one (so the
+// warning reaches stderr through glog); otherwise in the main thread.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "rankwise/ddp.h"
+#include "rankwise/process_group.h"
+
+int main(int argc, char** argv) {
+  rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+  torch::manual_seed(0);
+  torch::nn::Linear model(4, 2);
+  rankwise::DistributedDataParallel ddp(
+      model, rankwise::DistributedDataParallelOptions().find_unused_parameters(true));
+  auto step = [&ddp] { ddp.forward(torch::randn({3, 4})).sum().backward(); };
+  if (argc > 1 && std::string(argv[1]) == "thread") {
+    std::thread(step).join();
+  } else {
+    step();
+  }
+  rankwise::barrier();
+  return 0;
+}
