@@ -11,6 +11,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "launch/cpu_sched.h"
 #include "launch/devices.h"
 #include "launch/options.h"
 #include "launch/tag_template.h"
@@ -192,6 +193,14 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
                  "Seconds to wait for every node to join (default 300). "
                  "E.g. --rendezvous-timeout 60");
 
+  std::string cpu_sched = "auto";
+  app.add_option("--cpu-sched,--cpu_sched", cpu_sched,
+                 "Linux scheduling policy of the workers: auto (the default: rankwise::init() "
+                 "runs Gloo's communication threads under SCHED_OTHER and the compute thread "
+                 "under SCHED_BATCH, which measured fastest, see BENCHMARKS.md), or normal, batch, "
+                 "idle (SCHED_OTHER, SCHED_BATCH, SCHED_IDLE for every thread) or inherit (the "
+                 "launcher's own). Passed as RANKWISE_CPU_SCHED; none needs privileges. "
+                 "E.g. --cpu-sched normal");
   app.add_option("--iface", o.iface,
                  "Network interface(s) for the workers' Gloo traffic, comma-separated; sets "
                  "GLOO_SOCKET_IFNAME for every worker (default: the interface that routes to "
@@ -265,6 +274,7 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
       }
     }
   }
+  o.cpu_sched = parse_cpu_sched(cpu_sched);
   o.tag_enabled = !no_tag;
   if (o.tag_enabled) TagTemplate::parse(o.tag);  // validate now (exit 2)
   if (!only_ranks.empty()) o.only_ranks = parse_rank_list(only_ranks, o.world_size());
