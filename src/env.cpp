@@ -100,14 +100,6 @@ LaunchEnv LaunchEnv::from_map(const Vars& vars) {
   auto agent = lookup(vars, "RANKWISE_AGENT_STORE");
   auto elastic = lookup(vars, "TORCHELASTIC_USE_AGENT_STORE");
   env.agent_store = (agent && *agent == "1") || (elastic && (*elastic == "True" || *elastic == "1"));
-  if (auto sched = lookup(vars, "RANKWISE_CPU_SCHED")) {
-    if (*sched != "auto" && *sched != "inherit" && *sched != "normal" && *sched != "batch" &&
-        *sched != "idle") {
-      throw ConfigError("rankwise: RANKWISE_CPU_SCHED='" + *sched +
-                        "': use auto, inherit, normal, batch or idle");
-    }
-    env.cpu_sched = *sched;
-  }
   return env;
 }
 

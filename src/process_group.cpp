@@ -8,14 +8,12 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <mutex>
 
 #include "detail/c10_logging.h"
-#include "detail/thread_sched.h"
 #include "detail/where.h"
 #include "rankwise/error.h"
 
@@ -135,22 +133,6 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
     throw ConfigError("rankwise: InitOptions::gloo_threads is " +
                       std::to_string(options_.gloo_threads_) + "; it must be at least 1");
   }
-  // RANKWISE_CPU_SCHED=auto (the default): every thread the group starts
-  // (Gloo's device loop and worker threads, the store's server) runs under
-  // SCHED_OTHER, and the calling thread, which computes, moves to SCHED_BATCH
-  // once they exist: a woken communication thread then takes the CPU from
-  // compute at once instead of waiting up to a scheduler tick, and compute
-  // does not preempt communication (BENCHMARKS.md, "Scheduling").
-  const bool split_sched = env_.cpu_sched == "auto";
-  const int caller_policy = detail::thread_sched_policy();
-  if (split_sched) detail::set_thread_sched_policy(SCHED_OTHER);
-  struct RestoreOnFailure {
-    bool active;
-    int policy;
-    ~RestoreOnFailure() {
-      if (active) detail::set_thread_sched_policy(policy);
-    }
-  } restore{split_sched, caller_policy};
   auto devices = gloo_devices(env_);  // before the rendezvous: a bad interface is ConfigError
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(env_.master_port);
@@ -177,7 +159,6 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
                           " ms). Check that every rank was started with the same MASTER_ADDR, "
                           "MASTER_PORT and WORLD_SIZE. Original error: " + e.what());
   }
-  if (split_sched && detail::set_thread_sched_policy(SCHED_BATCH)) restore.active = false;
 }
 
 ProcessGroup::~ProcessGroup() = default;

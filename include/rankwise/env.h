@@ -38,11 +38,6 @@ struct LaunchEnv {
   /// (rankwise-run sets RANKWISE_AGENT_STORE=1; torchrun sets
   /// TORCHELASTIC_USE_AGENT_STORE=True). Otherwise rank 0 hosts it.
   bool agent_store = false;
-  /// RANKWISE_CPU_SCHED (rankwise-run --cpu-sched sets it): "auto" (default:
-  /// init() runs Gloo's communication threads under SCHED_OTHER and moves the
-  /// calling thread, the compute thread, to SCHED_BATCH; see BENCHMARKS.md),
-  /// or "inherit", "normal", "batch", "idle" (init() changes nothing).
-  std::string cpu_sched = "auto";
   LaunchSource source = LaunchSource::kNone;
 
   /// Parses the process environment. Throws ConfigError naming the variable

@@ -193,14 +193,13 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
                  "Seconds to wait for every node to join (default 300). "
                  "E.g. --rendezvous-timeout 60");
 
-  std::string cpu_sched = "auto";
+  std::string cpu_sched = "inherit";
   app.add_option("--cpu-sched,--cpu_sched", cpu_sched,
-                 "Linux scheduling policy of the workers: auto (the default: rankwise::init() "
-                 "runs Gloo's communication threads under SCHED_OTHER and the compute thread "
-                 "under SCHED_BATCH, which measured fastest, see BENCHMARKS.md), or normal, batch, "
-                 "idle (SCHED_OTHER, SCHED_BATCH, SCHED_IDLE for every thread) or inherit (the "
-                 "launcher's own). Passed as RANKWISE_CPU_SCHED; none needs privileges. "
-                 "E.g. --cpu-sched normal");
+                 "Linux scheduling policy of every worker and all its threads: inherit (the "
+                 "default: the launcher's own), normal (SCHED_OTHER), batch (SCHED_BATCH: no "
+                 "wake-up preemption; Gloo all_reduces of small tensors took 3x less time on an "
+                 "idle 2-core machine, much more under other load, see BENCHMARKS.md) or idle "
+                 "(SCHED_IDLE). None needs privileges. E.g. --cpu-sched batch");
   app.add_option("--iface", o.iface,
                  "Network interface(s) for the workers' Gloo traffic, comma-separated; sets "
                  "GLOO_SOCKET_IFNAME for every worker (default: the interface that routes to "

@@ -8,18 +8,17 @@ namespace rankwise {
 namespace launch {
 
 CpuSched parse_cpu_sched(const std::string& value) {
-  for (auto policy : {CpuSched::kAuto, CpuSched::kInherit, CpuSched::kNormal, CpuSched::kBatch, CpuSched::kIdle}) {
+  for (auto policy : {CpuSched::kInherit, CpuSched::kNormal, CpuSched::kBatch, CpuSched::kIdle}) {
     if (value == cpu_sched_name(policy)) return policy;
   }
   throw UsageError(fmt::format(
-      "--cpu-sched '{}': use auto, inherit, normal, batch or idle (policies that need no privileges; "
+      "--cpu-sched '{}': use inherit, normal, batch or idle (policies that need no privileges; "
       "see rankwise-run -h)",
       value));
 }
 
 const char* cpu_sched_name(CpuSched policy) {
   switch (policy) {
-    case CpuSched::kAuto: return "auto";
     case CpuSched::kInherit: return "inherit";
     case CpuSched::kNormal: return "normal";
     case CpuSched::kBatch: return "batch";
@@ -30,7 +29,6 @@ const char* cpu_sched_name(CpuSched policy) {
 
 int linux_sched_policy(CpuSched policy) {
   switch (policy) {
-    case CpuSched::kAuto:
     case CpuSched::kInherit: return -1;
     case CpuSched::kNormal: return SCHED_OTHER;
     case CpuSched::kBatch: return SCHED_BATCH;

@@ -9,7 +9,7 @@
 namespace rankwise {
 namespace launch {
 
-/// Parses --cpu-sched's value: auto, inherit, normal, batch or idle. Throws
+/// Parses --cpu-sched's value: inherit, normal, batch or idle. Throws
 /// UsageError naming the value and the accepted ones otherwise.
 CpuSched parse_cpu_sched(const std::string& value);
 
@@ -17,8 +17,7 @@ CpuSched parse_cpu_sched(const std::string& value);
 const char* cpu_sched_name(CpuSched policy);
 
 /// The sched_setscheduler(2) policy (SCHED_OTHER, SCHED_BATCH, SCHED_IDLE),
-/// or -1 for kAuto and kInherit (the launcher leaves its own; with kAuto the
-/// worker's rankwise::init() sets its threads' policies).
+/// or -1 for kInherit (the launcher leaves its own).
 int linux_sched_policy(CpuSched policy);
 
 }  // namespace launch

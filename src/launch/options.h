@@ -31,9 +31,7 @@ class UsageError : public std::runtime_error {
 /// inherited by all of the worker's threads. None needs privileges: a
 /// process may always move itself to SCHED_BATCH or SCHED_IDLE.
 enum class CpuSched {
-  kAuto,     ///< the default: each worker's rankwise::init() runs Gloo's threads
-             ///< under SCHED_OTHER and its compute thread under SCHED_BATCH
-  kInherit,  ///< leave the launcher's own policy (what a plain fork does)
+  kInherit,  ///< the default: the launcher's own policy (what a plain fork does)
   kNormal,   ///< SCHED_OTHER
   kBatch,    ///< SCHED_BATCH: no wake-up preemption (see BENCHMARKS.md)
   kIdle,     ///< SCHED_IDLE: runs only when nothing else wants the CPU
@@ -62,7 +60,7 @@ struct LaunchOptions {
   /// GLOO_SOCKET_IFNAME; empty = the workers' own choice (see process_group.h).
   std::string iface;
   /// Workers' scheduling policy (--cpu-sched; default: see cli.cpp).
-  CpuSched cpu_sched = CpuSched::kAuto;
+  CpuSched cpu_sched = CpuSched::kInherit;
   std::string program;            ///< resolved path of the program to execute
   std::vector<std::string> program_argv;  ///< argv of the program, [0] as given
 

@@ -65,7 +65,6 @@ std::vector<std::string> worker_environment(const AttemptConfig& c, int local_ra
     set(name.c_str(), value);
   };
   if (!o.iface.empty()) replace("GLOO_SOCKET_IFNAME", o.iface);
-  replace("RANKWISE_CPU_SCHED", cpu_sched_name(o.cpu_sched));
   return env;
 }
 

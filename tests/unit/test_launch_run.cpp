@@ -348,8 +348,7 @@ TEST(LaunchRun, WorkersDieWhenTheLauncherIsKilled) {
 }
 
 // Every thread of every worker gets the --cpu-sched policy (read back from
-// /proc by the worker); the default (auto) and inherit keep the launcher's
-// (with auto, rankwise::init() then sets its threads' policies).
+// /proc by the worker); the default, inherit, keeps the launcher's.
 TEST(LaunchRun, CpuSchedReachesEveryThreadOfEveryWorker) {
   for (const char* policy : {"batch", "idle", "normal"}) {
     const Result r = run({"--nproc-per-node", "2", "--cpu-sched", policy, kProbe, "sched"});
@@ -362,11 +361,9 @@ TEST(LaunchRun, CpuSchedReachesEveryThreadOfEveryWorker) {
   }
   const Result defaults = run({"--nproc-per-node", "1", kProbe, "sched"});
   EXPECT_EQ(defaults.out, "[rank0]: sched normal\n[rank0]: sched normal\n") << defaults.err;
-  const Result env = run({"--nproc-per-node", "1", kProbe, "env"});
-  EXPECT_NE(env.out.find("[rank0]: RANKWISE_CPU_SCHED=auto\n"), std::string::npos) << env.out;
-  // A launcher started under SCHED_BATCH passes it on with inherit only.
+  // A launcher started under SCHED_BATCH passes it on, unless told otherwise.
   const std::string under_batch = std::string("/usr/bin/chrt -b 0 ") + RANKWISE_RUN_PATH + " --nproc-per-node 1 ";
-  EXPECT_EQ(rankwise::test::shell(under_batch + "--cpu-sched inherit " + kProbe + " sched 2>/dev/null"),
+  EXPECT_EQ(rankwise::test::shell(under_batch + kProbe + " sched 2>/dev/null"),
             "[rank0]: sched batch\n[rank0]: sched batch\n");
   EXPECT_EQ(rankwise::test::shell(under_batch + "--cpu-sched normal " + kProbe + " sched 2>/dev/null"),
             "[rank0]: sched normal\n[rank0]: sched normal\n");

@@ -149,7 +149,7 @@ TEST(LaunchCli, BadUsageNamesTheFlag) {
       {{"--bogus", sh}, "unknown option '--bogus'"},
       {{"--iface", "no-such-if0", sh}, "--iface 'no-such-if0': 'no-such-if0' is not a network"},
       {{"--iface", "lo,", sh}, "--iface 'lo,'"},
-      {{"--cpu-sched", "fifo", sh}, "--cpu-sched 'fifo': use auto, inherit, normal, batch or idle"},
+      {{"--cpu-sched", "fifo", sh}, "--cpu-sched 'fifo': use inherit, normal, batch or idle"},
   };
   for (const auto& [args, expected] : cases) {
     const std::string msg = usage_error(args);
@@ -197,7 +197,7 @@ TEST(LaunchCli, IfaceSetsGlooSocketIfnameForWorkers) {
 
 TEST(LaunchCli, CpuSchedValuesAndTheirPolicies) {
   for (const auto& [name, policy] : std::vector<std::pair<std::string, CpuSched>>{
-           {"auto", CpuSched::kAuto}, {"inherit", CpuSched::kInherit}, {"normal", CpuSched::kNormal},
+           {"inherit", CpuSched::kInherit}, {"normal", CpuSched::kNormal},
            {"batch", CpuSched::kBatch}, {"idle", CpuSched::kIdle}}) {
     std::vector<std::string> args = {"rankwise-run", "--cpu_sched", name, "sh"};
     std::vector<char*> argv;
@@ -207,19 +207,7 @@ TEST(LaunchCli, CpuSchedValuesAndTheirPolicies) {
     EXPECT_EQ(o->cpu_sched, policy) << name;
     EXPECT_EQ(cpu_sched_name(policy), name);
   }
-  EXPECT_EQ(linux_sched_policy(CpuSched::kAuto), -1);
   EXPECT_EQ(linux_sched_policy(CpuSched::kInherit), -1);
-  // The worker learns the choice (its init() acts on auto); the flag wins.
-  LaunchOptions o;
-  AttemptConfig c;
-  c.options = &o;
-  c.base_env = {"RANKWISE_CPU_SCHED=idle"};
-  auto env = worker_environment(c, 0);
-  EXPECT_EQ(std::count(env.begin(), env.end(), "RANKWISE_CPU_SCHED=auto"), 1);
-  EXPECT_EQ(std::count(env.begin(), env.end(), "RANKWISE_CPU_SCHED=idle"), 0);
-  EXPECT_EQ(linux_sched_policy(CpuSched::kNormal), SCHED_OTHER);
-  EXPECT_EQ(linux_sched_policy(CpuSched::kBatch), SCHED_BATCH);
-  EXPECT_EQ(linux_sched_policy(CpuSched::kIdle), SCHED_IDLE);
 }
 
 TEST(LaunchDevices, CountsGpusFromDriverDirAndVisibleDevices) {
