@@ -50,9 +50,11 @@ for ranks in 1 4; do
   dm=$(printf '%s\n' "${d[@]}" | median); ls_=$(printf '%s\n' "${l[@]}" | median)
   es=$(printf '%s\n' "${e[@]}" | median)
   awk -v d="$dm" -v l="$ls_" -v e="$es" -v n=$((ranks * lines)) -v r="$ranks" 'BEGIN {
-    raw = n / l; net = n / (l - e)
+    raw = n / l
     printf "  %d rank(s): direct to file %d lines/s; through rankwise-run %d lines/s (ratio %.2f),", r, d, raw, raw / d
-    printf " %d lines/s without its %.2f s start/stop (ratio %.2f)\n", net, e, net / d }'
+    # The subtraction means nothing when start/stop is (nearly) the whole run.
+    if (l - e < 0.1 * l) printf " no figure without its %.2f s start/stop: that is most of the %.2f s run (raise RANKWISE_BENCH_LINES)\n", e, l
+    else { net = n / (l - e); printf " %d lines/s without its %.2f s start/stop (ratio %.2f)\n", net, e, net / d } }'
 done
 
 echo "== Launcher: own CPU use, job logging 1000 lines/s in total for 5 s =="

@@ -129,6 +129,10 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
   if (options_.timeout_.count() <= 0) {
     throw ConfigError("rankwise: InitOptions::timeout must be positive");
   }
+  if (options_.gloo_threads_ < 1) {
+    throw ConfigError("rankwise: InitOptions::gloo_threads is " +
+                      std::to_string(options_.gloo_threads_) + "; it must be at least 1");
+  }
   auto devices = gloo_devices(env_);  // before the rendezvous: a bad interface is ConfigError
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(env_.master_port);
@@ -144,7 +148,7 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
         "rankwise/" + std::to_string(env_.restart_count), tcp);
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(options_.timeout_);
     gloo_options->devices = std::move(devices);
-    gloo_options->threads = 2;
+    gloo_options->threads = options_.gloo_threads_;
     group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env_.rank, env_.world_size,
                                                          gloo_options);
   } catch (const std::exception& e) {

@@ -36,8 +36,13 @@ struct InitOptions {
   InitOptions& timeout(std::chrono::milliseconds t) { timeout_ = t; return *this; }
   /// "gloo" (CPU tensors). "auto" picks gloo on this build.
   InitOptions& backend(std::string b) { backend_ = std::move(b); return *this; }
+  /// Threads of ProcessGroupGloo that run collectives (default 2, >= 1). More
+  /// than one lets asynchronous collectives (DDP's buckets) run side by side;
+  /// see BENCHMARKS.md for what 1, 2 and 4 cost on a 2-core machine.
+  InitOptions& gloo_threads(int n) { gloo_threads_ = n; return *this; }
   std::chrono::milliseconds timeout_{std::chrono::seconds(300)};
   std::string backend_{"auto"};
+  int gloo_threads_{2};
 };
 
 /// A c10d process group over every rank of the job.

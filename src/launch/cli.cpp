@@ -11,6 +11,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "launch/cpu_sched.h"
 #include "launch/devices.h"
 #include "launch/options.h"
 #include "launch/tag_template.h"
@@ -192,6 +193,13 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
                  "Seconds to wait for every node to join (default 300). "
                  "E.g. --rendezvous-timeout 60");
 
+  std::string cpu_sched = "inherit";
+  app.add_option("--cpu-sched,--cpu_sched", cpu_sched,
+                 "Linux scheduling policy of every worker and all its threads: inherit (the "
+                 "default: the launcher's own), normal (SCHED_OTHER), batch (SCHED_BATCH: no "
+                 "wake-up preemption; Gloo all_reduces of small tensors took 3x less time on an "
+                 "idle 2-core machine, much more under other load, see BENCHMARKS.md) or idle "
+                 "(SCHED_IDLE). None needs privileges. E.g. --cpu-sched batch");
   app.add_option("--iface", o.iface,
                  "Network interface(s) for the workers' Gloo traffic, comma-separated; sets "
                  "GLOO_SOCKET_IFNAME for every worker (default: the interface that routes to "
@@ -265,6 +273,7 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
       }
     }
   }
+  o.cpu_sched = parse_cpu_sched(cpu_sched);
   o.tag_enabled = !no_tag;
   if (o.tag_enabled) TagTemplate::parse(o.tag);  // validate now (exit 2)
   if (!only_ranks.empty()) o.only_ranks = parse_rank_list(only_ranks, o.world_size());

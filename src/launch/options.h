@@ -27,6 +27,16 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The Linux scheduling policy the launcher gives every worker (--cpu-sched),
+/// inherited by all of the worker's threads. None needs privileges: a
+/// process may always move itself to SCHED_BATCH or SCHED_IDLE.
+enum class CpuSched {
+  kInherit,  ///< the default: the launcher's own policy (what a plain fork does)
+  kNormal,   ///< SCHED_OTHER
+  kBatch,    ///< SCHED_BATCH: no wake-up preemption (see BENCHMARKS.md)
+  kIdle,     ///< SCHED_IDLE: runs only when nothing else wants the CPU
+};
+
 /// Everything the launcher needs to know, validated.
 struct LaunchOptions {
   int nproc_per_node = 1;  ///< workers on this node (resolved from cpu/gpu/auto)
@@ -49,6 +59,8 @@ struct LaunchOptions {
   /// Network interface(s) the workers' Gloo uses (--iface), passed as
   /// GLOO_SOCKET_IFNAME; empty = the workers' own choice (see process_group.h).
   std::string iface;
+  /// Workers' scheduling policy (--cpu-sched; default: see cli.cpp).
+  CpuSched cpu_sched = CpuSched::kInherit;
   std::string program;            ///< resolved path of the program to execute
   std::vector<std::string> program_argv;  ///< argv of the program, [0] as given
 

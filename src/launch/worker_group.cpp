@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "launch/cpu_sched.h"
 #include "launch/error_file.h"
 #include "launch/output_merger.h"
 #include "launch/root_cause.h"
@@ -56,12 +57,14 @@ std::vector<std::string> worker_environment(const AttemptConfig& c, int local_ra
   set("TORCHELASTIC_USE_AGENT_STORE", "True");
   set("RANKWISE_ERROR_FILE",
       fmt::format("{}/error_attempt{}_rank{}.json", c.error_dir, c.attempt, rank));
-  if (!o.iface.empty()) {  // --iface wins over a GLOO_SOCKET_IFNAME of the launcher's
+  // A flag wins over the same variable in the launcher's own environment.
+  auto replace = [&](const std::string& name, const std::string& value) {
     env.erase(std::remove_if(env.begin(), env.end(),
-                             [](const std::string& v) { return v.rfind("GLOO_SOCKET_IFNAME=", 0) == 0; }),
+                             [&](const std::string& v) { return v.rfind(name + "=", 0) == 0; }),
               env.end());
-    set("GLOO_SOCKET_IFNAME", o.iface);
-  }
+    set(name.c_str(), value);
+  };
+  if (!o.iface.empty()) replace("GLOO_SOCKET_IFNAME", o.iface);
   return env;
 }
 
@@ -113,7 +116,8 @@ class AttemptRunner {
       WorkerRecord rec;
       rec.local_rank = l;
       rec.rank = o_.node_rank * n + l;
-      WorkerSpec spec{o_.program, o_.program_argv, worker_environment(c_, l)};
+      WorkerSpec spec{o_.program, o_.program_argv, worker_environment(c_, l),
+                      linux_sched_policy(o_.cpu_sched)};
       rec.error_file = fmt::format("{}/error_attempt{}_rank{}.json", c_.error_dir, c_.attempt, rec.rank);
       ::unlink(rec.error_file.c_str());
       SpawnedWorker sw;

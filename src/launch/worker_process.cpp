@@ -7,6 +7,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -84,6 +85,12 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec) {
     ::setpgid(0, 0);
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_fail("prctl(PR_SET_PDEATHSIG)", errno);
     if (::getppid() != parent) _exit(128 + SIGKILL);  // the launcher already died
+    if (spec.sched_policy >= 0) {
+      sched_param param{};
+      if (::sched_setscheduler(0, spec.sched_policy, &param) != 0) {
+        child_fail("sched_setscheduler (--cpu-sched)", errno);
+      }
+    }
     if (::dup2(out[1], 1) < 0 || ::dup2(err[1], 2) < 0) child_fail("dup2", errno);
     close_from(3);
     ::execve(spec.path.c_str(), argv.data(), envp.data());

@@ -15,6 +15,10 @@ struct WorkerSpec {
   std::string path;               ///< resolved executable path
   std::vector<std::string> argv;  ///< argv, [0] included
   std::vector<std::string> env;   ///< complete environment, "NAME=value"
+  /// Linux scheduling policy (SCHED_OTHER, SCHED_BATCH, SCHED_IDLE) set in the
+  /// child before exec, so every thread of the worker inherits it; -1 keeps
+  /// the launcher's.
+  int sched_policy = -1;
 };
 
 /// A started worker: its pid (also its process group id) and the launcher's

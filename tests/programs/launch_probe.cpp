@@ -15,6 +15,8 @@
 //   progress              a carriage-return progress bar, then "done"
 //   lines N               "rank R line k" N times with sleeps, and "rank R err" on stderr
 //   env                   the launch variables, one NAME=value per line
+//   sched                 starts a thread, then prints "sched <policy>" for every
+//                         thread, read from /proc/self/task/*/stat (field 41)
 //   echo ARGS...          each argument on its own line
 //   split                 "out R" on stdout, "err R" on stderr
 //   bytes                 a line with invalid UTF-8
@@ -22,6 +24,7 @@
 //                         (throughput benchmark; stdout may be a file or the launcher)
 //   paced RATE SECONDS    RATE lines per second of ~80 bytes for SECONDS, one
 //                         write(2) each, at even steps (launcher CPU benchmark)
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
@@ -186,6 +189,31 @@ int main(int argc, char** argv) {
       const char* v = std::getenv(name);
       put(1, std::string(name) + "=" + (v ? v : "<unset>") + "\n");
     }
+    return 0;
+  }
+  if (mode == "sched") {
+    std::thread other([] { std::this_thread::sleep_for(std::chrono::milliseconds(300)); });
+    DIR* tasks = ::opendir("/proc/self/task");
+    while (dirent* entry = tasks ? ::readdir(tasks) : nullptr) {
+      if (entry->d_name[0] == '.') continue;
+      std::FILE* f = std::fopen(("/proc/self/task/" + std::string(entry->d_name) + "/stat").c_str(), "r");
+      char stat[4096] = {};
+      const std::size_t n = f ? std::fread(stat, 1, sizeof stat - 1, f) : 0;
+      if (f) std::fclose(f);
+      // Fields after the command name "(...)", which may hold spaces: state is 3, policy 41.
+      const char* p = std::strrchr(stat, ')');
+      int field = 2, policy = -1;
+      for (; p && *p && static_cast<std::size_t>(p - stat) < n; ++p) {
+        if (*p == ' ' && ++field == 41) {
+          policy = std::atoi(p + 1);
+          break;
+        }
+      }
+      const char* names[] = {"normal", "fifo", "rr", "batch", "iso", "idle"};
+      put(1, std::string("sched ") + (policy >= 0 && policy <= 5 ? names[policy] : "?") + "\n");
+    }
+    if (tasks) ::closedir(tasks);
+    other.join();
     return 0;
   }
   if (mode == "echo") {

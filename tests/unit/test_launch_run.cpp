@@ -23,6 +23,7 @@
 
 #include "launch/free_port.h"
 #include "launch/line_assembler.h"
+#include "support/shell.h"
 
 extern char** environ;
 
@@ -344,6 +345,28 @@ TEST(LaunchRun, WorkersDieWhenTheLauncherIsKilled) {
     if (any_alive) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_FALSE(any_alive) << "a worker outlived the SIGKILLed launcher";
+}
+
+// Every thread of every worker gets the --cpu-sched policy (read back from
+// /proc by the worker); the default, inherit, keeps the launcher's.
+TEST(LaunchRun, CpuSchedReachesEveryThreadOfEveryWorker) {
+  for (const char* policy : {"batch", "idle", "normal"}) {
+    const Result r = run({"--nproc-per-node", "2", "--cpu-sched", policy, kProbe, "sched"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto lines = split_lines(r.out);
+    EXPECT_EQ(lines.size(), 4u) << r.out;  // 2 ranks x 2 threads
+    for (const auto& line : lines) {
+      EXPECT_NE(line.find(std::string("]: sched ") + policy), std::string::npos) << policy << ": " << r.out;
+    }
+  }
+  const Result defaults = run({"--nproc-per-node", "1", kProbe, "sched"});
+  EXPECT_EQ(defaults.out, "[rank0]: sched normal\n[rank0]: sched normal\n") << defaults.err;
+  // A launcher started under SCHED_BATCH passes it on, unless told otherwise.
+  const std::string under_batch = std::string("/usr/bin/chrt -b 0 ") + RANKWISE_RUN_PATH + " --nproc-per-node 1 ";
+  EXPECT_EQ(rankwise::test::shell(under_batch + kProbe + " sched 2>/dev/null"),
+            "[rank0]: sched batch\n[rank0]: sched batch\n");
+  EXPECT_EQ(rankwise::test::shell(under_batch + "--cpu-sched normal " + kProbe + " sched 2>/dev/null"),
+            "[rank0]: sched normal\n[rank0]: sched normal\n");
 }
 
 TEST(LaunchRun, RestartsAfterAFailure) {

@@ -2,6 +2,7 @@
 // assembly, tag templates, --nproc-per-node resolution, GPU counting.
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "launch/cpu_sched.h"
 #include "launch/devices.h"
 #include "launch/line_assembler.h"
 #include "launch/options.h"
@@ -147,6 +149,7 @@ TEST(LaunchCli, BadUsageNamesTheFlag) {
       {{"--bogus", sh}, "unknown option '--bogus'"},
       {{"--iface", "no-such-if0", sh}, "--iface 'no-such-if0': 'no-such-if0' is not a network"},
       {{"--iface", "lo,", sh}, "--iface 'lo,'"},
+      {{"--cpu-sched", "fifo", sh}, "--cpu-sched 'fifo': use inherit, normal, batch or idle"},
   };
   for (const auto& [args, expected] : cases) {
     const std::string msg = usage_error(args);
@@ -190,6 +193,21 @@ TEST(LaunchCli, IfaceSetsGlooSocketIfnameForWorkers) {
   c.options = &plain;
   const auto kept = worker_environment(c, 0);  // without --iface the launcher's value passes
   EXPECT_EQ(std::count(kept.begin(), kept.end(), "GLOO_SOCKET_IFNAME=eth9"), 1);
+}
+
+TEST(LaunchCli, CpuSchedValuesAndTheirPolicies) {
+  for (const auto& [name, policy] : std::vector<std::pair<std::string, CpuSched>>{
+           {"inherit", CpuSched::kInherit}, {"normal", CpuSched::kNormal},
+           {"batch", CpuSched::kBatch}, {"idle", CpuSched::kIdle}}) {
+    std::vector<std::string> args = {"rankwise-run", "--cpu_sched", name, "sh"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    const auto o = parse_command_line(static_cast<int>(argv.size()), argv.data());
+    ASSERT_TRUE(o.has_value());
+    EXPECT_EQ(o->cpu_sched, policy) << name;
+    EXPECT_EQ(cpu_sched_name(policy), name);
+  }
+  EXPECT_EQ(linux_sched_policy(CpuSched::kInherit), -1);
 }
 
 TEST(LaunchDevices, CountsGpusFromDriverDirAndVisibleDevices) {
