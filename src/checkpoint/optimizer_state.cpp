@@ -202,6 +202,23 @@ Codec make_codec(std::string name, Spec<Options, State> spec) {
   return c;
 }
 
+// Adam and AdamW are separate libtorch types with the same fields.
+template <class Opt, class Options, class State>
+Codec adam_codec(std::string name) {
+  return make_codec<Opt>(
+      std::move(name),
+      Spec<Options, State>{{{"lr", &Options::lr},
+                            {"eps", &Options::eps},
+                            {"weight_decay", &Options::weight_decay}},
+                           {{"amsgrad", &Options::amsgrad}},
+                           &Options::betas,
+                           {{"exp_avg", &State::exp_avg},
+                            {"exp_avg_sq", &State::exp_avg_sq},
+                            {"max_exp_avg_sq", &State::max_exp_avg_sq,
+                             [](const Options& o) { return o.amsgrad(); }}},
+                           &State::step});
+}
+
 const std::vector<Codec>& codecs() {
   using namespace torch::optim;
   static const std::vector<Codec> all = [] {
@@ -217,30 +234,8 @@ const std::vector<Codec>& codecs() {
                    {{"momentum_buffer", &SGDParamState::momentum_buffer,
                      [](const SGDOptions& o) { return o.momentum() != 0; }}},
                    nullptr}));
-    v.push_back(make_codec<Adam>(
-        "Adam", Spec<AdamOptions, AdamParamState>{
-                    {{"lr", &AdamOptions::lr},
-                     {"eps", &AdamOptions::eps},
-                     {"weight_decay", &AdamOptions::weight_decay}},
-                    {{"amsgrad", &AdamOptions::amsgrad}},
-                    &AdamOptions::betas,
-                    {{"exp_avg", &AdamParamState::exp_avg},
-                     {"exp_avg_sq", &AdamParamState::exp_avg_sq},
-                     {"max_exp_avg_sq", &AdamParamState::max_exp_avg_sq,
-                      [](const AdamOptions& o) { return o.amsgrad(); }}},
-                    &AdamParamState::step}));
-    v.push_back(make_codec<AdamW>(
-        "AdamW", Spec<AdamWOptions, AdamWParamState>{
-                     {{"lr", &AdamWOptions::lr},
-                      {"eps", &AdamWOptions::eps},
-                      {"weight_decay", &AdamWOptions::weight_decay}},
-                     {{"amsgrad", &AdamWOptions::amsgrad}},
-                     &AdamWOptions::betas,
-                     {{"exp_avg", &AdamWParamState::exp_avg},
-                      {"exp_avg_sq", &AdamWParamState::exp_avg_sq},
-                      {"max_exp_avg_sq", &AdamWParamState::max_exp_avg_sq,
-                       [](const AdamWOptions& o) { return o.amsgrad(); }}},
-                     &AdamWParamState::step}));
+    v.push_back(adam_codec<Adam, AdamOptions, AdamParamState>("Adam"));
+    v.push_back(adam_codec<AdamW, AdamWOptions, AdamWParamState>("AdamW"));
     v.push_back(make_codec<RMSprop>(
         "RMSprop", Spec<RMSpropOptions, RMSpropParamState>{
                        {{"lr", &RMSpropOptions::lr},
