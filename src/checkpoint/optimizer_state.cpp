@@ -11,10 +11,10 @@
 #include <cmath>
 #include <functional>
 #include <sstream>
-#include <type_traits>
 #include <vector>
 
 #include "checkpoint/detail/note.h"
+#include "detail/compat/optimizer_state_key.h"
 #include "rankwise/error.h"
 
 namespace rankwise {
@@ -286,18 +286,6 @@ const Codec& codec_of(const Optimizer& optimizer) {
       "TrainingState::extras instead");
 }
 
-// The key of a parameter in Optimizer::state(): libtorch 1.13 keys it by the
-// address of the TensorImpl as a string, later releases by the address itself.
-template <class Map>
-typename Map::key_type state_key(const Map&, const torch::Tensor& param) {
-  using Key = typename Map::key_type;
-  if constexpr (std::is_same_v<Key, std::string>) {
-    return c10::guts::to_string(param.unsafeGetTensorImpl());
-  } else {
-    return param.unsafeGetTensorImpl();
-  }
-}
-
 std::string group_where(std::size_t g) { return "param_groups[" + std::to_string(g) + "]"; }
 
 void load_legacy_archive(Optimizer& optimizer, const torch::Tensor& bytes) {
@@ -338,7 +326,7 @@ c10::IValue optimizer_state_dict(const Optimizer& optimizer) {
     codec.write_options(group.options(), out);
     c10::List<int64_t> params;
     for (const auto& param : group.params()) {
-      auto it = state.find(state_key(state, param));
+      auto it = state.find(detail::compat::optimizer_state_key(state, param));
       if (it != state.end() && it->second) {
         auto entry = new_dict();
         codec.write_state(*it->second, entry);
@@ -422,7 +410,7 @@ void load_optimizer_state_dict(Optimizer& optimizer, const c10::IValue& state_di
   auto& state = optimizer.state();
   state.clear();
   for (auto& [param, param_state] : new_state) {
-    if (param_state) state[state_key(state, param)] = std::move(param_state);
+    if (param_state) state[detail::compat::optimizer_state_key(state, param)] = std::move(param_state);
   }
 }
 

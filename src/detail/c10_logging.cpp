@@ -6,7 +6,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "detail/c10_warning_compat.h"
+#include "detail/compat/warning_handler.h"
 #include "detail/c10d_text.h"
 #include "detail/write_line.h"
 
