@@ -18,7 +18,7 @@ SETUP := bash scripts/setup && bash scripts/setup-torch-wheel $(VENV)
 # The wheel's torch/share/cmake, and the torch directory above it (so that
 # TorchConfig's find_library finds the wheel's libtorch, not Debian's).
 TORCH_CMAKE = $$($(PYTHON) -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
-CMAKE_ARGS = -DCMAKE_PREFIX_PATH="$(TORCH_CMAKE);$(TORCH_CMAKE)/../.."
+CMAKE_ARGS = -DCMAKE_PREFIX_PATH="$(TORCH_CMAKE);$(TORCH_CMAKE)/../.." -DRANKWISE_PYTHON=$(PYTHON)
 else ifeq ($(TORCH),debian)
 BUILD ?= build
 PYTHON := /usr/bin/python3
