@@ -47,6 +47,10 @@ struct Spec {
   Field<Betas, Options> betas = nullptr;
   std::vector<TensorField<Options, State>> tensors;
   Field<int64_t, State> step = nullptr;
+  // PyTorch 2.x writes 'decoupled_weight_decay' in Adam's (false) and
+  // AdamW's (true) param_groups (AdamW is Adam with it set); the value that
+  // matches this type's update: true only for AdamW.
+  bool decoupled_weight_decay = false;
 };
 
 // The type-erased codec of one optimizer type.
@@ -162,13 +166,22 @@ Codec make_codec(std::string name, Spec<Options, State> spec) {
     for (const auto& [key, field] : spec.bools) {
       (o.*field)() = to_bool(require(group, key, where), key, where);
     }
-    for (const char* unsupported : {"maximize", "decoupled_weight_decay"}) {
-      auto it = group.find(unsupported);
-      if (it != group.end() && to_bool(it->value(), unsupported, where)) {
-        throw CheckpointError(std::string("rankwise: optimizer state ") + where + " sets '" +
-                              unsupported + "': true, which libtorch's optimizer does not "
-                              "support; continue this run in Python, or save it without it");
-      }
+    auto maximize = group.find("maximize");
+    if (maximize != group.end() && to_bool(maximize->value(), "maximize", where)) {
+      throw CheckpointError("rankwise: optimizer state " + where + " sets 'maximize': true, "
+                            "which libtorch's optimizer does not support; continue this run in "
+                            "Python, or save it without it");
+    }
+    auto decoupled = group.find("decoupled_weight_decay");
+    if (decoupled != group.end() &&
+        to_bool(decoupled->value(), "decoupled_weight_decay", where) != spec.decoupled_weight_decay) {
+      throw CheckpointError(
+          "rankwise: optimizer state " + where + " sets 'decoupled_weight_decay': " +
+          (spec.decoupled_weight_decay
+               ? "false (Adam's update), but this optimizer is AdamW; load it into "
+                 "torch::optim::Adam"
+               : "true (AdamW's update), which this optimizer does not do; load it into "
+                 "torch::optim::AdamW, or continue this run in Python"));
     }
   };
   c.write_state = [spec](const OptimizerParamState& base, Dict& out) {
@@ -240,7 +253,8 @@ const std::vector<Codec>& codecs() {
                       {"exp_avg_sq", &AdamWParamState::exp_avg_sq},
                       {"max_exp_avg_sq", &AdamWParamState::max_exp_avg_sq,
                        [](const AdamWOptions& o) { return o.amsgrad(); }}},
-                     &AdamWParamState::step}));
+                     &AdamWParamState::step,
+                     /*decoupled_weight_decay=*/true}));
     v.push_back(make_codec<RMSprop>(
         "RMSprop", Spec<RMSpropOptions, RMSpropParamState>{
                        {{"lr", &RMSpropOptions::lr},
