@@ -306,6 +306,7 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
 DataParallelEngine::~DataParallelEngine() = default;
 
 void DataParallelEngine::before_forward() {
+  route_this_thread_c10_warnings();  // the Reducer's warnings, whichever thread trains
   auto& d = *impl_;
   const bool grad = torch::GradMode::is_enabled();
   if (grad && require_sync_) {

@@ -32,6 +32,15 @@ class ForwardingWarningHandler : public c10::WarningHandler {
 #endif
 };
 
+/// The calling thread's c10 warning handler (c10's default one until set).
+inline c10::WarningHandler* thread_warning_handler() {
+#if TORCH_VERSION_MAJOR >= 2
+  return c10::WarningUtils::get_warning_handler();
+#else
+  return c10::Warning::get_warning_handler();
+#endif
+}
+
 /// Makes `handler` the calling thread's c10 warning handler.
 inline void set_thread_warning_handler(c10::WarningHandler* handler) {
 #if TORCH_VERSION_MAJOR >= 2
