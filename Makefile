@@ -1,20 +1,44 @@
 # rankwise: `make demo` runs the main job, `make test` runs every test.
 # Both install what is missing first (scripts/setup, Debian packages only).
-BUILD ?= build
+#
+# TORCH picks the libtorch to build against:
+#   TORCH=debian (default)  Debian's libtorch 1.13, in build/
+#   TORCH=wheel             PyPI's torch wheel (pinned in scripts/setup-torch-wheel),
+#                           installed into build-wheel/venv, built in build-wheel/
+#                           (`make clean TORCH=wheel` removes the venv too)
+TORCH ?= debian
 JOBS ?= $(shell nproc)
 NPROC ?= 2
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
+
+ifeq ($(TORCH),wheel)
+BUILD ?= build-wheel
+VENV := $(BUILD)/venv
+PYTHON := $(abspath $(VENV))/bin/python
+SETUP := bash scripts/setup && bash scripts/setup-torch-wheel $(VENV)
+# The wheel's torch/share/cmake, and the torch directory above it (so that
+# TorchConfig's find_library finds the wheel's libtorch, not Debian's).
+TORCH_CMAKE = $$($(PYTHON) -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
+CMAKE_ARGS = -DCMAKE_PREFIX_PATH="$(TORCH_CMAKE);$(TORCH_CMAKE)/../.." -DRANKWISE_PYTHON=$(PYTHON)
+else ifeq ($(TORCH),debian)
+BUILD ?= build
+PYTHON := /usr/bin/python3
+SETUP := bash scripts/setup
+CMAKE_ARGS =
+else
+$(error TORCH=$(TORCH): use TORCH=debian (Debian's libtorch 1.13) or TORCH=wheel (PyPI's torch))
+endif
 
 .PHONY: all setup configure build test demo bench fuzz clean
 
 all: build
 
 setup:
-	@bash scripts/setup
+	@$(SETUP)
 
 configure: setup
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
 
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)

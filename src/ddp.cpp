@@ -1,10 +1,8 @@
 #include "rankwise/ddp.h"
 
-// reducer.hpp needs the stub in src/detail/compat (see its header comment).
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
 #include <torch/csrc/distributed/c10d/logger.hpp>
-#include <torch/csrc/distributed/c10d/reducer.hpp>
 #include <torch/torch.h>
 
 #include <atomic>
@@ -13,6 +11,7 @@
 
 #include "detail/c10_logging.h"
 #include "detail/c10d_text.h"
+#include "detail/compat/reducer.h"
 #include "detail/model_layout.h"
 #include "detail/where.h"
 #include "rankwise/error.h"
@@ -285,10 +284,10 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
   auto size_limits = std::get<1>(assignment);
   std::unordered_map<size_t, std::string> param_names;
   for (size_t i = 0; i < d.names.size(); ++i) param_names[i] = d.names[i];
-  d.reducer = std::make_shared<c10d::Reducer>(
-      d.params, bucket_indices, size_limits, group.c10d_group(), expect_sparse, cap_bytes,
-      options.find_unused_parameters_, options.gradient_as_bucket_view_, param_names,
-      default_cap ? kFirstBucketBytes : cap_bytes);
+  d.reducer = detail::compat::make_reducer(
+      {d.params, bucket_indices, size_limits, group.c10d_group(), expect_sparse, cap_bytes,
+       options.find_unused_parameters_, options.gradient_as_bucket_view_, param_names,
+       default_cap ? kFirstBucketBytes : cap_bytes});
   // As in PyTorch's DDP, the Reducer gets a Logger: it records errors and
   // graph statistics (and prints nothing); the Reducer calls it without
   // checking on some paths.
@@ -307,6 +306,7 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
 DataParallelEngine::~DataParallelEngine() = default;
 
 void DataParallelEngine::before_forward() {
+  route_this_thread_c10_warnings();  // the Reducer's warnings, whichever thread trains
   auto& d = *impl_;
   const bool grad = torch::GradMode::is_enabled();
   if (grad && require_sync_) {

@@ -1,7 +1,6 @@
 #include "rankwise/process_group.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <arpa/inet.h>
@@ -14,6 +13,7 @@
 #include <mutex>
 
 #include "detail/c10_logging.h"
+#include "detail/compat/gloo_group.h"
 #include "detail/where.h"
 #include "rankwise/error.h"
 
@@ -149,8 +149,7 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(options_.timeout_);
     gloo_options->devices = std::move(devices);
     gloo_options->threads = options_.gloo_threads_;
-    group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env_.rank, env_.world_size,
-                                                         gloo_options);
+    group_ = detail::compat::make_gloo_group(store_, env_.rank, env_.world_size, gloo_options);
   } catch (const std::exception& e) {
     throw RendezvousError("rankwise: rank " + std::to_string(env_.rank) + "/" +
                           std::to_string(env_.world_size) + ": rendezvous at " +

@@ -11,10 +11,10 @@
 #include <cmath>
 #include <functional>
 #include <sstream>
-#include <type_traits>
 #include <vector>
 
 #include "checkpoint/detail/note.h"
+#include "detail/compat/optimizer_state_key.h"
 #include "rankwise/error.h"
 
 namespace rankwise {
@@ -47,6 +47,10 @@ struct Spec {
   Field<Betas, Options> betas = nullptr;
   std::vector<TensorField<Options, State>> tensors;
   Field<int64_t, State> step = nullptr;
+  // PyTorch 2.x writes 'decoupled_weight_decay' in Adam's (false) and
+  // AdamW's (true) param_groups (AdamW is Adam with it set); the value that
+  // matches this type's update: true only for AdamW.
+  bool decoupled_weight_decay = false;
 };
 
 // The type-erased codec of one optimizer type.
@@ -162,13 +166,22 @@ Codec make_codec(std::string name, Spec<Options, State> spec) {
     for (const auto& [key, field] : spec.bools) {
       (o.*field)() = to_bool(require(group, key, where), key, where);
     }
-    for (const char* unsupported : {"maximize", "decoupled_weight_decay"}) {
-      auto it = group.find(unsupported);
-      if (it != group.end() && to_bool(it->value(), unsupported, where)) {
-        throw CheckpointError(std::string("rankwise: optimizer state ") + where + " sets '" +
-                              unsupported + "': true, which libtorch's optimizer does not "
-                              "support; continue this run in Python, or save it without it");
-      }
+    auto maximize = group.find("maximize");
+    if (maximize != group.end() && to_bool(maximize->value(), "maximize", where)) {
+      throw CheckpointError("rankwise: optimizer state " + where + " sets 'maximize': true, "
+                            "which libtorch's optimizer does not support; continue this run in "
+                            "Python, or save it without it");
+    }
+    auto decoupled = group.find("decoupled_weight_decay");
+    if (decoupled != group.end() &&
+        to_bool(decoupled->value(), "decoupled_weight_decay", where) != spec.decoupled_weight_decay) {
+      throw CheckpointError(
+          "rankwise: optimizer state " + where + " sets 'decoupled_weight_decay': " +
+          (spec.decoupled_weight_decay
+               ? "false (Adam's update), but this optimizer is AdamW; load it into "
+                 "torch::optim::Adam"
+               : "true (AdamW's update), which this optimizer does not do; load it into "
+                 "torch::optim::AdamW, or continue this run in Python"));
     }
   };
   c.write_state = [spec](const OptimizerParamState& base, Dict& out) {
@@ -202,9 +215,11 @@ Codec make_codec(std::string name, Spec<Options, State> spec) {
   return c;
 }
 
-// Adam and AdamW are separate libtorch types with the same fields.
+// Adam and AdamW are separate libtorch types with the same fields; AdamW is
+// the one whose weight decay is decoupled (PyTorch 2.x names this in each
+// param_group).
 template <class Opt, class Options, class State>
-Codec adam_codec(std::string name) {
+Codec adam_codec(std::string name, bool decoupled_weight_decay) {
   return make_codec<Opt>(
       std::move(name),
       Spec<Options, State>{{{"lr", &Options::lr},
@@ -216,7 +231,8 @@ Codec adam_codec(std::string name) {
                             {"exp_avg_sq", &State::exp_avg_sq},
                             {"max_exp_avg_sq", &State::max_exp_avg_sq,
                              [](const Options& o) { return o.amsgrad(); }}},
-                           &State::step});
+                           &State::step,
+                           decoupled_weight_decay});
 }
 
 const std::vector<Codec>& codecs() {
@@ -234,8 +250,8 @@ const std::vector<Codec>& codecs() {
                    {{"momentum_buffer", &SGDParamState::momentum_buffer,
                      [](const SGDOptions& o) { return o.momentum() != 0; }}},
                    nullptr}));
-    v.push_back(adam_codec<Adam, AdamOptions, AdamParamState>("Adam"));
-    v.push_back(adam_codec<AdamW, AdamWOptions, AdamWParamState>("AdamW"));
+    v.push_back(adam_codec<Adam, AdamOptions, AdamParamState>("Adam", false));
+    v.push_back(adam_codec<AdamW, AdamWOptions, AdamWParamState>("AdamW", true));
     v.push_back(make_codec<RMSprop>(
         "RMSprop", Spec<RMSpropOptions, RMSpropParamState>{
                        {{"lr", &RMSpropOptions::lr},
@@ -281,18 +297,6 @@ const Codec& codec_of(const Optimizer& optimizer) {
       "TrainingState::extras instead");
 }
 
-// The key of a parameter in Optimizer::state(): libtorch 1.13 keys it by the
-// address of the TensorImpl as a string, later releases by the address itself.
-template <class Map>
-typename Map::key_type state_key(const Map&, const torch::Tensor& param) {
-  using Key = typename Map::key_type;
-  if constexpr (std::is_same_v<Key, std::string>) {
-    return c10::guts::to_string(param.unsafeGetTensorImpl());
-  } else {
-    return param.unsafeGetTensorImpl();
-  }
-}
-
 std::string group_where(std::size_t g) { return "param_groups[" + std::to_string(g) + "]"; }
 
 void load_legacy_archive(Optimizer& optimizer, const torch::Tensor& bytes) {
@@ -333,7 +337,7 @@ c10::IValue optimizer_state_dict(const Optimizer& optimizer) {
     codec.write_options(group.options(), out);
     c10::List<int64_t> params;
     for (const auto& param : group.params()) {
-      auto it = state.find(state_key(state, param));
+      auto it = state.find(detail::compat::optimizer_state_key(state, param));
       if (it != state.end() && it->second) {
         auto entry = new_dict();
         codec.write_state(*it->second, entry);
@@ -417,7 +421,7 @@ void load_optimizer_state_dict(Optimizer& optimizer, const c10::IValue& state_di
   auto& state = optimizer.state();
   state.clear();
   for (auto& [param, param_state] : new_state) {
-    if (param_state) state[state_key(state, param)] = std::move(param_state);
+    if (param_state) state[detail::compat::optimizer_state_key(state, param)] = std::move(param_state);
   }
 }
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "detail/c10_warning_compat.h"
+#include "detail/compat/warning_handler.h"
 #include "detail/c10d_text.h"
 #include "detail/write_line.h"
 
@@ -90,6 +90,18 @@ void route_glog() {
 void route_glog() {}  // libtorch without glog (pip's wheels): c10 logs itself
 #endif
 
+c10::WarningHandler* rankwise_handler() {
+  static auto* handler = new ForwardingWarningHandler<EmitWarning>();
+  return handler;
+}
+
+// c10's default handler: what a thread that never set one has. Read on the
+// first call, which route_c10_messages makes before setting rankwise's.
+c10::WarningHandler* c10_default_handler() {
+  static c10::WarningHandler* const handler = thread_warning_handler();
+  return handler;
+}
+
 }  // namespace
 
 void route_c10_messages(const std::string& where) {
@@ -97,10 +109,17 @@ void route_c10_messages(const std::string& where) {
     std::lock_guard<std::mutex> lock(this_rank().mutex);
     this_rank().label = where;
   }
+  c10_default_handler();  // before this thread's is set
   static std::once_flag glog_once;
   std::call_once(glog_once, route_glog);
-  static auto* handler = new ForwardingWarningHandler<EmitWarning>();
-  set_thread_warning_handler(handler);
+  set_thread_warning_handler(rankwise_handler());
+}
+
+void route_this_thread_c10_warnings() {
+  // A handler the program set on this thread itself is left alone.
+  if (thread_warning_handler() == c10_default_handler()) {
+    set_thread_warning_handler(rankwise_handler());
+  }
 }
 
 }  // namespace detail

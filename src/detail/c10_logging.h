@@ -16,5 +16,13 @@ namespace detail {
 /// without it reach the glog sink through c10's default handler).
 void route_c10_messages(const std::string& where);
 
+/// Makes the calling thread's c10 warning handler rankwise's, as
+/// route_c10_messages() does, unless the program set one of its own on this
+/// thread (cheap; called where a thread may reach c10d for the first time,
+/// e.g. a DDP forward). Needed without glog (PyPI's libtorch 2.x): there a
+/// thread's TORCH_WARNs reach stderr in c10's own format unless its
+/// handler is rankwise's.
+void route_this_thread_c10_warnings();
+
 }  // namespace detail
 }  // namespace rankwise

@@ -26,6 +26,6 @@ grep -q "^\[rank0\]: resumed from $work/B/checkpoint-0000000200.pt at step 200 (
   || fail "epoch 2 metrics differ between the runs"
 [ "$(cat "$work/A/latest")" = "checkpoint-0000000314.pt" ] || fail "A latest: $(cat "$work/A/latest")"
 [ "$(cat "$work/B/latest")" = "checkpoint-0000000314.pt" ] || fail "B latest: $(cat "$work/B/latest")"
-/usr/bin/python3 "$here/compare_checkpoints.py" "$work/A/checkpoint-0000000314.pt" "$work/B/checkpoint-0000000314.pt" \
+"${RANKWISE_PYTHON:-/usr/bin/python3}" "$here/compare_checkpoints.py" "$work/A/checkpoint-0000000314.pt" "$work/B/checkpoint-0000000314.pt" \
   || fail "parameters differ"
 echo PASS

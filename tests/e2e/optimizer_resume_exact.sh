@@ -27,7 +27,7 @@ out=$("$run" --nproc-per-node "$world" "$program" "$optimizer" "$work/C" "$kill_
 grep -q "resumed at step" <<<"$out" || fail "run C did not resume: $out"
 echo "$out" | grep -E "resumed"
 for other in B C; do
-  /usr/bin/python3 "$here/compare_checkpoints.py" "$work/A/final.pt" "$work/$other/final.pt" \
+  "${RANKWISE_PYTHON:-/usr/bin/python3}" "$here/compare_checkpoints.py" "$work/A/final.pt" "$work/$other/final.pt" \
     || fail "run $other differs from the uninterrupted run"
 done
 echo PASS

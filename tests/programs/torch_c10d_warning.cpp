@@ -2,8 +2,10 @@
 // step of DistributedDataParallel with find_unused_parameters(true) on a
 // model whose parameters are all used: the Reducer warns once (TORCH_WARN_ONCE)
 // that the option found nothing unused. With argument "thread" the step runs
-// in a second thread, whose c10 warning handler is c10's default one (so the
-// warning reaches stderr through glog); otherwise in the main thread.
+// in a second thread, which only the DDP forward gives rankwise's c10
+// warning handler (without it: c10's default one, whose output reaches
+// stderr raw where libtorch has no glog, as PyPI's 2.x); otherwise in the
+// main thread.
 #include <torch/torch.h>
 
 #include <chrono>

@@ -17,9 +17,14 @@ inline std::string shell(const std::string& command) {
   return out;
 }
 
-/// Whether Debian's python3-torch is importable by /usr/bin/python3.
+/// The Python interpreter whose torch is the reference (CMake's
+/// RANKWISE_PYTHON: Debian's /usr/bin/python3 with python3-torch 1.13, or the
+/// venv of the libtorch the tests were built against), followed by a space.
+inline std::string python() { return std::string(RANKWISE_PYTHON) + " "; }
+
+/// Whether that interpreter can import torch.
 inline bool have_python_torch() {
-  return shell("/usr/bin/python3 -c 'import torch' 2>/dev/null && echo yes").find("yes") !=
+  return shell(python() + "-c 'import torch' 2>/dev/null && echo yes").find("yes") !=
          std::string::npos;
 }
 

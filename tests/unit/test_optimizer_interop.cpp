@@ -21,15 +21,17 @@ const std::string kScript = std::string(RANKWISE_SOURCE_DIR) + "/tests/python/op
 }  // namespace
 
 TEST(OptimizerInterop, EachSideContinuesTheOthersRun) {
-  if (!rankwise::test::have_python_torch()) GTEST_SKIP() << "Debian python3-torch is not installed";
+  if (!rankwise::test::have_python_torch()) {
+    GTEST_SKIP() << "the reference Python (" RANKWISE_PYTHON ") cannot import torch";
+  }
   const auto dir = fs::temp_directory_path() / ("rankwise_optimizer_interop_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   const std::string d = dir.string();
   ASSERT_EQ(shell(kProgram + " start " + d + " 2>&1"), "started\n");
-  ASSERT_EQ(shell("/usr/bin/python3 " + kScript + " start " + d + " 2>&1"), "started\n");
-  ASSERT_EQ(shell("/usr/bin/python3 " + kScript + " continue " + d + " 2>&1"), "continued\n");
+  ASSERT_EQ(shell(rankwise::test::python() + kScript + " start " + d + " 2>&1"), "started\n");
+  ASSERT_EQ(shell(rankwise::test::python() + kScript + " continue " + d + " 2>&1"), "continued\n");
   ASSERT_EQ(shell(kProgram + " continue " + d + " 2>&1"), "continued\n");
-  const std::string out = shell("/usr/bin/python3 " + kScript + " compare " + d + " 2>&1; echo exit $?");
+  const std::string out = shell(rankwise::test::python() + kScript + " compare " + d + " 2>&1; echo exit $?");
   for (const char* kind : {"sgd", "adam", "adamw", "rmsprop", "adagrad"}) {
     for (const char* what : {"python continues c++", "c++ continues python"}) {
       const std::string line = std::string(kind) + ": " + what + ": max abs diff ";

@@ -323,6 +323,35 @@ TEST(OptimizerStateErrors, MismatchesAreNamedAndLeaveTheOptimizerUnchanged) {
 
 // Checkpoints of rankwise's earlier format (optimizer entry = libtorch's
 // archive) still load their per-parameter state.
+// PyTorch 2.x writes 'decoupled_weight_decay' in every Adam (false) and AdamW
+// (true) param_group: each loads into its own type and is refused by the other.
+TEST(OptimizerStateErrors, DecoupledWeightDecayAsPyTorch2WritesIt) {
+  torch::manual_seed(4);
+  Net net;
+  torch::optim::Adam adam(net.parameters(), torch::optim::AdamOptions(0.01));
+  torch::optim::AdamW adamw(net.parameters(), torch::optim::AdamWOptions(0.01));
+  train_step(net, adam, 0);
+  train_step(net, adamw, 0);
+  auto with_flag = [](const c10::IValue& state, bool decoupled) {
+    auto copy = state.deepcopy();
+    copy.toGenericDict().at("param_groups").toList().get(0).toGenericDict().insert_or_assign(
+        "decoupled_weight_decay", decoupled);
+    return copy;
+  };
+  const auto adam_state = with_flag(rankwise::optimizer_state_dict(adam), false);
+  const auto adamw_state = with_flag(rankwise::optimizer_state_dict(adamw), true);
+  EXPECT_EQ(error_of([&] { rankwise::load_optimizer_state_dict(adam, adam_state); }), "(no error)");
+  EXPECT_EQ(error_of([&] { rankwise::load_optimizer_state_dict(adamw, adamw_state); }), "(no error)");
+  EXPECT_NE(error_of([&] { rankwise::load_optimizer_state_dict(adam, adamw_state); })
+                .find("'decoupled_weight_decay': true (AdamW's update), which this optimizer does "
+                      "not do; load it into torch::optim::AdamW"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { rankwise::load_optimizer_state_dict(adamw, adam_state); })
+                .find("'decoupled_weight_decay': false (Adam's update), but this optimizer is "
+                      "AdamW; load it into torch::optim::Adam"),
+            std::string::npos);
+}
+
 TEST(OptimizerStateErrors, OlderArchiveFormatStillLoads) {
   torch::manual_seed(5);
   Net net;

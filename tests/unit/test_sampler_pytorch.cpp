@@ -10,7 +10,7 @@ using rankwise::test::shell;
 
 TEST(DistributedSamplerInterop, SameIndicesAsPyTorch) {
   if (!rankwise::test::have_python_torch()) {
-    GTEST_SKIP() << "Debian python3-torch is not installed (/usr/bin/python3 cannot import torch)";
+    GTEST_SKIP() << "the reference Python (" RANKWISE_PYTHON ") cannot import torch";
   }
   struct Case {
     int64_t n;
@@ -25,7 +25,7 @@ TEST(DistributedSamplerInterop, SameIndicesAsPyTorch) {
                         {7, 2, 5, 1, true, false},    {2, 5, 0, 0, true, false},
                         {1000, 2, 0, 7, true, false}};
   for (const auto& c : cases) {
-    const std::string command = "/usr/bin/python3 " RANKWISE_SOURCE_DIR
+    const std::string command = rankwise::test::python() + RANKWISE_SOURCE_DIR
                                 "/tests/python/sampler_reference.py " +
                                 std::to_string(c.n) + " " + std::to_string(c.replicas) + " " +
                                 std::to_string(c.seed) + " " + std::to_string(c.epoch) + " " +

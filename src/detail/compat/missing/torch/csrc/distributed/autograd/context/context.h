@@ -4,7 +4,9 @@
 // stub declares them as libtorch does (torch/csrc/distributed/autograd/context/
 // context.h, PyTorch 1.13): the Reducer stores a std::shared_ptr to the
 // context, so the class layout does not depend on the context's definition.
-// Used only by src/ddp.cpp, never installed.
+// Its directory (src/detail/compat/missing) is on src/ddp.cpp's include path
+// only when the libtorch found lacks the real header (cmake/torch_compat.cmake);
+// never installed.
 #include <ATen/core/Tensor.h>
 
 #include <functional>

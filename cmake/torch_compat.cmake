@@ -1,0 +1,40 @@
+# What differs between the libtorch builds rankwise supports (Debian's 1.13,
+# PyPI's torch 2.x wheel) as far as the build is concerned, found by looking
+# at the libtorch that find_package(Torch) found. The C++ side of the same
+# differences is in src/detail/compat/.
+
+# fmt: libtorch 2.x installs its own fmt headers (fmt 12 in torch 2.15) in
+# its include directory, which comes before /usr/include; compiled against
+# them, Debian's libfmt (fmt 9) would not link. So with such a libtorch, fmt
+# is header-only from libtorch's copy; otherwise Debian's libfmt.
+find_file(RANKWISE_TORCH_FMT_HEADER fmt/base.h PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH)
+add_library(rankwise_fmt INTERFACE)
+if(RANKWISE_TORCH_FMT_HEADER)
+  message(STATUS "rankwise: fmt header-only, from libtorch's ${RANKWISE_TORCH_FMT_HEADER}")
+  target_compile_definitions(rankwise_fmt INTERFACE FMT_HEADER_ONLY=1)
+  target_link_libraries(rankwise_fmt INTERFACE torch)
+else()
+  find_package(fmt REQUIRED)
+  target_link_libraries(rankwise_fmt INTERFACE fmt::fmt)
+endif()
+
+# c10d's reducer.hpp includes torch/csrc/distributed/autograd/context/context.h,
+# which Debian's libtorch-dev omits: then src/detail/compat/missing supplies a stub.
+find_file(RANKWISE_TORCH_AUTOGRAD_CONTEXT_HEADER torch/csrc/distributed/autograd/context/context.h
+          PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH)
+if(RANKWISE_TORCH_AUTOGRAD_CONTEXT_HEADER)
+  set(RANKWISE_TORCH_LACKS_AUTOGRAD_CONTEXT OFF)
+else()
+  set(RANKWISE_TORCH_LACKS_AUTOGRAD_CONTEXT ON)
+endif()
+
+# The wheel's libtorch_cuda finds its CUDA and NCCL libraries through its
+# RUNPATH ($ORIGIN/../../nvidia/*/lib). The linker, resolving libtorch_cuda's
+# own dependencies, would look first in the rpath directories of the link
+# line, which include the CUDA toolkit's lib directory: an older toolkit's
+# libnccl there lacks symbols libtorch_cuda needs ("undefined reference to
+# ncclCommGrow"). -rpath-link directories come first: the wheel's own.
+file(GLOB RANKWISE_TORCH_NVIDIA_LIB_DIRS LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
+foreach(dir ${RANKWISE_TORCH_NVIDIA_LIB_DIRS})
+  set_property(TARGET torch APPEND PROPERTY INTERFACE_LINK_OPTIONS "LINKER:-rpath-link,${dir}")
+endforeach()
