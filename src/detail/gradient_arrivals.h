@@ -17,11 +17,13 @@
 //   kFirstStep  (static_graph): as many calls as in the first step, whose
 //               parameters without any call the Reducer marks itself later.
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/types.h>
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace rankwise {
@@ -53,7 +55,10 @@ class GradientArrivals {
 
   Expect expect_;
   int64_t steps_ = 0;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  // How this libtorch holds autograd nodes (std::shared_ptr in 1.x,
+  // c10::intrusive_ptr in 2.x).
+  using NodePtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<torch::Tensor>()));
+  std::vector<NodePtr> accumulators_;
   std::vector<uintptr_t> hook_keys_;
   std::shared_ptr<std::vector<std::atomic<int64_t>>> calls_;  // shared with the hooks
   std::vector<int64_t> expected_;
