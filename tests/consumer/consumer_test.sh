@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# consumer_test.sh ROUTE BUILD_DIR SOURCE_DIR WORK_DIR VERSION: builds tests/consumer as a
+# consumer_test.sh ROUTE BUILD_DIR SOURCE_DIR WORK_DIR VERSION [build|configure]: builds tests/consumer as a
 # user's project would and runs it on 2 ranks through the launcher it found.
 #   find_package:     `cmake --install BUILD_DIR` into WORK_DIR/prefix, then the
 #                     consumer finds it with find_package(rankwise)
@@ -9,8 +9,10 @@
 # The compiler, build type and libtorch are the parent build's (WORK_DIR/parent.cmake
 # and prefix_path.txt, written by tests/CMakeLists.txt), so it passes on either
 # libtorch leg; VERSION is rankwise's, which the consumer's line must show.
+# With `configure`, the add_subdirectory route stops after checking the
+# generated build system (the consumer and its own rankwise targets).
 set -euo pipefail
-route=$1; build=$2; source=$3; work=$4; version=$5
+route=$1; build=$2; source=$3; work=$4; version=$5; mode=${6:-build}
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$work/$route"
 mkdir -p "$work/$route"
@@ -32,6 +34,14 @@ else
         -DRANKWISE_CONSUMER_ROUTE=add_subdirectory -DRANKWISE_SOURCE_DIR="$source" \
         -DCMAKE_PREFIX_PATH="$(cat "$work/prefix_path.txt")"
   grep -q '^RANKWISE_BUILD_TESTS:BOOL=OFF$' "$consumer/CMakeCache.txt" || fail "RANKWISE_BUILD_TESTS is not OFF in a subproject"
+  if [ "$mode" = configure ]; then
+    targets=$(cmake --build "$consumer" --target help)
+    for t in consumer rankwise rankwise-run; do
+      grep -qE "^\.\.\. $t( |\$)" <<<"$targets" || fail "the subproject build has no target $t"
+    done
+    echo "PASS (configured; the build of this route runs on the libtorch 1.13 leg)"
+    exit 0
+  fi
   # Only the consumer (and so its own librankwise): the launcher would add
   # minutes of compiling; the parent build's is the same program.
   cmake --build "$consumer" -j2 --target consumer
