@@ -7,7 +7,12 @@ set(RANKWISE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/rankwise)
 
 # The installed library and launcher find libtorch where they were linked
 # against it (Debian's /usr/lib, or a wheel's site-packages/torch/lib).
-set_target_properties(rankwise rankwise-run PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+# INSTALL_RPATH_USE_LINK_PATH alone misses the wheel's torch/lib (TorchConfig
+# links its libraries by full path): the installed rankwise-run failed with
+# "libtorch_cuda.so: cannot open shared object file". So that directory is named.
+get_filename_component(RANKWISE_TORCH_LIBRARY_DIR "${TORCH_LIBRARY}" DIRECTORY)
+set_target_properties(rankwise rankwise-run PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE
+  INSTALL_RPATH "${RANKWISE_TORCH_LIBRARY_DIR}")
 # rankwise_fmt (cmake/torch_compat.cmake) is part of rankwise's interface:
 # consumers compile log.h with the fmt rankwise was built with.
 set_target_properties(rankwise_fmt PROPERTIES EXPORT_NAME fmt)
