@@ -28,16 +28,8 @@ else()
   set(RANKWISE_TORCH_LACKS_AUTOGRAD_CONTEXT ON)
 endif()
 
-# The wheel's libtorch_cuda finds its CUDA and NCCL libraries through its
-# RUNPATH ($ORIGIN/../../nvidia/*/lib). The linker, resolving libtorch_cuda's
-# own dependencies, would look first in the rpath directories of the link
-# line, which include the CUDA toolkit's lib directory: an older toolkit's
-# libnccl there lacks symbols libtorch_cuda needs ("undefined reference to
-# ncclCommGrow"). -rpath-link directories come first: the wheel's own.
-file(GLOB RANKWISE_TORCH_NVIDIA_LIB_DIRS LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
-foreach(dir ${RANKWISE_TORCH_NVIDIA_LIB_DIRS})
-  set_property(TARGET torch APPEND PROPERTY INTERFACE_LINK_OPTIONS "LINKER:-rpath-link,${dir}")
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/torch_link.cmake)
+rankwise_fix_torch_link()
 
 # NCCL: a libtorch built with CUDA has the torch_cuda target, which defines
 # USE_C10D_NCCL (the guard of ProcessGroupNCCL.hpp) for its users. Then

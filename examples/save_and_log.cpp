@@ -3,7 +3,11 @@
 // while the others wait, then every rank loads it onto the CPU.
 //
 //   rankwise-run --nproc-per-node 2 build/examples/save_and_log [ckpt.pt]
+#include <fmt/ranges.h>
 #include <torch/torch.h>
+
+#include <string>
+#include <vector>
 
 #include "rankwise/rankwise.h"
 
@@ -43,11 +47,12 @@ int run(int argc, char** argv) {
   rankwise::save(path, state);
 
   auto ckpt = rankwise::load(path);
-  std::string keys;
+  std::vector<std::string> keys;
   for (const auto& entry : ckpt.at("model").toGenericDict()) {
-    keys += (keys.empty() ? "" : ", ") + entry.key().toStringRef();
+    keys.push_back("'" + entry.key().toStringRef() + "'");
   }
-  rankwise::print("rank {}: loaded keys [{}]", rank, keys);
+  // As Python prints list(ckpt["model"]): ['weight', 'bias'].
+  rankwise::print("rank {}: loaded keys [{}]", rank, fmt::join(keys, ", "));
   return 0;
 }
 

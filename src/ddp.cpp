@@ -6,12 +6,11 @@
 #include <torch/torch.h>
 
 #include <atomic>
-#include <regex>
-#include <sstream>
 
 #include "detail/c10_logging.h"
 #include "detail/c10d_text.h"
 #include "detail/compat/reducer.h"
+#include "detail/gradient_arrivals.h"
 #include "detail/model_layout.h"
 #include "detail/where.h"
 #include "rankwise/error.h"
@@ -53,6 +52,8 @@ struct DataParallelEngine::Impl {
   // parameters changes between steps. The Logger goes first (declared last).
   std::shared_ptr<c10d::Reducer> reducer;
   std::shared_ptr<c10d::Logger> logger;
+  // Which parameters the Reducer still waits for (named in its error).
+  std::unique_ptr<GradientArrivals> arrivals;
   bool require_forward_param_sync = true;
   int64_t iterations = 0;  // training forwards so far
   std::string join_key_prefix;
@@ -77,28 +78,23 @@ struct DataParallelEngine::Impl {
     return states;
   }
 
-  // The Reducer's errors in rankwise's words: "did not receive grad" names
-  // the parameters and says what to do in C++ terms; every error keeps
-  // c10d's text, its Python-only advice translated (see c10d_text.h).
+  // The Reducer's errors in rankwise's words, keeping c10d's text (its
+  // Python-only advice translated, see c10d_text.h). When some parameter got
+  // no gradient in the last synchronizing backward (rankwise's own count,
+  // see gradient_arrivals.h), the error is the Reducer's "did not receive
+  // grad": it names the parameters and says what to do in C++ terms.
   [[noreturn]] void rethrow_reducer_error(const std::exception& e) {
-    const std::string text = message_of(e);
-    std::smatch match;
-    static const std::regex unused("did not receive grad for rank \\d+: ([0-9 ]+)");
-    if (std::regex_search(text, match, unused)) {
-      std::istringstream indices(match[1].str());
-      std::vector<std::string> missing;
-      std::size_t index;
-      while (indices >> index) {
-        if (index < names.size()) missing.push_back(names[index]);
-      }
+    const std::string text = in_rankwise_terms(message_of(e));
+    std::vector<std::string> missing;
+    for (size_t index : arrivals->missing()) missing.push_back(names[index]);
+    if (!missing.empty()) {
       throw Error("rankwise: " + where(*group) + ": DistributedDataParallel: parameter(s) [" +
                   join_names(missing) +
                   "] received no gradient in the previous backward pass, so their gradients "
                   "were not all_reduced. " + unused_parameter_advice() +
-                  ". c10d's error: " + in_rankwise_terms(text));
+                  ". c10d's error: " + text);
     }
-    throw Error("rankwise: " + where(*group) + ": DistributedDataParallel: " +
-                in_rankwise_terms(text));
+    throw Error("rankwise: " + where(*group) + ": DistributedDataParallel: " + text);
   }
 
   std::string unused_parameter_advice() const {
@@ -297,6 +293,11 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
     d.reducer->set_static_graph();
     d.logger->set_static_graph();
   }
+  using Expect = GradientArrivals::Expect;
+  d.arrivals = std::make_unique<GradientArrivals>(
+      d.params, options.static_graph_            ? Expect::kFirstStep
+                : options.find_unused_parameters_ ? Expect::kReachable
+                                                  : Expect::kEvery);
 
   // Keys that join() sets; unique per DDP instance (every rank builds them in the same order).
   auto counter = group.store()->add("rankwise/ddp/instances/" + std::to_string(group.rank()), 1);
@@ -336,11 +337,10 @@ void DataParallelEngine::after_forward(const std::vector<torch::Tensor>& outputs
     if (d.options.uneven_inputs_ == UnevenInputs::kError) d.check_inputs_count();
     d.require_forward_param_sync = true;
     try {
-      if (d.options.find_unused_parameters_ && !d.options.static_graph_) {
-        d.reducer->prepare_for_backward(outputs);
-      } else {
-        d.reducer->prepare_for_backward({});
-      }
+      const bool find_unused = d.options.find_unused_parameters_ && !d.options.static_graph_;
+      const std::vector<torch::Tensor> none;
+      d.reducer->prepare_for_backward(find_unused ? outputs : none);
+      d.arrivals->start_step(find_unused ? outputs : none);
       if (d.options.static_graph_ && d.iterations == 1) {
         d.delay_all_reduce_to_end_of_backward(outputs);
       }

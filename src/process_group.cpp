@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "detail/c10_logging.h"
+#include "detail/collective_wait.h"
 #include "detail/compat/barrier.h"
 #include "detail/compat/gloo_group.h"
 #include "detail/compat/nccl_group.h"
@@ -43,26 +44,6 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
       return c10d::ReduceOp::MAX;
   }
   return c10d::ReduceOp::SUM;
-}
-
-// Waits for `work`, turning c10d failures into rankwise errors that say which
-// rank, which operation and what to check.
-void wait_for(const ProcessGroup& pg, const c10::intrusive_ptr<c10d::Work>& work,
-              const char* operation) {
-  try {
-    work->wait(pg.timeout());
-  } catch (const std::exception& e) {
-    std::string text = e.what();
-    std::string message = "rankwise: " + where(pg) + ": " + operation + " failed";
-    if (text.find("imed out") != std::string::npos || text.find("imeout") != std::string::npos) {
-      throw TimeoutError(message + " after a timeout of " + std::to_string(pg.timeout().count()) +
-                         " ms: not every rank reached this collective. Check that every rank "
-                         "calls the same collectives in the same order. Original error: " +
-                         text);
-    }
-    throw PeerError(message + ": a peer rank probably exited or crashed; see its output. "
-                              "Original error: " + text);
-  }
 }
 
 // The local address this node uses to reach `host` (the routing table's
@@ -210,7 +191,8 @@ void ProcessGroup::all_reduce(torch::Tensor& tensor, ReduceOp op) {
   c10d::AllreduceOptions opts;
   opts.reduceOp = to_c10d(op);
   opts.timeout = options_.timeout_;
-  wait_for(*this, group_->allreduce(tensors, opts), "all_reduce");
+  detail::run_collective(where(*this), "all_reduce", timeout(),
+                         [&] { return group_->allreduce(tensors, opts); });
   if (op == ReduceOp::kAvg) tensor.div_(env_.world_size);
 }
 
@@ -223,7 +205,8 @@ void ProcessGroup::broadcast(torch::Tensor& tensor, int root) {
   c10d::BroadcastOptions opts;
   opts.rootRank = root;
   opts.timeout = options_.timeout_;
-  wait_for(*this, group_->broadcast(tensors, opts), "broadcast");
+  detail::run_collective(where(*this), "broadcast", timeout(),
+                         [&] { return group_->broadcast(tensors, opts); });
 }
 
 std::vector<torch::Tensor> ProcessGroup::all_gather(const torch::Tensor& tensor) {
@@ -233,7 +216,8 @@ std::vector<torch::Tensor> ProcessGroup::all_gather(const torch::Tensor& tensor)
   std::vector<torch::Tensor> inputs{input};
   c10d::AllgatherOptions opts;
   opts.timeout = options_.timeout_;
-  wait_for(*this, group_->allgather(outputs, inputs, opts), "all_gather");
+  detail::run_collective(where(*this), "all_gather", timeout(),
+                         [&] { return group_->allgather(outputs, inputs, opts); });
   return outputs[0];
 }
 
@@ -241,7 +225,8 @@ void ProcessGroup::barrier() {
   c10d::BarrierOptions opts;
   opts.timeout = options_.timeout_;
   detail::compat::barrier_on_host(opts);  // under NCCL: Gloo's, which blocks the host
-  wait_for(*this, group_->barrier(opts), "barrier");
+  detail::run_collective(where(*this), "barrier", timeout(),
+                         [&] { return group_->barrier(opts); });
 }
 
 ProcessGroup& init(const InitOptions& options) {

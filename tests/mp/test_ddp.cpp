@@ -230,18 +230,50 @@ TEST_F(Ddp, StaticGraphWhoseUsedParametersChangeIsNamed) {
   rankwise::barrier();
 }
 
+// With static_graph(true) a parameter unused from the first step on stays
+// unused and is never named; one the first step used and a later step left
+// out is.
+TEST_F(Ddp, StaticGraphNamesOnlyTheParametersTheFirstStepUsed) {
+  struct Branches : torch::nn::Module {
+    Branches()
+        : fc1(register_module("fc1", torch::nn::Linear(5, 3))),
+          used(register_module("used", torch::nn::Linear(3, 3))),
+          idle(register_module("idle", torch::nn::Linear(3, 3))) {}
+    torch::Tensor forward(const torch::Tensor& x) {
+      auto h = torch::tanh(fc1(x));
+      return use_used ? h + used(h) : h;
+    }
+    torch::nn::Linear fc1, used, idle;
+    bool use_used = true;
+  };
+  torch::manual_seed(0);
+  auto net = std::make_shared<Branches>();
+  rankwise::DistributedDataParallel ddp(
+      net, rankwise::DistributedDataParallelOptions().static_graph(true));
+  auto [x, y] = batch_of(rank, 0);
+  torch::mse_loss(ddp.forward(x), y).backward();  // `idle` unused from the start
+  torch::mse_loss(ddp.forward(x), y).backward();
+  net->use_used = false;
+  torch::mse_loss(ddp.forward(x), y).backward();
+  expect_error_text([&] { ddp.forward(x); },
+                    {"parameter(s) [used.weight, used.bias] received no gradient",
+                     "without static_graph(true) and with find_unused_parameters(true)"});
+  rankwise::barrier();
+}
+
 // With find_unused_parameters(true) the parameters behind a returned tensor
 // count as used; if that tensor is left out of the loss they get no gradient.
 TEST_F(Ddp, ReturnedTensorLeftOutOfTheLossIsNamedWithFindUnusedParameters) {
   struct TwoOutputs : torch::nn::Module {
     TwoOutputs()
         : fc1(register_module("fc1", torch::nn::Linear(5, 8))),
-          spare(register_module("spare", torch::nn::Linear(8, 3))) {}
+          spare(register_module("spare", torch::nn::Linear(8, 3))),
+          idle(register_module("idle", torch::nn::Linear(8, 3))) {}
     std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x) {
       auto h = torch::tanh(fc1(x));
-      return {h, spare(h)};
+      return {h, spare(h)};  // `idle` is unused (found unused, never named)
     }
-    torch::nn::Linear fc1, spare;
+    torch::nn::Linear fc1, spare, idle;
   };
   torch::manual_seed(0);
   rankwise::DistributedDataParallel ddp(

@@ -1,0 +1,40 @@
+# `cmake --install` and find_package(rankwise): the library, the launcher and
+# the public headers, with exported targets rankwise::rankwise and
+# rankwise::rankwise-run. A parent project that uses add_subdirectory() gets
+# rankwise::rankwise as an alias instead (top-level CMakeLists.txt).
+include(CMakePackageConfigHelpers)
+set(RANKWISE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/rankwise)
+
+# The installed library and launcher find libtorch where they were linked
+# against it (Debian's /usr/lib, or a wheel's site-packages/torch/lib).
+# INSTALL_RPATH_USE_LINK_PATH alone misses the wheel's torch/lib (TorchConfig
+# links its libraries by full path): the installed rankwise-run failed with
+# "libtorch_cuda.so: cannot open shared object file". So that directory is named.
+get_filename_component(RANKWISE_TORCH_LIBRARY_DIR "${TORCH_LIBRARY}" DIRECTORY)
+set_target_properties(rankwise rankwise-run PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE
+  INSTALL_RPATH "${RANKWISE_TORCH_LIBRARY_DIR}")
+# rankwise_fmt (cmake/torch_compat.cmake) is part of rankwise's interface:
+# consumers compile log.h with the fmt rankwise was built with.
+set_target_properties(rankwise_fmt PROPERTIES EXPORT_NAME fmt)
+
+install(TARGETS rankwise rankwise_fmt rankwise-run EXPORT rankwiseTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY include/rankwise DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT rankwiseTargets NAMESPACE rankwise:: DESTINATION ${RANKWISE_CMAKE_DIR})
+
+# Whether the library was built with libtorch's header-only fmt (then the
+# config finds no fmt package) or with a fmt package (then it must find it).
+if(RANKWISE_TORCH_FMT_HEADER)
+  set(RANKWISE_FMT_FROM_TORCH ON)
+else()
+  set(RANKWISE_FMT_FROM_TORCH OFF)
+endif()
+configure_package_config_file(cmake/rankwiseConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/rankwiseConfig.cmake INSTALL_DESTINATION ${RANKWISE_CMAKE_DIR})
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/rankwiseConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/rankwiseConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/rankwiseConfigVersion.cmake
+              cmake/torch_link.cmake
+        DESTINATION ${RANKWISE_CMAKE_DIR})

@@ -1,0 +1,33 @@
+// A collective that one rank never reaches fails on the others with a
+// TimeoutError once the group's timeout has passed (rankwise decides this
+// from how long it waited, not from c10d's text), on 2 ranks.
+#include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "rankwise/error.h"
+#include "rankwise/process_group.h"
+
+TEST(CollectiveTimeout, BarrierThatOneRankSkipsIsATimeoutError) {
+  auto& group = rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(2)));
+  const std::string done_key = "test/rank0_timed_out";
+  if (group.rank() == 0) {
+    try {
+      group.barrier();
+      FAIL() << "expected a TimeoutError";
+    } catch (const rankwise::TimeoutError& e) {
+      EXPECT_NE(std::string(e.what()).find("rankwise: rank 0/2: barrier failed after a timeout "
+                                           "of 2000 ms: not every rank reached this collective"),
+                std::string::npos)
+          << e.what();
+    }
+    group.store()->set(done_key, std::vector<uint8_t>{'1'});
+  } else {
+    // Rank 1 skips the barrier and waits (longer than the group's timeout)
+    // until rank 0 has seen its error.
+    group.store()->wait({done_key}, std::chrono::seconds(60));
+  }
+}
