@@ -40,8 +40,21 @@ step() {
   fi
 }
 
-step "$work/python/out" torchrun "$seed/ddp_save_log.py"
-step "$work/python/out2" torchrun "$seed/ddp_resume.py"
+# Two Python processes sharing torchrun's stdout can tear each other's lines
+# (seen: "...1.3542rank 1: ..."), the very thing rankwise-run prevents. So
+# the reference's stdout goes to torchrun's per-rank log files (--redirects 1),
+# read back whole; the C++ programs under torchrun share its stdout, since
+# rankwise::print writes each line with one write().
+python_step() {
+  local out=$1 script=$2 logs="$1.logs"
+  step "$out.torchrun" torchrun --redirects 1 --log-dir "$logs" "$script"
+  local files
+  files=$(find "$logs" -name stdout.log | sort)
+  [ "$(wc -l <<<"$files")" -eq 2 ] || fail "torchrun wrote no per-rank stdout.log under $logs"
+  cat $files >"$out"
+}
+python_step "$work/python/out" "$seed/ddp_save_log.py"
+python_step "$work/python/out2" "$seed/ddp_resume.py"
 step "$work/rankwise-run/out" "$run" --nproc-per-node 2 "$save_and_log" ckpt.pt
 step "$work/rankwise-run/out2" "$run" --nproc-per-node 2 "$resume" ckpt.pt
 step "$work/torchrun/out" torchrun --no_python "$save_and_log" ckpt.pt
