@@ -30,3 +30,22 @@ endif()
 
 include(${CMAKE_CURRENT_LIST_DIR}/torch_link.cmake)
 rankwise_fix_torch_link()
+
+# NCCL: a libtorch built with CUDA has the torch_cuda target, which defines
+# USE_C10D_NCCL (the guard of ProcessGroupNCCL.hpp) for its users. Then
+# RANKWISE_TORCH_NCCL is defined for src/detail/compat/nccl_group.cpp, which
+# alone includes that header. Its ProcessGroupNCCL::Options holds an
+# ncclConfig_t, so nccl.h must be the one libtorch was built with: the wheel's
+# own (nvidia/nccl/include), before the CUDA toolkit's, which may be another
+# NCCL version.
+set(RANKWISE_TORCH_NCCL OFF)
+if(TARGET torch_cuda)
+  find_file(RANKWISE_TORCH_NCCL_HEADER torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp
+            PATHS ${TORCH_INCLUDE_DIRS} NO_DEFAULT_PATH)
+  if(RANKWISE_TORCH_NCCL_HEADER)
+    set(RANKWISE_TORCH_NCCL ON)
+  endif()
+endif()
+find_path(RANKWISE_TORCH_NCCL_INCLUDE_DIR nccl.h PATHS "${TORCH_INSTALL_PREFIX}/../nvidia/nccl/include"
+          NO_DEFAULT_PATH)
+message(STATUS "rankwise: NCCL backend ${RANKWISE_TORCH_NCCL} (nccl.h: ${RANKWISE_TORCH_NCCL_INCLUDE_DIR})")

@@ -19,21 +19,10 @@
 
 #include <chrono>
 
+#include "fashion_mnist_mlp.h"
 #include "rankwise/rankwise.h"
 
 namespace {
-
-struct MlpImpl : torch::nn::Module {
-  MlpImpl()
-      : fc1(register_module("fc1", torch::nn::Linear(784, 256))),
-        fc2(register_module("fc2", torch::nn::Linear(256, 128))),
-        fc3(register_module("fc3", torch::nn::Linear(128, 10))) {}
-  torch::Tensor forward(const torch::Tensor& x) {
-    return fc3(torch::relu(fc2(torch::relu(fc1(x)))));
-  }
-  torch::nn::Linear fc1, fc2, fc3;
-};
-TORCH_MODULE(Mlp);
 
 struct Config {
   std::string data_dir = rankwise::kFashionMnistDir;
@@ -48,6 +37,7 @@ struct Config {
   int64_t keep_last = 3;
   bool resume = false;
   bool overwrite = false;
+  std::string device = "auto";
   int64_t simulate_failure_at_step = 0;
 };
 
@@ -121,11 +111,20 @@ int train(int argc, char** argv) {
                  "fault injection for resume tests: on the first attempt (restart count 0), rank 1 "
                  "(or rank 0 alone) kills itself with SIGKILL after step N")
       ->check(CLI::Range(int64_t{0}, kMaxCount));
+  app.add_option("--device", cfg.device,
+                 "auto (this rank's own GPU when every rank has one, else the CPU), cpu, cuda "
+                 "(a GPU per rank, else an error) or cuda:N (e.g. cuda:0 for ranks sharing one GPU)");
   CLI11_PARSE(app, argc, argv);
 
   {
+    // Before init(): with --device auto and a GPU per rank, init() picks NCCL.
+    const torch::Device device = cfg.device == "auto" ? rankwise::device()
+                                 : cfg.device == "cuda" ? rankwise::device(rankwise::DeviceKind::kCuda)
+                                                        : torch::Device(cfg.device);
     auto& group = rankwise::init();
     rankwise::print_header();
+    // With auto, the header's device column is the one trained on.
+    if (cfg.device != "auto") rankwise::print0("--device {}: training on {}", cfg.device, device.str());
 
     auto train = rankwise::load_fashion_mnist(cfg.data_dir, /*train=*/true);
     auto test = rankwise::load_fashion_mnist(cfg.data_dir, /*train=*/false);
@@ -138,6 +137,7 @@ int train(int argc, char** argv) {
 
     torch::manual_seed(cfg.seed);
     Mlp model;
+    model->to(device);
     torch::optim::SGD optimizer(model->parameters(),
                                 torch::optim::SGDOptions(cfg.lr).momentum(cfg.momentum));
     // Collective: rank 0 creates the directory and locks it, so a bad path
@@ -217,8 +217,8 @@ int train(int argc, char** argv) {
       for (auto begin = static_cast<std::size_t>(state.position); begin < indices.size();
            begin += cfg.batch_size) {
         const auto end = std::min(indices.size(), begin + static_cast<std::size_t>(cfg.batch_size));
-        auto x = take(train.images, indices, begin, end);
-        auto y = take(train.labels, indices, begin, end);
+        auto x = take(train.images, indices, begin, end).to(device);
+        auto y = take(train.labels, indices, begin, end).to(device);
         auto per_sample = torch::cross_entropy_loss(ddp.forward(x), y, {}, torch::Reduction::None);
         optimizer.zero_grad();
         per_sample.mean().backward();
@@ -247,7 +247,8 @@ int train(int argc, char** argv) {
         const auto test_indices = test_sampler.indices();
         for (std::size_t begin = 0; begin < test_indices.size(); begin += 1000) {
           const auto end = std::min(test_indices.size(), begin + 1000);
-          auto logits = ddp.module()->forward(take(test.images, test_indices, begin, end));
+          auto logits =
+              ddp.module()->forward(take(test.images, test_indices, begin, end).to(device));
           auto target = take(test.labels, test_indices, begin, end);
           test_accuracy->update(logits, target);
           test_f1->update(logits, target);

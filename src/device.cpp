@@ -141,7 +141,11 @@ DeviceAssignment assign_device(int local_rank, int local_world_size, int device_
 }
 
 DeviceAssignment device_assignment(DeviceKind kind) {
-  const LaunchEnv env = is_initialized() ? process_group().env() : LaunchEnv::from_environment();
+  return device_assignment(
+      is_initialized() ? process_group().env() : LaunchEnv::from_environment(), kind);
+}
+
+DeviceAssignment device_assignment(const LaunchEnv& env, DeviceKind kind) {
   if (kind == DeviceKind::kCpu) return assign_device(env.local_rank, env.local_world_size, 0, {}, kind);
   const auto visible = parse_cuda_visible_devices(get_env(kVariable));
   const int count =

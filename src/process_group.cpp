@@ -2,6 +2,7 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
 
 #include <arpa/inet.h>
 #include <net/if.h>
@@ -11,11 +12,15 @@
 #include <unistd.h>
 
 #include <mutex>
+#include <optional>
 
 #include "detail/c10_logging.h"
 #include "detail/collective_wait.h"
+#include "detail/compat/barrier.h"
 #include "detail/compat/gloo_group.h"
+#include "detail/compat/nccl_group.h"
 #include "detail/where.h"
+#include "rankwise/device.h"
 #include "rankwise/error.h"
 
 namespace rankwise {
@@ -97,16 +102,38 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const Launc
   return devices;
 }
 
+// The device NCCL is bound to when `backend` ("auto", "gloo" or "nccl") means
+// NCCL on this rank: this rank's own GPU (rankwise::device()); nullopt for Gloo.
+std::optional<torch::Device> nccl_device(const LaunchEnv& env, const std::string& backend) {
+  if (backend != "auto" && backend != "gloo" && backend != "nccl") {
+    throw ConfigError("rankwise: " + where(env.rank, env.world_size) + ": unknown backend '" +
+                      backend + "'; use \"auto\", \"gloo\" or \"nccl\"");
+  }
+  if (backend == "gloo") return std::nullopt;
+  const bool compiled = detail::compat::nccl_compiled();
+  const DeviceAssignment assigned =
+      compiled ? device_assignment(env, DeviceKind::kAuto) : DeviceAssignment{};
+  if (assigned.is_cuda()) return assigned.torch_device();
+  if (backend == "nccl") {
+    throw ConfigError(
+        "rankwise: " + where(env.rank, env.world_size) + ": InitOptions().backend(\"nccl\"): " +
+        (compiled ? "this rank has no GPU of its own (rankwise::device() is the CPU: CUDA is not "
+                    "available, or LOCAL_WORLD_SIZE=" + std::to_string(env.local_world_size) +
+                    " processes share fewer visible GPUs; NCCL needs one GPU per rank)"
+                  : std::string("this build of rankwise has no NCCL (its libtorch " TORCH_VERSION
+                                " was built without CUDA)")) +
+        "; use \"gloo\" (CPU tensors, and CUDA tensors where libtorch has CUDA) or \"auto\" "
+        "(NCCL when every rank has its own GPU, else Gloo)");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
     : env_(env), options_(options) {
   // Before the first c10d call: its warnings appear as rankwise lines, not raw glog.
   detail::route_c10_messages(where(env_.rank, env_.world_size));
-  if (options_.backend_ != "auto" && options_.backend_ != "gloo") {
-    throw ConfigError("rankwise: backend '" + options_.backend_ +
-                      "' is not available in this build; use \"gloo\" or \"auto\"");
-  }
   if (options_.timeout_.count() <= 0) {
     throw ConfigError("rankwise: InitOptions::timeout must be positive");
   }
@@ -114,7 +141,9 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
     throw ConfigError("rankwise: InitOptions::gloo_threads is " +
                       std::to_string(options_.gloo_threads_) + "; it must be at least 1");
   }
-  auto devices = gloo_devices(env_);  // before the rendezvous: a bad interface is ConfigError
+  // Before the rendezvous: a bad backend or interface is ConfigError.
+  const std::optional<torch::Device> nccl = nccl_device(env_, options_.backend_);
+  auto devices = gloo_devices(env_);
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(env_.master_port);
   store_options.isServer = !env_.agent_store && env_.rank == 0;
@@ -130,7 +159,10 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(options_.timeout_);
     gloo_options->devices = std::move(devices);
     gloo_options->threads = options_.gloo_threads_;
-    group_ = detail::compat::make_gloo_group(store_, env_.rank, env_.world_size, gloo_options);
+    group_ = nccl ? detail::compat::make_gloo_nccl_group(store_, env_.rank, env_.world_size,
+                                                         gloo_options, *nccl, options_.timeout_)
+                  : detail::compat::make_gloo_group(store_, env_.rank, env_.world_size,
+                                                    gloo_options);
   } catch (const std::exception& e) {
     throw RendezvousError("rankwise: rank " + std::to_string(env_.rank) + "/" +
                           std::to_string(env_.world_size) + ": rendezvous at " +
@@ -143,7 +175,10 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
 
 ProcessGroup::~ProcessGroup() = default;
 
-std::string ProcessGroup::backend() const { return group_->getBackendName(); }
+std::string ProcessGroup::backend() const {
+  const std::string name = group_->getBackendName();
+  return name == "nccl" ? detail::compat::kGlooNcclBackendName : name;
+}
 
 void ProcessGroup::all_reduce(torch::Tensor& tensor, ReduceOp op) {
   if (op == ReduceOp::kAvg && !tensor.is_floating_point()) {
@@ -189,6 +224,7 @@ std::vector<torch::Tensor> ProcessGroup::all_gather(const torch::Tensor& tensor)
 void ProcessGroup::barrier() {
   c10d::BarrierOptions opts;
   opts.timeout = options_.timeout_;
+  detail::compat::barrier_on_host(opts);  // under NCCL: Gloo's, which blocks the host
   detail::run_collective(where(*this), "barrier", timeout(),
                          [&] { return group_->barrier(opts); });
 }

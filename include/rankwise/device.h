@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "rankwise/env.h"
+
 namespace rankwise {
 
 /// Parses a CUDA_VISIBLE_DEVICES value.
@@ -91,6 +93,9 @@ DeviceAssignment assign_device(int local_rank, int local_world_size, int device_
 /// get_env, the GPU count from torch::cuda. Any rank, no communication.
 /// Throws ConfigError as parse_cuda_visible_devices() and assign_device() do.
 DeviceAssignment device_assignment(DeviceKind kind = DeviceKind::kAuto);
+/// The same for the worker described by `env` (its local rank and local
+/// world size), e.g. before the process group exists.
+DeviceAssignment device_assignment(const LaunchEnv& env, DeviceKind kind = DeviceKind::kAuto);
 
 /// This worker's device: cuda:LOCAL_RANK when CUDA is available and every
 /// local rank gets its own visible GPU, else the CPU (see DeviceKind). Put

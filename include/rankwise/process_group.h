@@ -1,13 +1,39 @@
 #pragma once
 /// \file process_group.h
 /// Rendezvous and collectives on PyTorch's own c10d engine: a TCPStore for
-/// rendezvous and ProcessGroupGloo for CPU tensors. rankwise never implements
-/// its own transport.
+/// rendezvous, ProcessGroupGloo for CPU tensors and, where every rank has a
+/// GPU of its own and libtorch has CUDA, ProcessGroupNCCL for CUDA tensors.
+/// rankwise never implements its own transport.
+///
+/// Backends (InitOptions::backend, ProcessGroup::backend()):
+/// - "gloo": one Gloo group for CPU tensors and, where libtorch has CUDA, for
+///   CUDA tensors too (copied through the host; several ranks may share a GPU).
+/// - "cpu:gloo,cuda:nccl" (asked for as "nccl"): NCCL for CUDA tensors, bound
+///   to this rank's device (rankwise::device(), made the current CUDA device),
+///   and Gloo beside it for CPU tensors (DDP's join count, metrics metadata,
+///   barrier). Needs a libtorch with CUDA and one GPU per local rank.
 ///
 /// Collectives must be called by every rank of the group, in the same order,
 /// with tensors of the same shape and dtype ("collective: every rank, same
-/// order"). Each waits at most `timeout` and then throws TimeoutError; a peer
-/// that died makes them throw PeerError at once.
+/// order"). The functions below (all_reduce, broadcast, all_gather, barrier)
+/// block the calling thread until the collective is complete on this rank,
+/// with either backend, and wait at most `timeout`: then they throw
+/// TimeoutError; a peer that died makes them throw PeerError at once (Gloo).
+///
+/// Timeouts under NCCL differ (from c10d's ProcessGroupNCCL, not observed on
+/// a machine with several GPUs): NCCL's watchdog thread checks every CUDA
+/// collective against the same `timeout`, and with PyTorch's default
+/// TORCH_NCCL_ASYNC_ERROR_HANDLING=3 it ends the process (SIGABRT; stderr
+/// shows c10::DistBackendError "Watchdog caught collective operation
+/// timeout"). So a function below that times out on CUDA tensors throws
+/// TimeoutError in the calling thread, but the process may be ended by the
+/// watchdog before or while the exception is handled; the group is unusable
+/// afterwards either way. Collectives that rankwise does not wait for on the
+/// host, such as DistributedDataParallel's gradient buckets (ordered on the
+/// CUDA stream), never throw: the watchdog ends the process after `timeout`.
+/// Under rankwise-run both show as that rank's failure (its TimeoutError or
+/// its signal), and the other ranks then fail too. A dead peer under NCCL is
+/// may likewise be seen only at the timeout.
 
 #include <torch/types.h>
 
@@ -33,8 +59,14 @@ enum class ReduceOp { kSum, kAvg, kMin, kMax };
 struct InitOptions {
   /// Timeout of every collective and of the rendezvous (default 300 s,
   /// torch.distributed's default for Gloo is 30 min; ours fails sooner).
+  /// Under NCCL also the watchdog's timeout (see the file comment).
   InitOptions& timeout(std::chrono::milliseconds t) { timeout_ = t; return *this; }
-  /// "gloo" (CPU tensors). "auto" picks gloo on this build.
+  /// "auto" (default): NCCL (with Gloo for CPU tensors) when this libtorch
+  /// has CUDA and NCCL and rankwise::device() is a GPU, i.e. every local rank
+  /// has its own visible GPU; otherwise "gloo". "gloo": Gloo for every
+  /// tensor. "nccl": as auto's first case, or ConfigError (saying why and to
+  /// use "gloo" or "auto") on a build without NCCL or a rank without a GPU of
+  /// its own. Example: `rankwise::init(rankwise::InitOptions().backend("gloo"))`.
   InitOptions& backend(std::string b) { backend_ = std::move(b); return *this; }
   /// Threads of ProcessGroupGloo that run collectives (default 2, >= 1). More
   /// than one lets asynchronous collectives (DDP's buckets) run side by side;
@@ -61,6 +93,8 @@ class ProcessGroup {
   int world_size() const { return env_.world_size; }
   int local_rank() const { return env_.local_rank; }
   const LaunchEnv& env() const { return env_; }
+  /// The backend in use: "gloo", or "cpu:gloo,cuda:nccl" (Python's name of
+  /// the same group) when NCCL serves CUDA tensors.
   std::string backend() const;
   std::chrono::milliseconds timeout() const { return options_.timeout_; }
 
@@ -72,7 +106,12 @@ class ProcessGroup {
   /// Returns world_size tensors, entry r being rank r's `tensor` (every rank
   /// passes the same shape and dtype). Collective.
   std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor);
-  /// Blocks until every rank arrived. Collective.
+  /// Blocks the calling thread until every rank has arrived. Collective. It
+  /// runs on Gloo under either backend: NCCL's own barrier is an all_reduce
+  /// that orders this rank's CUDA stream but may return before the other
+  /// ranks arrive. It does not wait for CUDA work this rank queued before it
+  /// (kernels, or NCCL collectives nobody waited for): call
+  /// torch::cuda::synchronize() first where that matters.
   void barrier();
 
   /// The underlying c10d objects, for code that needs more than the above.
@@ -103,7 +142,8 @@ int world_size();
 /// This process's rank on its node.
 int local_rank();
 
-/// Shorthands for the global group's collectives (collective: every rank, same order).
+/// Shorthands for the global group's collectives (collective: every rank, same order;
+/// tensors on the CPU or, with a CUDA libtorch, on a GPU).
 void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
 void broadcast(torch::Tensor& tensor, int root = 0);
 std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor);

@@ -1,7 +1,7 @@
 #pragma once
 /// \file checkpoint/checkpoint.h
 /// Replicated checkpoints: rank 0 writes atomically while the others wait;
-/// every rank loads onto the CPU.
+/// every rank loads onto the CPU or onto its own device.
 ///
 /// A checkpoint is a c10::Dict<std::string, IValue> in the zip format of
 /// Python's `torch.save` of a dict, written by PyTorch's own serializer, so
@@ -11,6 +11,7 @@
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
+#include <c10/core/Device.h>
 
 #include <string>
 #include <vector>
@@ -64,6 +65,21 @@ void check_checkpoint_path(const std::string& path);
 /// Throws CheckpointError naming the file when it is missing, truncated, torn,
 /// altered (checksum mismatch) or not a checkpoint.
 Checkpoint load(const std::string& path);
+
+/// Reads a checkpoint as load(path) does, then puts every tensor in it
+/// (also those nested in dicts, lists and tuples: state dicts, optimizer
+/// states) on `device`, as Python's `torch.load(path, map_location=device)`.
+/// Typically `rankwise::load(path, rankwise::device())` on every rank: each
+/// gets its copy on its own GPU, or on the CPU. Any rank. Throws
+/// CheckpointError as load() does; c10::Error when `device` is not available.
+Checkpoint load(const std::string& path, const c10::Device& device);
+
+/// A copy of `checkpoint` whose tensors are on `device` (see load(path,
+/// device)); `checkpoint` is left as it was. Tensors already there are shared,
+/// not copied. E.g. for CheckpointManager::load_latest():
+/// `rankwise::to_device(*latest, rankwise::device())`. Any rank, no
+/// communication.
+Checkpoint to_device(const Checkpoint& checkpoint, const c10::Device& device);
 
 /// Verifies the recorded CRC-32 of a checkpoint without unpickling it: true
 /// when it matches, false when the file carries no checksum (written by
