@@ -1,7 +1,8 @@
 // Latency of one Gloo all_reduce through rankwise (float32, sum), the
 // microbenchmark behind BENCHMARKS.md's scheduling section. Prints on rank 0:
 //   allreduce bytes=<B> calls=<N> mean_us=<m> p50_us=<p> p90_us=<q> over_3ms=<fraction>
-// Usage: bench_allreduce BYTES CALLS; run through rankwise-run (--cpu-sched to compare).
+// Usage: bench_allreduce BYTES CALLS [GLOO_THREADS]; run through rankwise-run
+// (--cpu-sched to compare policies; GLOO_THREADS: InitOptions::gloo_threads).
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -12,14 +13,16 @@
 #include "rankwise/rankwise.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: bench_allreduce BYTES CALLS\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: bench_allreduce BYTES CALLS [GLOO_THREADS]\n");
     return 2;
   }
   const int64_t bytes = std::stoll(argv[1]);
   const int64_t calls = std::stoll(argv[2]);
   torch::set_num_threads(1);
-  rankwise::init();
+  rankwise::InitOptions options;
+  if (argc == 4) options.gloo_threads(std::stoi(argv[3]));
+  rankwise::init(options);
   auto tensor = torch::ones({std::max<int64_t>(1, bytes / 4)}, torch::kFloat32);
   for (int i = 0; i < 20; ++i) rankwise::all_reduce(tensor);
   rankwise::barrier();

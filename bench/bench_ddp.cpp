@@ -1,7 +1,8 @@
 // rankwise DDP on the benchmark job of bench/ddp_reference.py (same models,
 // batch, threads and optimizer). Prints on rank 0:
 //   rankwise <model> world=<W> samples_per_s=<X>
-// Usage: bench_ddp MODEL STEPS BATCH   (MODEL: mlp | wide); run through rankwise-run.
+// Usage: bench_ddp MODEL STEPS BATCH [GLOO_THREADS]   (MODEL: mlp | wide; GLOO_THREADS:
+// InitOptions::gloo_threads, default rankwise's); run through rankwise-run.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -10,15 +11,17 @@
 #include "rankwise/rankwise.h"
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: bench_ddp mlp|wide STEPS BATCH\n");
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: bench_ddp mlp|wide STEPS BATCH [GLOO_THREADS]\n");
     return 2;
   }
   const std::string model_name = argv[1];
   const int64_t steps = std::stoll(argv[2]);
   const int64_t batch = std::stoll(argv[3]);
   torch::set_num_threads(1);
-  auto& group = rankwise::init();
+  rankwise::InitOptions options;
+  if (argc == 5) options.gloo_threads(std::stoi(argv[4]));
+  auto& group = rankwise::init(options);
 
   torch::manual_seed(0);
   torch::nn::Sequential net;

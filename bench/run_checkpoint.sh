@@ -21,7 +21,8 @@
 set -uo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
-py=/usr/bin/python3
+. "$here/reference_python.sh"
+py=$(reference_python "$build")
 bench="$build/bench/bench_checkpoint"
 [ -x "$bench" ] || { echo "run_checkpoint.sh: build bench_checkpoint first"; exit 0; }
 sizes=${RANKWISE_BENCH_CKPT_SIZES:-"256 1024"}

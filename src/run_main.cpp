@@ -1,6 +1,7 @@
 #include "rankwise/run_main.h"
 
 #include <fmt/format.h>
+#include <gloo/common/error.h>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -29,13 +30,11 @@ int rank_or_zero() {
 bool is_peer_gone(const std::exception& e) {
   if (dynamic_cast<const PeerError*>(&e) != nullptr) return true;
   if (dynamic_cast<const Error*>(&e) != nullptr) return false;
-  // Gloo's TCP transport (gloo/transport/tcp/pair.cc) on a peer's EOF, and
-  // strerror(ECONNRESET) in its read/write errors.
-  const std::string text = e.what();
-  for (const char* words : {"Connection closed by peer", "Connection reset by peer"}) {
-    if (text.find(words) != std::string::npos) return true;
-  }
-  return false;
+  // A raw c10d error from Gloo's transport (a peer's connection closed or
+  // reset, or a read that timed out), e.g. from DDP's gradient all_reduce in
+  // backward(): c10d rethrows Gloo's own exception, by type on both libtorch
+  // versions (its message text is not relied on).
+  return dynamic_cast<const ::gloo::IoException*>(&e) != nullptr;
 }
 
 bool record_error(const std::string& message, bool secondary) {

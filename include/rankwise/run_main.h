@@ -38,11 +38,12 @@ bool record_error(const std::string& message, bool secondary = false);
 ///  - rankwise::PeerError, by its type (what rankwise's collectives and
 ///    DistributedDataParallel throw when a peer is gone); every other
 ///    rankwise::Error (TimeoutError, ...) is primary;
-///  - any other exception (libtorch 1.13's c10::Error, Gloo's gloo::IoException,
-///    std::runtime_error), which reaches run_main unwrapped from c10d calls
-///    rankwise does not wrap (e.g. the gradient all_reduce of a backward pass),
-///    when its message holds Gloo's words for it: "Connection closed by peer"
-///    or "Connection reset by peer".
+///  - Gloo's gloo::IoException, by its type: it reaches run_main unwrapped
+///    from c10d calls rankwise does not wrap (e.g. the gradient all_reduce of
+///    a backward pass) when a peer's connection closed or reset, or a read
+///    from a peer timed out (Gloo throws the same type for both, so a raw
+///    c10d timeout counts as secondary too; rankwise's own collectives raise
+///    TimeoutError instead). No message text is read.
 bool is_peer_gone(const std::exception& e);
 
 namespace detail {

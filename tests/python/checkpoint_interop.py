@@ -1,9 +1,13 @@
 """Checkpoint interop with PyTorch (Debian python3-torch 1.13), both directions.
 
-  checkpoint_interop.py check-cpp CKPT     torch.load a rankwise training-state checkpoint,
+  checkpoint_interop.py check-cpp CKPT [ATOL]  torch.load a rankwise training-state checkpoint,
                                            load_state_dict its "model" into Net (strict) and
                                            print "equal" when Net's output on
                                            extras["probe_input"] is bitwise extras["probe_output"]
+                                           (with ATOL: "close" when within ATOL, for another
+                                           torch version, whose kernels round differently)
+  checkpoint_interop.py fingerprint FILE [KEY]  print the CRC-32 of FILE's state_dict (FILE[KEY]),
+                                           as torch_interop_model fingerprint does
   checkpoint_interop.py write SD PROBE     train Net a little; torch.save its state_dict with
                                            DDP's "module." prefix to SD, {"input", "output"}
                                            (eval mode) to PROBE, and a typical training
@@ -14,6 +18,7 @@ Net matches tests/programs/torch_interop_model.cpp.
 """
 import collections
 import sys
+import zlib
 
 import torch
 from torch import nn
@@ -30,7 +35,20 @@ class Net(nn.Module):
         return self.fc2(torch.relu(self.bn(self.fc1(x))))
 
 
-def check_cpp(path):
+def fingerprint(path, key=None):
+    """CRC-32 over the entries sorted by name: name, NUL, the tensor's bytes."""
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    if key is not None:
+        state = state[key]
+    crc = 0
+    for name in sorted(state):
+        crc = zlib.crc32(name.encode() + b"\0", crc)
+        crc = zlib.crc32(state[name].contiguous().numpy().tobytes(), crc)
+    print(f"fingerprint {crc}")
+    return 0
+
+
+def check_cpp(path, atol=None):
     checkpoint = torch.load(path, map_location="cpu", weights_only=False)
     net = Net()
     net.load_state_dict(checkpoint["model"], strict=True)
@@ -38,8 +56,12 @@ def check_cpp(path):
     extras = checkpoint["extras"]
     with torch.no_grad():
         output = net(extras["probe_input"])
-    if torch.equal(output, extras["probe_output"]):
-        print(f"equal (step {checkpoint['step']}, {len(checkpoint['model'])} entries)")
+    summary = f"(step {checkpoint['step']}, {len(checkpoint['model'])} entries)"
+    if atol is None and torch.equal(output, extras["probe_output"]):
+        print(f"equal {summary}")
+        return 0
+    if atol is not None and torch.allclose(output, extras["probe_output"], rtol=0, atol=atol):
+        print(f"close {summary}")
         return 0
     print(f"different: max abs diff {(output - extras['probe_output']).abs().max().item()}")
     return 1
@@ -73,5 +95,7 @@ def write(sd_path, probe_path):
 if __name__ == "__main__":
     torch.set_num_threads(1)
     if sys.argv[1] == "check-cpp":
-        sys.exit(check_cpp(sys.argv[2]))
+        sys.exit(check_cpp(sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else None))
+    if sys.argv[1] == "fingerprint":
+        sys.exit(fingerprint(*sys.argv[2:4]))
     sys.exit(write(sys.argv[2], sys.argv[3]))
