@@ -113,11 +113,29 @@ int train(int argc, char** argv) {
       ->check(CLI::Range(int64_t{0}, kMaxCount));
   app.add_option("--device", cfg.device,
                  "auto (this rank's own GPU when every rank has one, else the CPU), cpu, cuda "
-                 "(a GPU per rank, else an error) or cuda:N (e.g. cuda:0 for ranks sharing one GPU)");
+                 "(a GPU per rank, else an error) or cuda:N (e.g. cuda:0 for ranks sharing one GPU)")
+      ->check([](const std::string& value) -> std::string {
+        const bool cuda_n = value.size() > 5 && value.compare(0, 5, "cuda:") == 0 &&
+                            value.find_first_not_of("0123456789", 5) == std::string::npos;
+        if (value == "auto" || value == "cpu" || value == "cuda" || cuda_n) return "";
+        return "'" + value + "' is not a device; use auto, cpu, cuda or cuda:N";
+      });
   CLI11_PARSE(app, argc, argv);
 
   {
     // Before init(): with --device auto and a GPU per rank, init() picks NCCL.
+    if (cfg.device.compare(0, 5, "cuda:") == 0) {
+      const auto index = std::stoll(cfg.device.substr(5));
+      const auto visible = static_cast<long long>(torch::cuda::device_count());
+      if (index >= visible) {
+        const std::string choices =
+            visible == 0 ? std::string("use --device auto or cpu")
+                         : fmt::format("use cuda:0 to cuda:{} (CUDA_VISIBLE_DEVICES renumbers them from 0), "
+                                       "or --device auto or cpu", visible - 1);
+        throw rankwise::ConfigError(fmt::format("--device {}: this process sees {} GPU{}; {}", cfg.device,
+                                                visible, visible == 1 ? "" : "s", choices));
+      }
+    }
     const torch::Device device = cfg.device == "auto" ? rankwise::device()
                                  : cfg.device == "cuda" ? rankwise::device(rankwise::DeviceKind::kCuda)
                                                         : torch::Device(cfg.device);
@@ -184,9 +202,13 @@ int train(int argc, char** argv) {
         rankwise::print0("resumed from {} at step {} (epoch {}, {} samples into it on each rank)",
                          latest, state.step, state.epoch + 1, state.position);
         if (state.epoch >= cfg.epochs) {
-          rankwise::print0("nothing left to do: the checkpoint is at the end of epoch {} and "
-                           "--epochs is {} (the total); raise --epochs to train further",
-                           state.epoch, cfg.epochs);
+          const std::string where =
+              state.position == 0 ? fmt::format("at the end of epoch {}", state.epoch)
+                                  : fmt::format("{} samples into epoch {} on each rank", state.position,
+                                                state.epoch + 1);
+          rankwise::print0("nothing left to do: the checkpoint is {} and --epochs is {} (the total); "
+                           "raise --epochs to train further",
+                           where, cfg.epochs);
         }
       } else {
         rankwise::print0("no checkpoint in {}; starting from epoch 1", cfg.checkpoint_dir);

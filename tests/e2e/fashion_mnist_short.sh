@@ -34,4 +34,20 @@ rc=$?
 grep -q "cannot create the checkpoint directory '/proc/rankwise-fm'" <<<"$out4" \
   || fail "unusable checkpoint directory message: $out4"
 grep -q 'epoch 1/1' <<<"$out4" && fail "trained before checking the checkpoint directory"
+# A --device that cannot work is refused before any training, saying what to use.
+for bad in gpu "" cpu:0; do
+  out5=$("$run" --nproc-per-node 1 "$program" --epochs 1 --limit 200 --checkpoint-dir "$work/dev" --device "$bad" 2>&1)
+  grep -q "'$bad' is not a device; use auto, cpu, cuda or cuda:N" <<<"$out5" || fail "--device '$bad' message: $out5"
+  grep -q 'epoch 1/1' <<<"$out5" && fail "trained with --device '$bad'"
+done
+out6=$("$run" --nproc-per-node 1 "$program" --epochs 1 --limit 200 --checkpoint-dir "$work/dev" --device cuda:5 2>&1)
+grep -q -- "--device cuda:5: this process sees 0 GPUs; use --device auto or cpu" <<<"$out6" || fail "--device cuda:5 message: $out6"
+grep -q 'epoch 1/1' <<<"$out6" && fail "trained with --device cuda:5"
+# Resumed mid-epoch past --epochs: says where the checkpoint is.
+out7=$("$run" --nproc-per-node 2 "$program" --epochs 2 --limit 2000 --checkpoint-dir "$work/mid" --checkpoint-every 5 \
+  --simulate-failure-at-step 21 2>&1)
+[ "$(cat "$work/mid/latest")" = checkpoint-0000000020.pt ] || fail "mid-epoch checkpoint of step 20: $out7"
+out8=$("$run" --nproc-per-node 2 "$program" --epochs 1 --limit 2000 --checkpoint-dir "$work/mid" --resume) || fail "resume past --epochs: $out8"
+grep -q "^\[rank0\]: nothing left to do: the checkpoint is 256 samples into epoch 2 on each rank and --epochs is 1 (the total); raise --epochs to train further$" <<<"$out8" \
+  || fail "nothing-left message: $out8"
 echo PASS

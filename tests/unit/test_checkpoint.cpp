@@ -123,6 +123,9 @@ TEST(Checkpoint, TruncatedFilesAreErrorsNeverCrashes) {
     write_bytes(path, good.substr(0, size));
     const std::string error = error_of([&] { rankwise::load(path.string()); });
     EXPECT_NE(error.find(path.string()), std::string::npos) << "size " << size << ": " << error;
+    // verify() throws too: false is only for a complete file without a checksum.
+    const std::string verify_error = error_of([&] { rankwise::verify(path.string()); });
+    EXPECT_NE(verify_error.find(path.string()), std::string::npos) << "size " << size << ": " << verify_error;
   }
   fs::remove_all(dir);
 }

@@ -83,7 +83,9 @@ Checkpoint to_device(const Checkpoint& checkpoint, const c10::Device& device);
 
 /// Verifies the recorded CRC-32 of a checkpoint without unpickling it: true
 /// when it matches, false when the file carries no checksum (written by
-/// Python's torch.save). Any rank. Throws CheckpointError as load() does.
+/// Python's torch.save: a complete zip without rankwise's record). Any rank.
+/// Throws CheckpointError as load() does: for a missing, corrupt or
+/// truncated file, or one that is not a zip at all.
 bool verify(const std::string& path);
 
 }  // namespace rankwise

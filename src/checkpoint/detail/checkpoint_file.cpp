@@ -168,6 +168,8 @@ uint32_t crc_of_prefix(int fd, uint64_t end, const std::string& path) {
 }
 
 // Opens `path` and checks its trailer and CRC; returns the integrity found.
+[[noreturn]] void unreadable(const std::string& path, const std::string& why);
+
 Integrity verify_open(const std::string& path, Fd& file, uint64_t& size) {
   file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (file.fd < 0) {
@@ -180,7 +182,7 @@ Integrity verify_open(const std::string& path, Fd& file, uint64_t& size) {
   }
   size = static_cast<uint64_t>(info.st_size);
   if (size < kEocdSize) {
-    throw CheckpointError("rankwise: checkpoint '" + path + "' is truncated (" +
+    throw CheckpointError("rankwise: checkpoint '" + path + "' is truncated or not a checkpoint (" +
                           std::to_string(size) + " bytes; a zip checkpoint has at least " +
                           std::to_string(kEocdSize) + ")");
   }
@@ -202,7 +204,14 @@ Integrity verify_open(const std::string& path, Fd& file, uint64_t& size) {
                           "' is truncated: its checksum record is missing; do not use it: load "
                           "the previous checkpoint");
   }
-  if (!has_marker && !has_eocd_with_trailer) return Integrity::kNoChecksum;
+  if (!has_marker && !has_eocd_with_trailer) {
+    // No checksum: torch.save's files (no zip comment) end with the zip's end
+    // record; anything else is cut short or not a zip at all.
+    if (read_le32(last_eocd) != kEocdSignature) {
+      unreadable(path, "it does not end with a zip end-of-central-directory record");
+    }
+    return Integrity::kNoChecksum;
+  }
   const std::string trailer = tail_text.substr(tail_size >= kTrailerSize ? tail_size - kTrailerSize : 0);
   unsigned recorded = 0;
   char extra = 0;
