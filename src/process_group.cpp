@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "detail/c10_logging.h"
+#include "detail/collective_check.h"
 #include "detail/collective_wait.h"
 #include "detail/compat/barrier.h"
 #include "detail/compat/gloo_group.h"
@@ -146,6 +147,12 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
   auto devices = gloo_devices(env_);
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(env_.master_port);
+  // A single process started without a launcher hosts its own store: on a
+  // free port (0), unless MASTER_PORT names one, so that several such
+  // processes on one machine do not collide on torchrun's default 29500.
+  if (env_.source == LaunchSource::kNone && env_.world_size == 1 && !get_env("MASTER_PORT")) {
+    store_options.port = 0;
+  }
   store_options.isServer = !env_.agent_store && env_.rank == 0;
   store_options.numWorkers = env_.agent_store ? c10::nullopt
                                               : c10::optional<std::size_t>(env_.world_size);
@@ -187,6 +194,7 @@ void ProcessGroup::all_reduce(torch::Tensor& tensor, ReduceOp op) {
                       std::string(c10::toString(tensor.scalar_type())) +
                       "; reduce a sum and divide yourself");
   }
+  check_call("all_reduce", tensor, -1);
   std::vector<torch::Tensor> tensors{tensor};
   c10d::AllreduceOptions opts;
   opts.reduceOp = to_c10d(op);
@@ -201,6 +209,7 @@ void ProcessGroup::broadcast(torch::Tensor& tensor, int root) {
     throw ConfigError("rankwise: " + where(*this) + ": broadcast root " + std::to_string(root) +
                       " is not a rank in [0, " + std::to_string(env_.world_size) + ")");
   }
+  check_call("broadcast", tensor, root);
   std::vector<torch::Tensor> tensors{tensor};
   c10d::BroadcastOptions opts;
   opts.rootRank = root;
@@ -210,6 +219,7 @@ void ProcessGroup::broadcast(torch::Tensor& tensor, int root) {
 }
 
 std::vector<torch::Tensor> ProcessGroup::all_gather(const torch::Tensor& tensor) {
+  check_call("all_gather", tensor, -1);
   auto input = tensor.contiguous();
   std::vector<std::vector<torch::Tensor>> outputs(1);
   for (int r = 0; r < env_.world_size; ++r) outputs[0].push_back(torch::empty_like(input));
@@ -222,11 +232,18 @@ std::vector<torch::Tensor> ProcessGroup::all_gather(const torch::Tensor& tensor)
 }
 
 void ProcessGroup::barrier() {
+  check_call("barrier", torch::Tensor(), -1);
   c10d::BarrierOptions opts;
   opts.timeout = options_.timeout_;
   detail::compat::barrier_on_host(opts);  // under NCCL: Gloo's, which blocks the host
   detail::run_collective(where(*this), "barrier", timeout(),
                          [&] { return group_->barrier(opts); });
+}
+
+void ProcessGroup::check_call(const char* operation, const torch::Tensor& tensor, int root) {
+  if (!options_.check_collectives_ || env_.world_size == 1) return;
+  detail::check_same_call(*group_, where(*this), timeout(), {operation, tensor, root},
+                          checked_calls_++);
 }
 
 ProcessGroup& init(const InitOptions& options) {

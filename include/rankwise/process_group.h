@@ -72,9 +72,21 @@ struct InitOptions {
   /// than one lets asynchronous collectives (DDP's buckets) run side by side;
   /// see BENCHMARKS.md for what 1, 2 and 4 cost on a 2-core machine.
   InitOptions& gloo_threads(int n) { gloo_threads_ = n; return *this; }
+  /// Checked collectives (default false): before each collective below,
+  /// every rank exchanges what it is about to call (operation, dtype, shape,
+  /// root) in one extra all_gather of 128 bytes, and ranks that are out of
+  /// step (e.g. a collective inside `if (rank() == 0)`) throw
+  /// CollectiveMismatchError on every rank, naming each rank's call, instead
+  /// of pairing unrelated collectives or waiting for the timeout. As
+  /// PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL. It covers the collectives of
+  /// this class (and so metrics, checkpoints, consensus), not DDP's gradient
+  /// buckets. rankwise::Fabric turns it on. See also
+  /// ProcessGroup::set_check_collectives().
+  InitOptions& check_collectives(bool v) { check_collectives_ = v; return *this; }
   std::chrono::milliseconds timeout_{std::chrono::seconds(300)};
   std::string backend_{"auto"};
   int gloo_threads_{2};
+  bool check_collectives_{false};
 };
 
 /// A c10d process group over every rank of the job.
@@ -97,6 +109,11 @@ class ProcessGroup {
   /// the same group) when NCCL serves CUDA tensors.
   std::string backend() const;
   std::chrono::milliseconds timeout() const { return options_.timeout_; }
+  /// Turns checked collectives (InitOptions::check_collectives) on or off.
+  /// Collective in effect: every rank must make the same choice at the same
+  /// point, or the next collective pairs a check with a real collective.
+  void set_check_collectives(bool on) { options_.check_collectives_ = on; }
+  bool check_collectives() const { return options_.check_collectives_; }
 
   /// In-place all_reduce of `tensor` (any shape; dtype float, double or an
   /// integer type; kAvg needs floating point). Collective: every rank, same order.
@@ -123,6 +140,9 @@ class ProcessGroup {
   InitOptions options_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  uint64_t checked_calls_ = 0;  // sequence number of the next checked collective
+  // With checked collectives on: exchanges the call with every rank first.
+  void check_call(const char* operation, const torch::Tensor& tensor, int root);
 };
 
 /// Creates the global process group from the environment (see env.h). Calling

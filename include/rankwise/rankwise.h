@@ -17,6 +17,7 @@
 #include "rankwise/device.h"
 #include "rankwise/env.h"
 #include "rankwise/error.h"
+#include "rankwise/fabric.h"
 #include "rankwise/log.h"
 #include "rankwise/metrics/aggregation.h"
 #include "rankwise/metrics/auroc.h"
@@ -25,3 +26,4 @@
 #include "rankwise/metrics/metric.h"
 #include "rankwise/process_group.h"
 #include "rankwise/run_main.h"
+#include "rankwise/seed.h"

@@ -1,9 +1,13 @@
 #include "rankwise/data/distributed_sampler.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <fmt/format.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
+#include "detail/write_line.h"
 #include "rankwise/error.h"
+#include "rankwise/log.h"
 #include "rankwise/process_group.h"
 
 namespace rankwise {
@@ -61,7 +65,26 @@ std::vector<int64_t> DistributedSampler::positions() const {
   return result;
 }
 
+void detail::warn_repeated_epoch(const char* sampler, int64_t epoch) {
+  if (!is_rank_zero()) return;
+  detail::write_line(STDERR_FILENO,
+                     fmt::format("rankwise: warning: {}: epoch {} started again without "
+                                 "set_epoch(): every such epoch repeats the same shuffled order; "
+                                 "call set_epoch(epoch) on every rank before each epoch, as with "
+                                 "PyTorch's DistributedSampler (this warning is shown once)",
+                                 sampler, epoch));
+}
+
 std::vector<int64_t> DistributedSampler::indices() const {
+  if (options_.shuffle_ && last_indices_epoch_ == epoch_ && !warned_) {
+    warned_ = true;
+    detail::warn_repeated_epoch("DistributedSampler", epoch_);
+  }
+  last_indices_epoch_ = epoch_;
+  return compute_indices();
+}
+
+std::vector<int64_t> DistributedSampler::compute_indices() const {
   const auto order = permutation();
   std::vector<int64_t> result;
   if (dataset_size_ == 0) return result;

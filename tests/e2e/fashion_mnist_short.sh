@@ -41,13 +41,26 @@ for bad in gpu "" cpu:0; do
   grep -q 'epoch 1/1' <<<"$out5" && fail "trained with --device '$bad'"
 done
 out6=$("$run" --nproc-per-node 1 "$program" --epochs 1 --limit 200 --checkpoint-dir "$work/dev" --device cuda:5 2>&1)
-grep -q -- "--device cuda:5: this process sees 0 GPUs; use --device auto or cpu" <<<"$out6" || fail "--device cuda:5 message: $out6"
+grep -q -- "device cuda:5: this process sees 0 GPUs; use auto or cpu" <<<"$out6" || fail "--device cuda:5 message: $out6"
 grep -q 'epoch 1/1' <<<"$out6" && fail "trained with --device cuda:5"
-# Resumed mid-epoch past --epochs: says where the checkpoint is.
+# Resumed mid-epoch past --epochs: says where the checkpoint is. (The
+# `latest` pointer is set back to the mid-epoch checkpoint of step 20.)
 out7=$("$run" --nproc-per-node 2 "$program" --epochs 2 --limit 2000 --checkpoint-dir "$work/mid" --checkpoint-every 5 \
-  --simulate-failure-at-step 21 2>&1)
-[ "$(cat "$work/mid/latest")" = checkpoint-0000000020.pt ] || fail "mid-epoch checkpoint of step 20: $out7"
+  --keep-last 10 2>&1) || fail "run with --checkpoint-every 5: $out7"
+[ -f "$work/mid/checkpoint-0000000020.pt" ] || fail "mid-epoch checkpoint of step 20: $out7"
+echo checkpoint-0000000020.pt > "$work/mid/latest"
 out8=$("$run" --nproc-per-node 2 "$program" --epochs 1 --limit 2000 --checkpoint-dir "$work/mid" --resume) || fail "resume past --epochs: $out8"
-grep -q "^\[rank0\]: nothing left to do: the checkpoint is 256 samples into epoch 2 on each rank and --epochs is 1 (the total); raise --epochs to train further$" <<<"$out8" \
+grep -q "^\[rank0\]: nothing left to do: the checkpoint is 256 samples into epoch 2 on each rank and the run's total is 1 epoch; raise the total to train further$" <<<"$out8" \
   || fail "nothing-left message: $out8"
+# --resume and --overwrite-checkpoints exclude each other.
+out9=$("$run" --nproc-per-node 1 "$program" --epochs 1 --limit 200 --checkpoint-dir "$work/mid" --resume --overwrite-checkpoints 2>&1)
+grep -q -- "--resume excludes --overwrite-checkpoints" <<<"$out9" || fail "--resume with --overwrite-checkpoints: $out9"
+# A new run in a directory of an earlier run is refused before training.
+out10=$("$run" --nproc-per-node 2 "$program" --epochs 1 --limit 200 --checkpoint-dir "$work/mid" 2>&1)
+grep -q "holds checkpoints of an earlier run; resume it (Resume::kLatest, --resume), replace them (Resume::kOverwrite, --overwrite-checkpoints)" <<<"$out10" \
+  || fail "earlier run's directory: $out10"
+grep -q 'epoch 1/1' <<<"$out10" && fail "trained in an earlier run's directory"
+# One process without a launcher: world size 1, its own store on a free port.
+out11=$("$program" --epochs 1 --limit 500 --checkpoint-dir "$work/solo" 2>&1) || fail "without launcher: $out11"
+grep -qE '^epoch 1/1 \| train loss [0-9.]+ over 500 samples .* on 1 ranks$' <<<"$out11" || fail "without launcher: $out11"
 echo PASS

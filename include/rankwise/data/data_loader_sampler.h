@@ -13,7 +13,9 @@ namespace rankwise {
 
 /// A torch::data::samplers::Sampler that yields this rank's indices of the
 /// current epoch (DistributedSampler::indices()) in batches. Call
-/// set_epoch() before each epoch, on every rank, as with PyTorch. reset()
+/// set_epoch() before each epoch, on every rank, as with PyTorch (with
+/// shuffle, a second pass, i.e. the loader's reset(), at the same epoch
+/// number writes a warning once, on rank 0). reset()
 /// rewinds to the start of the epoch; reset(new_size) also changes the data
 /// set size. save()/load() keep the epoch and the position within it.
 ///
@@ -30,11 +32,12 @@ class DataLoaderSampler : public torch::data::samplers::Sampler<> {
       : dataset_size_(dataset_size),
         options_(options),
         sampler_(dataset_size, options),
-        indices_(sampler_.indices()) {}
+        indices_(sampler_.compute_indices()) {}
 
   void set_epoch(int64_t epoch) {
     sampler_.set_epoch(epoch);
-    reset(c10::nullopt);
+    indices_ = sampler_.compute_indices();
+    position_ = 0;
   }
   const DistributedSampler& sampler() const { return sampler_; }
 
@@ -45,7 +48,13 @@ class DataLoaderSampler : public torch::data::samplers::Sampler<> {
       sampler_ = DistributedSampler(dataset_size_, options_);
       sampler_.set_epoch(epoch);
     }
-    indices_ = sampler_.indices();
+    // The data loader resets its sampler at the start of every pass.
+    if (sampler_.shuffle() && last_pass_epoch_ == sampler_.epoch() && !warned_) {
+      warned_ = true;
+      detail::warn_repeated_epoch("DataLoaderSampler", sampler_.epoch());
+    }
+    last_pass_epoch_ = sampler_.epoch();
+    indices_ = sampler_.compute_indices();
     position_ = 0;
   }
 
@@ -69,7 +78,7 @@ class DataLoaderSampler : public torch::data::samplers::Sampler<> {
     archive.read("epoch", epoch, /*is_buffer=*/true);
     archive.read("position", position, /*is_buffer=*/true);
     sampler_.set_epoch(epoch.item<int64_t>());
-    indices_ = sampler_.indices();
+    indices_ = sampler_.compute_indices();
     position_ = static_cast<size_t>(position.item<int64_t>());
   }
 
@@ -79,6 +88,8 @@ class DataLoaderSampler : public torch::data::samplers::Sampler<> {
   DistributedSampler sampler_;
   std::vector<int64_t> indices_;
   size_t position_ = 0;
+  c10::optional<int64_t> last_pass_epoch_;
+  bool warned_ = false;
 };
 
 }  // namespace rankwise

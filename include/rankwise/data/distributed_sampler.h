@@ -51,7 +51,9 @@ class DistributedSampler {
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
 
-  /// This rank's indices for the current epoch.
+  /// This rank's indices for the current epoch. With shuffle, a second call
+  /// for the same epoch number (set_epoch() forgotten: every epoch would get
+  /// the same order) writes a warning to stderr, once per sampler, on rank 0.
   std::vector<int64_t> indices() const;
   /// For each of indices(): true when it is a padding duplicate.
   std::vector<bool> is_padding() const;
@@ -61,8 +63,11 @@ class DistributedSampler {
   int64_t total_size() const;
   int num_replicas() const { return num_replicas_; }
   int rank() const { return rank_; }
+  bool shuffle() const { return options_.shuffle_; }
 
  private:
+  friend class DataLoaderSampler;  // computes passes' indices without the warning
+  std::vector<int64_t> compute_indices() const;
   // Positions into the (possibly padded) permuted list, for this rank.
   std::vector<int64_t> positions() const;
   std::vector<int64_t> permutation() const;
@@ -72,6 +77,13 @@ class DistributedSampler {
   int num_replicas_;
   int rank_;
   int64_t epoch_ = 0;
+  mutable std::optional<int64_t> last_indices_epoch_;
+  mutable bool warned_ = false;
 };
+
+namespace detail {
+/// The warning of a repeated epoch (DistributedSampler::indices()), on rank 0.
+void warn_repeated_epoch(const char* sampler, int64_t epoch);
+}  // namespace detail
 
 }  // namespace rankwise

@@ -1,0 +1,298 @@
+#pragma once
+/// \file fabric.h
+/// The front door: a small object beside an ordinary libtorch training loop
+/// that makes it a correct multi-process one (in the spirit of Lightning
+/// Fabric). It initializes the process group, picks this rank's device,
+/// seeds, prints the sanity header, wraps the model in
+/// DistributedDataParallel, builds sharded data loaders that call set_epoch
+/// for you, and saves, resumes and refuses checkpoints by policy.
+///
+/// \code
+///   rankwise::Fabric fabric(rankwise::FabricOptions().checkpoint_dir("ckpts").resume(rankwise::Resume::kLatest));
+///   Net model;
+///   torch::optim::SGD optimizer(model->parameters(), 0.01);
+///   auto ddp = fabric.setup(model, optimizer);
+///   auto loader = fabric.setup_dataloader(dataset, /*batch_size=*/64);
+///   for (int64_t epoch : fabric.epochs(10)) {     // starts at a resumed run's epoch
+///     for (auto& batch : loader) {                // this rank's shard, on fabric.device()
+///       optimizer.zero_grad();
+///       fabric.backward(torch::cross_entropy_loss(ddp.forward(batch.data), batch.target));
+///       optimizer.step();
+///     }                                           // checkpoints on the schedule
+///     fabric.print0("epoch {} done", epoch + 1);  // rank 0 prints; every rank computes
+///   }
+/// \endcode
+///
+/// The same program runs as one process without a launcher (world size 1,
+/// its own rendezvous store on a free port), under rankwise-run, torchrun,
+/// mpirun or srun (see env.h).
+///
+/// Every rank runs the whole program: every method marked *collective* must
+/// be called by every rank, in the same order. The Fabric turns on checked
+/// collectives (FabricOptions::check_collectives), so a collective that only
+/// some ranks reach (e.g. inside `if (fabric.is_global_zero())`) fails with
+/// a CollectiveMismatchError naming each rank's call when the others reach
+/// their next collective, instead of hanging.
+///
+/// One Fabric per process at a time (it uses the global process group,
+/// rankwise::init(), which outlives it).
+
+#include <torch/arg.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+#include <torch/optim/schedulers/lr_scheduler.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "rankwise/ddp.h"
+#include "rankwise/fabric_loader.h"
+#include "rankwise/log.h"
+#include "rankwise/process_group.h"
+
+namespace rankwise {
+namespace metrics {
+class MetricCollection;
+}
+
+/// What a Fabric does with its checkpoint directory when it starts.
+enum class Resume {
+  /// A new run (default): a directory that holds checkpoints of an earlier
+  /// run is refused with ConfigError (choose kLatest, kOverwrite or another
+  /// directory).
+  kNew,
+  /// Continue from the newest checkpoint that verifies, if there is one
+  /// (else start from epoch 1, and say so). A checkpoint of another run is
+  /// refused: other training data (dataset size), or another batch size or
+  /// world size mid-epoch.
+  kLatest,
+  /// Remove an earlier run's checkpoints, then start a new run.
+  kOverwrite,
+};
+
+/// Options of Fabric (setters and getters as torch::nn options).
+///
+/// Example:
+/// \code
+///   rankwise::Fabric fabric(rankwise::FabricOptions()
+///                               .device("cpu")
+///                               .seed(42)
+///                               .checkpoint_dir("ckpts")
+///                               .checkpoint_every(500)
+///                               .resume(rankwise::Resume::kLatest));
+/// \endcode
+struct FabricOptions {
+  /// "auto" (this rank's own GPU when every local rank has one, else the
+  /// CPU), "cpu", "cuda" (a GPU per local rank, else ConfigError) or
+  /// "cuda:N" (e.g. cuda:0 for ranks sharing one GPU; N must be a visible GPU).
+  TORCH_ARG(std::string, device) = "auto";
+  /// The process group's backend: "auto", "gloo" or "nccl" (InitOptions::backend).
+  TORCH_ARG(std::string, backend) = "auto";
+  /// Timeout of every collective and of the rendezvous (InitOptions::timeout).
+  TORCH_ARG(std::chrono::milliseconds, timeout) = std::chrono::seconds(300);
+  /// seed_everything(seed) on every rank at construction (the same model
+  /// initialisation everywhere), and the training loader's shuffling seed.
+  TORCH_ARG(uint64_t, seed) = 0;
+  /// After setup() (the model is built and broadcast), reseed libtorch's
+  /// generators with seed + rank, so that dropout masks and random
+  /// augmentations differ between ranks. Default false: the same stream on
+  /// every rank.
+  TORCH_ARG(bool, seed_per_rank) = false;
+  /// Directory of the checkpoints (CheckpointManager: numbered files and a
+  /// `latest` pointer, rank 0 writes, every rank waits). Empty (default): no
+  /// checkpoints, save() is an error.
+  TORCH_ARG(std::string, checkpoint_dir) = "";
+  /// Also save every N steps (training batches) within an epoch; 0
+  /// (default): only at epoch ends.
+  TORCH_ARG(int64_t, checkpoint_every) = 0;
+  /// Checkpoints to keep (at least 1).
+  TORCH_ARG(int64_t, keep_last) = 3;
+  /// What to do with an existing checkpoint directory (see Resume).
+  TORCH_ARG(Resume, resume) = Resume::kNew;
+  /// Print the sanity header (print_header()) at construction.
+  TORCH_ARG(bool, print_header) = true;
+  /// Checked collectives (InitOptions::check_collectives): one extra
+  /// all_gather of 128 bytes per collective of the process group.
+  TORCH_ARG(bool, check_collectives) = true;
+};
+
+/// "" when `value` is a valid FabricOptions::device ("auto", "cpu", "cuda",
+/// "cuda:N"), else the reason it is not (for command-line validators).
+std::string device_option_error(const std::string& value);
+
+/// The facade (see the file comment).
+class Fabric {
+ public:
+  /// Collective (every rank): checks the options (ConfigError naming the bad
+  /// one), rankwise::init() with the device's backend, seed_everything(seed),
+  /// the sanity header, and with a checkpoint directory the CheckpointManager
+  /// (rank 0 creates and locks it) and the resume policy: Resume::kNew
+  /// refuses a directory with checkpoints, kOverwrite clears it, kLatest
+  /// loads the newest checkpoint (onto the CPU, every rank), restored when
+  /// training starts (see epochs()). Throws ConfigError, RendezvousError,
+  /// CheckpointError.
+  explicit Fabric(FabricOptions options = {});
+  /// The same with the options from the command line (`--device`, `--seed`,
+  /// `--checkpoint-dir`, `--checkpoint-every`, `--keep-last`, `--resume`,
+  /// `--overwrite-checkpoints`; see fabric_cli.h to add them to a program's
+  /// own CLI11 parser instead), starting from `defaults`. Other arguments are
+  /// left to the program. `--help` prints them and exits with 0; a bad value
+  /// is a ConfigError that says which flag and why.
+  Fabric(int argc, char** argv, FabricOptions defaults = {});
+  ~Fabric();
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+
+  int rank() const;
+  int world_size() const;
+  int local_rank() const;
+  /// True on global rank 0.
+  bool is_global_zero() const { return rank() == 0; }
+  /// This rank's device (FabricOptions::device).
+  torch::Device device() const;
+  const FabricOptions& options() const;
+
+  /// Moves `model` to device() and wraps it in DistributedDataParallel
+  /// (rank 0's parameters broadcast); `optimizer` (built over the model's
+  /// parameters, before or after this call) and the model become part of
+  /// every checkpoint. Collective. Call once, before the training loop.
+  /// Returns the wrapped model: forward through it. Throws ConfigError when
+  /// called twice, as DistributedDataParallel's constructor does.
+  template <typename ModuleType>
+  DistributedDataParallel<ModuleType> setup(ModuleType model, torch::optim::Optimizer& optimizer,
+                                            DistributedDataParallelOptions ddp_options = {}) {
+    auto module = detail::as_module(model);
+    module->to(device());
+    DistributedDataParallel<ModuleType> ddp(model, ddp_options, process_group());
+    register_model(*module, optimizer, [ddp]() mutable { ddp.join(); });
+    return ddp;
+  }
+
+  /// The training loader (see FabricLoader): this rank's shard of `dataset`
+  /// (dataset.size() samples; DistributedSampler with PyTorch's padding,
+  /// shuffled with FabricOptions::seed and the epoch when `shuffle`), in
+  /// batches of `batch_size`. Its dataset size and batch size identify the
+  /// run in checkpoints. One per Fabric (ConfigError for a second, or a
+  /// batch size below 1). Local.
+  template <typename Dataset>
+  FabricLoader<Dataset> setup_dataloader(Dataset dataset, int64_t batch_size, bool shuffle = true) {
+    const auto size = static_cast<int64_t>(dataset.size().value());
+    register_training_loader(size, batch_size);
+    return FabricLoader<Dataset>(core_, std::move(dataset), batch_size,
+                                 DistributedSamplerOptions().shuffle(shuffle).seed(options().seed()),
+                                 /*training=*/true);
+  }
+  /// An evaluation loader: every sample of `dataset` exactly once across
+  /// ranks, in order, no padding (see FabricLoader). ConfigError for a batch
+  /// size below 1. Local.
+  template <typename Dataset>
+  FabricLoader<Dataset> setup_eval_dataloader(Dataset dataset, int64_t batch_size) {
+    check_batch_size(batch_size);
+    return FabricLoader<Dataset>(core_, std::move(dataset), batch_size,
+                                 DistributedSamplerOptions().shuffle(false).pad(false),
+                                 /*training=*/false);
+  }
+
+  /// Also checkpoint (and restore) this learning-rate scheduler's state.
+  /// Local; before training starts.
+  void track(torch::optim::LRScheduler& scheduler);
+  /// Also checkpoint these metrics' per-rank states under `name`, so that a
+  /// run resumed mid-epoch continues an epoch's partial sums; the training
+  /// loader resets them at the start of every epoch (not when a resumed
+  /// epoch continues). Local; before training starts.
+  void track(const std::string& name, metrics::MetricCollection& metrics);
+  /// User entries saved in every checkpoint (from rank 0) and restored on
+  /// resume (TrainingState::extras). Keys starting with "fabric." are the
+  /// Fabric's own.
+  std::map<std::string, c10::IValue>& extras();
+
+  /// loss.backward(); the DDP model's hooks all_reduce the gradients.
+  /// Collective in effect (DDP). Throws Error when setup() was not called:
+  /// the gradients would not be averaged across ranks.
+  void backward(const torch::Tensor& loss);
+
+  /// The epochs of the run: from the current epoch (0, or a resumed run's)
+  /// up to `total` (exclusive, 0-based; `total` is the run's total, not the
+  /// number still to do). Starting it restores a pending checkpoint (every
+  /// rank; after setup(), setup_dataloader() and track()); when a resumed run
+  /// is already done it prints so and yields nothing. After each epoch's
+  /// body, the epoch ends (if the training loader did not end it) and the
+  /// epoch-end checkpoint is saved (collective).
+  class EpochRange;
+  EpochRange epochs(int64_t total);
+
+  /// The current epoch (0-based) and the steps (training batches) so far.
+  int64_t epoch() const;
+  int64_t step() const;
+
+  /// Saves the whole training state now as the checkpoint of the current
+  /// step. Collective: rank 0 writes, every rank waits; a failure raises the
+  /// same CheckpointError on every rank and keeps the previous checkpoints.
+  /// Returns the file's path. Throws ConfigError without a checkpoint_dir.
+  std::string save();
+  /// Restores the training state from the checkpoint file `path` (every
+  /// rank, onto the CPU then the model's device), with the run-identity
+  /// checks of Resume::kLatest. Throws CheckpointError, ConfigError.
+  void load(const std::string& path);
+
+  /// rankwise::print on this rank, and print0 (rank 0 writes; no
+  /// communication, so it may sit inside a branch only rank 0 takes).
+  template <typename... Args>
+  void print(fmt::format_string<Args...> format, Args&&... args) const {
+    rankwise::print(format, std::forward<Args>(args)...);
+  }
+  template <typename... Args>
+  void print0(fmt::format_string<Args...> format, Args&&... args) const {
+    rankwise::print0(format, std::forward<Args>(args)...);
+  }
+
+  /// The process group's collectives (collective: every rank, same order;
+  /// checked, see the file comment). all_reduce of a double returns the
+  /// reduced value (float64).
+  void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
+  double all_reduce(double value, ReduceOp op = ReduceOp::kSum);
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor);
+  void broadcast(torch::Tensor& tensor, int root = 0);
+  void barrier();
+
+ private:
+  void register_model(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                      std::function<void()> join);
+  void register_training_loader(int64_t dataset_size, int64_t batch_size);
+  static void check_batch_size(int64_t batch_size);
+
+  std::shared_ptr<detail::FabricCore> core_;
+};
+
+/// Fabric::epochs(): `for (int64_t epoch : fabric.epochs(total))`.
+class Fabric::EpochRange {
+ public:
+  class Iterator {
+   public:
+    Iterator(detail::FabricCore* core, int64_t total) : core_(core), total_(total) {}
+    int64_t operator*() const { return current_; }
+    Iterator& operator++();
+    bool operator!=(const Iterator& other) const { return !(*this == other); }
+    bool operator==(const Iterator& other) const;
+
+   private:
+    friend class EpochRange;
+    detail::FabricCore* core_;
+    int64_t total_;
+    int64_t current_ = 0;
+  };
+  EpochRange(std::shared_ptr<detail::FabricCore> core, int64_t total)
+      : core_(std::move(core)), total_(total) {}
+  Iterator begin();
+  Iterator end() { return Iterator(nullptr, total_); }
+
+ private:
+  std::shared_ptr<detail::FabricCore> core_;
+  int64_t total_;
+};
+
+}  // namespace rankwise

@@ -1,0 +1,114 @@
+#include "detail/collective_check.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <map>
+
+#include "detail/collective_wait.h"
+#include "rankwise/error.h"
+
+namespace rankwise {
+namespace detail {
+namespace {
+
+constexpr int64_t kRecordLength = 16;
+constexpr int64_t kMaxSizes = 10;
+const char* const kOperations[] = {"all_reduce", "broadcast", "all_gather", "barrier"};
+
+int64_t operation_code(const std::string& operation) {
+  for (int64_t i = 0; i < 4; ++i) {
+    if (operation == kOperations[i]) return i;
+  }
+  throw Error("rankwise: internal error: unknown collective '" + operation + "'");
+}
+
+// Everything but the sequence number: what must agree across ranks.
+std::vector<int64_t> signature(const torch::Tensor& record) {
+  const auto* r = record.data_ptr<int64_t>();
+  return std::vector<int64_t>(r + 1, r + kRecordLength);
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    text += (i == 0 ? "" : ", ") + std::to_string(ranks[i]);
+  }
+  return text;
+}
+
+}  // namespace
+
+torch::Tensor encode_call(const CollectiveCall& call, uint64_t sequence) {
+  auto record = torch::full({kRecordLength}, -1, torch::kInt64);
+  auto* r = record.data_ptr<int64_t>();
+  r[0] = static_cast<int64_t>(sequence);
+  r[1] = operation_code(call.operation);
+  r[4] = call.root;
+  if (call.tensor.defined()) {
+    r[2] = static_cast<int64_t>(call.tensor.scalar_type());
+    r[3] = call.tensor.dim();
+    r[5] = call.tensor.numel();
+    for (int64_t d = 0; d < std::min<int64_t>(call.tensor.dim(), kMaxSizes); ++d) {
+      r[6 + d] = call.tensor.size(d);
+    }
+  }
+  return record;
+}
+
+std::string describe_call(const torch::Tensor& record) {
+  const auto* r = record.data_ptr<int64_t>();
+  const bool known = r[1] >= 0 && r[1] < 4;
+  std::string text = known ? kOperations[r[1]] : "unknown collective";
+  text += "(";
+  if (r[3] >= 0) {
+    text += c10::toString(static_cast<c10::ScalarType>(r[2]));
+    text += " [";
+    for (int64_t d = 0; d < std::min(r[3], kMaxSizes); ++d) {
+      text += (d == 0 ? "" : ", ") + std::to_string(r[6 + d]);
+    }
+    if (r[3] > kMaxSizes) text += ", ... (" + std::to_string(r[5]) + " elements)";
+    text += "]";
+  }
+  if (r[4] >= 0) text += ", root " + std::to_string(r[4]);
+  return text + ")";
+}
+
+std::string mismatch_message(const std::string& where, const std::vector<torch::Tensor>& records) {
+  std::map<std::vector<int64_t>, std::vector<int>> by_call;
+  std::vector<std::vector<int64_t>> order;  // distinct calls in order of their first rank
+  for (std::size_t rank = 0; rank < records.size(); ++rank) {
+    auto key = signature(records[rank]);
+    if (by_call.find(key) == by_call.end()) order.push_back(key);
+    by_call[key].push_back(static_cast<int>(rank));
+  }
+  if (by_call.size() == 1) return "";
+  std::string calls;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto& ranks = by_call[order[i]];
+    calls += (i == 0 ? "" : "; ") + rank_list(ranks) + " called " +
+             describe_call(records[static_cast<std::size_t>(ranks.front())]);
+  }
+  const int64_t sequence = records.front().data_ptr<int64_t>()[0];
+  return "rankwise: " + where + ": the ranks called different collectives (checked collective #" +
+         std::to_string(sequence + 1) + " of this process group): " + calls +
+         ". Every rank must call the same collectives in the same order with the same shapes; "
+         "a collective inside a branch that only some ranks take (e.g. `if (is_global_zero())`) "
+         "is the usual cause: move it out of the branch and guard only the printing (print0)";
+}
+
+void check_same_call(c10d::ProcessGroup& group, const std::string& where,
+                     std::chrono::milliseconds timeout, const CollectiveCall& call,
+                     uint64_t sequence) {
+  std::vector<torch::Tensor> inputs{encode_call(call, sequence)};
+  std::vector<std::vector<torch::Tensor>> outputs(1);
+  for (int r = 0; r < group.getSize(); ++r) outputs[0].push_back(torch::empty_like(inputs[0]));
+  c10d::AllgatherOptions opts;
+  opts.timeout = timeout;
+  run_collective(where, (call.operation + " (checking that every rank calls it)").c_str(), timeout,
+                 [&] { return group.allgather(outputs, inputs, opts); });
+  const std::string message = mismatch_message(where, outputs[0]);
+  if (!message.empty()) throw CollectiveMismatchError(message);
+}
+
+}  // namespace detail
+}  // namespace rankwise

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# fashion_mnist_world_sizes.sh RUN PROGRAM WORKDIR: the main job (on
+# rankwise::Fabric) at 1, 2 and 3 ranks with the same global batch (192 =
+# 1 x 192 = 2 x 96 = 3 x 64) for 2 epochs on 30,000 training samples: the test
+# accuracies (over all 10,000 test samples) are within 1 point of each other.
+set -uo pipefail
+run=$1; program=$2; work=$3
+fail() { echo "FAIL: $*"; exit 1; }
+[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || fail "dataset-fashion-mnist is not installed (run scripts/setup)"
+rm -rf "$work"; mkdir -p "$work"
+accuracies=()
+for pair in 1:192 2:96 3:64; do
+  n=${pair%%:*}; batch=${pair##*:}
+  out=$("$run" --nproc-per-node "$n" "$program" --epochs 2 --limit 30000 --batch-size "$batch" --lr 0.05 \
+    --checkpoint-dir "$work/ws$n" 2>&1) || fail "$n ranks: $out"
+  line=$(grep -E "^\[rank0\]: epoch 2/2 \| .* over 10000 samples \| [0-9]+ samples/s on $n ranks$" <<<"$out") || fail "$n ranks: no epoch 2 line: $out"
+  echo "$line"
+  accuracies+=("$(sed -E 's/.*test accuracy (0\.[0-9]+),.*/\1/' <<<"$line")")
+done
+echo "test accuracies at 1, 2, 3 ranks: ${accuracies[*]}"
+awk -v a="${accuracies[0]}" -v b="${accuracies[1]}" -v c="${accuracies[2]}" 'BEGIN {
+  lo = a; hi = a; if (b < lo) lo = b; if (c < lo) lo = c; if (b > hi) hi = b; if (c > hi) hi = c;
+  if (lo < 0.80) { print "accuracy below 0.80"; exit 1 }
+  if (hi - lo > 0.01) { print "spread " hi - lo " exceeds 1 point"; exit 1 } }' || fail "accuracies ${accuracies[*]}"
+echo PASS

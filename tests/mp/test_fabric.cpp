@@ -1,0 +1,293 @@
+// rankwise-test-nproc: 1 2 3
+//
+// rankwise::Fabric: loaders that shard and reshuffle for you, every sample
+// once in evaluation, resume by policy (bitwise equal to a run that never
+// stopped), refusal of another run's checkpoints, and collectives that only
+// some ranks reach failing on every rank instead of hanging.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "rankwise/error.h"
+#include "rankwise/fabric.h"
+#include "rankwise/metrics/aggregation.h"
+#include "rankwise/metrics/collection.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Sample i is the row [i, i / 10] with label i % 3 (float32 [B, 2], int64 [B]).
+class Numbers : public torch::data::datasets::BatchDataset<Numbers, torch::data::Example<>> {
+ public:
+  explicit Numbers(int64_t n) : n_(n) {}
+  torch::data::Example<> get_batch(c10::ArrayRef<size_t> indices) override {
+    auto i = torch::tensor(std::vector<int64_t>(indices.begin(), indices.end()));
+    auto x = torch::stack({i.to(torch::kFloat32), i.to(torch::kFloat32) / 10}, 1);
+    return {x, i.remainder(3)};
+  }
+  c10::optional<size_t> size() const override { return static_cast<size_t>(n_); }
+
+ private:
+  int64_t n_;
+};
+
+struct Net : torch::nn::Module {
+  Net() {
+    fc1 = register_module("fc1", torch::nn::Linear(2, 8));
+    drop = register_module("drop", torch::nn::Dropout(0.3));
+    fc2 = register_module("fc2", torch::nn::Linear(8, 3));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2(drop(torch::relu(fc1(x / 10)))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::Dropout drop{nullptr};
+};
+
+rankwise::FabricOptions quiet() {
+  return rankwise::FabricOptions().print_header(false).timeout(std::chrono::seconds(60));
+}
+
+// A directory every rank of this run shares (the store's port is unique per
+// run; a single process without launcher gets its own).
+fs::path shared_dir(const std::string& name) {
+  const auto port = rankwise::get_env("MASTER_PORT").value_or("solo" + std::to_string(::getpid()));
+  return fs::temp_directory_path() / ("rankwise_mp_fabric_" + port + "_" + name);
+}
+
+// This rank's non-padding sample ids of one pass, in order.
+std::vector<int64_t> ids_of_pass(rankwise::FabricLoader<Numbers>& loader) {
+  std::vector<int64_t> ids;
+  for (auto& batch : loader) {
+    const auto mask = loader.padding_mask();
+    const auto keep = mask.empty() ? torch::ones({batch.data.size(0)}, torch::kBool)
+                                   : mask.keep(batch.data.size(0), "test");
+    for (int64_t k = 0; k < batch.data.size(0); ++k) {
+      if (keep[k].item<bool>()) ids.push_back(batch.data[k][0].item<int64_t>());
+    }
+  }
+  return ids;
+}
+
+// Every rank's ids, concatenated in rank order (variable lengths: padded).
+std::vector<int64_t> gather_ids(rankwise::Fabric& fabric, const std::vector<int64_t>& mine) {
+  auto length = torch::tensor({static_cast<int64_t>(mine.size())});
+  auto lengths = fabric.all_gather(length);
+  int64_t longest = 0;
+  for (auto& l : lengths) longest = std::max(longest, l.item<int64_t>());
+  auto padded = torch::full({longest}, -1, torch::kInt64);
+  for (std::size_t k = 0; k < mine.size(); ++k) padded[static_cast<int64_t>(k)] = mine[k];
+  std::vector<int64_t> all;
+  auto gathered = fabric.all_gather(padded);
+  for (std::size_t r = 0; r < gathered.size(); ++r) {
+    for (int64_t k = 0; k < lengths[r].item<int64_t>(); ++k) all.push_back(gathered[r][k].item<int64_t>());
+  }
+  return all;
+}
+
+std::vector<torch::Tensor> parameters_of(Net& net) {
+  std::vector<torch::Tensor> out;
+  for (auto& p : net.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+// Trains Net on Numbers(23) for 3 epochs with Adam, batch 2 per rank,
+// dropout on per-rank seeds; throws std::runtime_error("crash") after
+// `crash_after` steps (0: never). Returns the final parameters.
+std::vector<torch::Tensor> train(const fs::path& dir, rankwise::Resume resume, int64_t crash_after,
+                                 double* loss_out = nullptr) {
+  rankwise::Fabric fabric(quiet()
+                              .seed(7)
+                              .seed_per_rank(true)
+                              .checkpoint_dir(dir.string())
+                              .checkpoint_every(3)
+                              .resume(resume));
+  auto net = std::make_shared<Net>();
+  torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(0.01));
+  auto ddp = fabric.setup(net, optimizer);
+  auto loader = fabric.setup_dataloader(Numbers(23), 2);
+  rankwise::metrics::MetricCollection metrics;
+  auto loss_mean = metrics.add("loss", std::make_shared<rankwise::metrics::Mean>());
+  fabric.track("train", metrics);
+  for (int64_t epoch : fabric.epochs(3)) {
+    (void)epoch;
+    for (auto& batch : loader) {
+      optimizer.zero_grad();
+      auto per_sample = torch::cross_entropy_loss(ddp.forward(batch.data), batch.target, {},
+                                                  torch::Reduction::None);
+      fabric.backward(per_sample.mean());
+      optimizer.step();
+      loss_mean->update(per_sample.detach(), loader.padding_mask());
+      if (crash_after > 0 && fabric.step() == crash_after) throw std::runtime_error("crash");
+    }
+    const double loss = metrics.compute().at("loss").item<double>();
+    if (loss_out != nullptr) *loss_out = loss;
+  }
+  return parameters_of(*net);
+}
+
+}  // namespace
+
+TEST(Fabric, TrainingLoaderShardsLikeDistributedSamplerAndReshufflesEachEpoch) {
+  rankwise::Fabric fabric(quiet().seed(3));
+  auto net = std::make_shared<Net>();
+  torch::optim::SGD optimizer(net->parameters(), 0.1);
+  auto ddp = fabric.setup(net, optimizer);
+  auto loader = fabric.setup_dataloader(Numbers(10), 3);
+  std::vector<std::vector<int64_t>> per_epoch;
+  for (int64_t epoch : fabric.epochs(2)) {
+    std::vector<int64_t> seen;  // every index, padding included
+    for (auto& batch : loader) {
+      for (int64_t k = 0; k < batch.data.size(0); ++k) seen.push_back(batch.data[k][0].item<int64_t>());
+      optimizer.zero_grad();
+      fabric.backward(ddp.forward(batch.data).sum());
+      optimizer.step();
+    }
+    rankwise::DistributedSampler reference(10, rankwise::DistributedSamplerOptions().seed(3));
+    reference.set_epoch(epoch);
+    EXPECT_EQ(seen, reference.indices()) << "epoch " << epoch;
+    per_epoch.push_back(seen);
+    EXPECT_EQ(fabric.epoch(), epoch + 1);  // the loader's pass ended the epoch
+  }
+  EXPECT_NE(per_epoch[0], per_epoch[1]);  // set_epoch happened without being asked for
+  EXPECT_EQ(fabric.step(), 2 * loader.size());
+}
+
+TEST(Fabric, EveryNonPaddingSampleOnceAcrossRanks) {
+  rankwise::Fabric fabric(quiet());
+  auto net = std::make_shared<Net>();
+  torch::optim::SGD optimizer(net->parameters(), 0.1);
+  auto ddp = fabric.setup(net, optimizer);
+  auto loader = fabric.setup_dataloader(Numbers(11), 4);
+  auto all = gather_ids(fabric, ids_of_pass(loader));
+  std::sort(all.begin(), all.end());
+  std::vector<int64_t> expected(11);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(all, expected);
+
+  auto eval = fabric.setup_eval_dataloader(Numbers(11), 4);
+  auto evaluated = gather_ids(fabric, ids_of_pass(eval));
+  std::sort(evaluated.begin(), evaluated.end());
+  EXPECT_EQ(evaluated, expected);
+}
+
+TEST(Fabric, ResumedMidEpochEndsBitwiseEqualToAnUninterruptedRun) {
+  const auto a = shared_dir("a"), b = shared_dir("b");
+  if (rankwise::rank() == 0) {
+    fs::remove_all(a);
+    fs::remove_all(b);
+  }
+  double loss_a = 0, loss_b = 0;
+  const auto expected = train(a, rankwise::Resume::kNew, 0, &loss_a);
+  // Crash in the 11th batch; the latest checkpoint is then step 9's, mid-epoch
+  // at every world size (12, 6 and 4 batches per epoch at 1, 2 and 3 ranks).
+  // Resume from it with fresh objects.
+  EXPECT_THROW(train(b, rankwise::Resume::kNew, 10), std::runtime_error);
+  std::ifstream latest(b / "latest");
+  std::string name;
+  std::getline(latest, name);
+  EXPECT_EQ(name, "checkpoint-0000000009.pt");
+  const auto resumed = train(b, rankwise::Resume::kLatest, 0, &loss_b);
+  ASSERT_EQ(expected.size(), resumed.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_TRUE(torch::equal(expected[i], resumed[i])) << "parameter " << i;
+  }
+  EXPECT_EQ(loss_a, loss_b);  // the last epoch's loss, partial sums included
+  rankwise::barrier();
+  if (rankwise::rank() == 0) {
+    fs::remove_all(a);
+    fs::remove_all(b);
+  }
+}
+
+TEST(Fabric, RefusesCheckpointsOfAnotherRun) {
+  const auto dir = shared_dir("refuse");
+  if (rankwise::rank() == 0) fs::remove_all(dir);
+  train(dir, rankwise::Resume::kNew, 0);
+  // A new run in the same directory: refused on every rank, naming the way out.
+  try {
+    rankwise::Fabric fabric(quiet().checkpoint_dir(dir.string()));
+    ADD_FAILURE() << "a directory with checkpoints was accepted";
+  } catch (const rankwise::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds checkpoints of an earlier run; resume it"),
+              std::string::npos)
+        << e.what();
+  }
+  // Resumed with other data: refused when training starts.
+  {
+    rankwise::Fabric fabric(quiet().checkpoint_dir(dir.string()).resume(rankwise::Resume::kLatest));
+    auto net = std::make_shared<Net>();
+    torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(0.01));
+    auto ddp = fabric.setup(net, optimizer);
+    auto loader = fabric.setup_dataloader(Numbers(24), 2);
+    rankwise::metrics::MetricCollection metrics;
+    metrics.add("loss", std::make_shared<rankwise::metrics::Mean>());
+    fabric.track("train", metrics);
+    try {
+      fabric.epochs(4).begin();
+      ADD_FAILURE() << "a checkpoint of 23 samples resumed on 24";
+    } catch (const rankwise::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("was written by a run on 23 training samples and this "
+                                           "run's training loader has 24"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // Overwrite: the earlier checkpoints are gone, a new run starts at epoch 0.
+  {
+    rankwise::Fabric fabric(
+        quiet().checkpoint_dir(dir.string()).resume(rankwise::Resume::kOverwrite));
+    EXPECT_EQ(fabric.epoch(), 0);
+    rankwise::barrier();
+    int files = 0;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      files += entry.path().filename().string().rfind("checkpoint-", 0) == 0 ? 1 : 0;
+    }
+    EXPECT_EQ(files, 0);
+  }
+  rankwise::barrier();
+  if (rankwise::rank() == 0) fs::remove_all(dir);
+}
+
+TEST(Fabric, MisuseIsAClearError) {
+  rankwise::Fabric fabric(quiet());
+  EXPECT_THROW(fabric.backward(torch::ones({1}, torch::requires_grad()).sum()), rankwise::Error);
+  auto net = std::make_shared<Net>();
+  torch::optim::SGD optimizer(net->parameters(), 0.1);
+  auto ddp = fabric.setup(net, optimizer);
+  EXPECT_THROW(fabric.setup(net, optimizer), rankwise::ConfigError);
+  EXPECT_THROW(fabric.setup_dataloader(Numbers(4), 0), rankwise::ConfigError);
+  auto loader = fabric.setup_dataloader(Numbers(4), 1);
+  EXPECT_THROW(fabric.setup_dataloader(Numbers(4), 1), rankwise::ConfigError);
+  EXPECT_THROW(fabric.save(), rankwise::ConfigError);  // no checkpoint directory
+  EXPECT_THROW(rankwise::Fabric(quiet().device("gpu")), rankwise::ConfigError);
+  EXPECT_THROW(rankwise::Fabric(quiet().device("cuda:7")), rankwise::ConfigError);
+}
+
+TEST(Fabric, CollectiveInsideARankZeroBranchFailsOnEveryRank) {
+  rankwise::Fabric fabric(quiet());
+  if (fabric.world_size() == 1) GTEST_SKIP() << "needs two ranks";
+  auto value = torch::ones({1});
+  auto ids = torch::arange(3);
+  try {
+    if (fabric.is_global_zero()) {
+      fabric.print0("rank 0 alone prints, then wrongly reduces");
+      fabric.all_reduce(value);
+    }
+    fabric.all_gather(ids);  // every rank
+    ADD_FAILURE() << "out-of-step collectives were not detected";
+  } catch (const rankwise::CollectiveMismatchError& e) {
+    const std::string others = fabric.world_size() == 2 ? "rank 1" : "ranks 1, 2";
+    EXPECT_NE(std::string(e.what()).find("rank 0 called all_reduce(Float [1]); " + others +
+                                         " called all_gather(Long [3])"),
+              std::string::npos)
+        << e.what();
+  }
+  // Every rank threw at the same check: the group is still usable.
+  EXPECT_EQ(fabric.all_reduce(1.0), fabric.world_size());
+}
