@@ -35,8 +35,8 @@ int train(int argc, char** argv) {
   options.checkpoint_dir("fashion_mnist_checkpoints");
   CLI::App app{"Data-parallel MLP training on Fashion-MNIST (run it through rankwise-run)"};
   app.add_option("--data-dir", data_dir, "directory with the four gzipped IDX files");
-  app.add_option("--epochs", epochs, "number of epochs (the total, when resuming)")->check(CLI::Range(1, 1000000));
-  app.add_option("--batch-size", batch_size, "batch size per rank")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--epochs", epochs, "number of epochs")->check(CLI::Range(1, 1000000));
+  app.add_option("--batch-size", batch_size, "batch size per process")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--lr", lr, "learning rate of SGD")->check(CLI::Range(1e-12, 1e6));
   app.add_option("--momentum", momentum, "momentum of SGD")->check(CLI::Range(0.0, 1.0));
   app.add_option("--limit", limit, "use only the first N samples of each split (0: all)")->check(CLI::NonNegativeNumber);
@@ -59,7 +59,7 @@ int train(int argc, char** argv) {
   auto test_f1 = test_metrics.add("macro_f1", std::make_shared<F1>(ClassificationOptions(10).average(Average::kMacro)));
   fabric.track("train", train_metrics);  // checkpointed; reset at each epoch's start
 
-  for (int64_t epoch : fabric.epochs(epochs)) {  // from a resumed run's epoch
+  for (int64_t epoch : fabric.epochs(epochs)) {  // from a resumed run's epoch; checkpoint at each end
     const auto started = std::chrono::steady_clock::now();
     model->train();
     int64_t processed = 0;
@@ -83,14 +83,14 @@ int train(int argc, char** argv) {
         test_f1->update(logits, batch.target);
       }
     }
-    auto train_values = train_metrics.compute();  // collectives: every rank
+    auto train_values = train_metrics.compute();
     auto test_values = test_metrics.compute();
     const double samples_per_second = fabric.all_reduce(processed) / fabric.all_reduce(seconds, rankwise::ReduceOp::kMax);
     fabric.print0(
         "epoch {}/{} | train loss {:.4f} over {} samples | test accuracy {:.4f}, macro F1 {:.4f} over {} samples | {:.0f} samples/s on {} ranks",
         epoch + 1, epochs, train_values.at("loss").item<double>(), *train.size(), test_values.at("accuracy").item<double>(),
         test_values.at("macro_f1").item<double>(), *test.size(), samples_per_second, fabric.world_size());
-  }  // epoch-end checkpoint
+  }
   return 0;
 }
 

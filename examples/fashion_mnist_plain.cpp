@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
   CLI::App app{"MLP training on Fashion-MNIST in one process"};
   app.add_option("--data-dir", data_dir, "directory with the four gzipped IDX files");
   app.add_option("--epochs", epochs, "number of epochs")->check(CLI::Range(1, 1000000));
-  app.add_option("--batch-size", batch_size, "batch size")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  app.add_option("--batch-size", batch_size, "batch size per process")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--lr", lr, "learning rate of SGD")->check(CLI::Range(1e-12, 1e6));
   app.add_option("--momentum", momentum, "momentum of SGD")->check(CLI::Range(0.0, 1.0));
   app.add_option("--limit", limit, "use only the first N samples of each split (0: all)")->check(CLI::NonNegativeNumber);
