@@ -62,20 +62,20 @@ double broadcast_double(double value, int root) {
 }  // namespace detail
 
 EarlyStopping::EarlyStopping(EarlyStoppingOptions options) : options_(options) {
-  if (options_.patience_ < 0) {
+  if (options_.patience() < 0) {
     throw ConfigError("rankwise: EarlyStopping: patience must be >= 0, got " +
-                      std::to_string(options_.patience_));
+                      std::to_string(options_.patience()));
   }
-  if (!(options_.min_delta_ >= 0) || !std::isfinite(options_.min_delta_)) {
+  if (!(options_.min_delta() >= 0) || !std::isfinite(options_.min_delta())) {
     throw ConfigError("rankwise: EarlyStopping: min_delta must be finite and >= 0 (the size of "
                       "an improvement, whatever the mode), got " +
-                      std::to_string(options_.min_delta_));
+                      std::to_string(options_.min_delta()));
   }
   reset();
 }
 
 void EarlyStopping::reset() {
-  best_ = options_.mode_ == EarlyStoppingMode::kMin ? std::numeric_limits<double>::infinity()
+  best_ = options_.mode() == EarlyStoppingMode::kMin ? std::numeric_limits<double>::infinity()
                                                      : -std::numeric_limits<double>::infinity();
   best_epoch_ = -1;
   wait_ = 0;
@@ -84,7 +84,7 @@ void EarlyStopping::reset() {
 }
 
 bool EarlyStopping::step(double value) {
-  if (options_.verify_agreement_) {
+  if (options_.verify_agreement()) {
     if (auto* pg = group()) {
       // max(v) and max(-v) = -min(v) in one all_reduce. NaN is mapped to +inf
       // for the check (NaN != NaN) and flagged in a third slot.
@@ -105,9 +105,9 @@ bool EarlyStopping::step(double value) {
       }
     }
   }
-  const bool improved = options_.mode_ == EarlyStoppingMode::kMin
-                            ? value < best_ - options_.min_delta_
-                            : value > best_ + options_.min_delta_;
+  const bool improved = options_.mode() == EarlyStoppingMode::kMin
+                            ? value < best_ - options_.min_delta()
+                            : value > best_ + options_.min_delta();
   if (improved) {
     best_ = value;
     best_epoch_ = epochs_;
@@ -115,7 +115,7 @@ bool EarlyStopping::step(double value) {
   } else {
     ++wait_;
     // As Lightning: only an epoch without improvement can decide to stop.
-    if (stopped_epoch_ < 0 && wait_ >= options_.patience_) stopped_epoch_ = epochs_;
+    if (stopped_epoch_ < 0 && wait_ >= options_.patience()) stopped_epoch_ = epochs_;
   }
   ++epochs_;
   return should_stop();

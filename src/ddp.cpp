@@ -98,12 +98,12 @@ struct DataParallelEngine::Impl {
   }
 
   std::string unused_parameter_advice() const {
-    if (options.static_graph_) {
+    if (options.static_graph()) {
       return "With DistributedDataParallelOptions().static_graph(true) every step must use "
              "the same parameters; when the set changes, construct DistributedDataParallel "
              "without static_graph(true) and with find_unused_parameters(true)";
     }
-    if (options.find_unused_parameters_) {
+    if (options.find_unused_parameters()) {
       return "With find_unused_parameters(true) this means that a tensor forward() returned "
              "did not take part in the loss; make every returned tensor take part in the loss";
     }
@@ -163,7 +163,7 @@ struct DataParallelEngine::Impl {
   // makes this one raise, naming it.
   void check_inputs_count() {
     if (last_inputs_count() < group->world_size() &&
-        options.uneven_inputs_ == UnevenInputs::kError) {
+        options.uneven_inputs() == UnevenInputs::kError) {
       throw_uneven(joined_ranks());
     }
   }
@@ -180,7 +180,7 @@ struct DataParallelEngine::Impl {
   // collectives with zero gradients (PyTorch's _DDPJoinHook).
   void shadow_gradient_all_reduce() {
     reducer->rebuild_buckets();
-    if (options.broadcast_buffers_ && require_forward_param_sync) broadcast_states(buffers);
+    if (options.broadcast_buffers() && require_forward_param_sync) broadcast_states(buffers);
     for (auto& bucket : reducer->get_grad_buckets(/*return_zero_tensors=*/true)) {
       auto zeros = bucket.getBufferRef();
       group->all_reduce(zeros, ReduceOp::kSum);
@@ -188,7 +188,7 @@ struct DataParallelEngine::Impl {
     // With find_unused_parameters the training ranks also all_reduce their
     // map of used parameters after the last bucket (PyTorch's
     // _match_unused_params_allreduce).
-    if (options.find_unused_parameters_ && !options.static_graph_) {
+    if (options.find_unused_parameters() && !options.static_graph()) {
       auto used = torch::zeros_like(reducer->get_local_used_map_on_device());
       group->all_reduce(used, ReduceOp::kSum);
     }
@@ -222,10 +222,10 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
                                        DistributedDataParallelOptions options, ProcessGroup& group)
     : impl_(std::make_unique<Impl>()) {
   route_c10_messages(where(group));  // this thread's TORCH_WARNs, e.g. the Reducer's
-  if (!(options.bucket_cap_mb_ >= 0)) {
+  if (!(options.bucket_cap_mb() >= 0)) {
     throw ConfigError("rankwise: DistributedDataParallelOptions::bucket_cap_mb must be >= 0 "
                       "(0: one bucket per parameter), got " +
-                      std::to_string(options.bucket_cap_mb_));
+                      std::to_string(options.bucket_cap_mb()));
   }
   auto& d = *impl_;
   d.module = std::move(module);
@@ -265,8 +265,8 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
   // bucket, and a process restarted from a checkpoint would otherwise add its
   // first step differently (the last bit) from the run that never stopped.
   // (PyTorch's DDP starts from ascending order within each bucket.)
-  const auto cap_bytes = static_cast<int64_t>(options.bucket_cap_mb_ * kMiB);
-  const bool default_cap = options.bucket_cap_mb_ == 25.0;
+  const auto cap_bytes = static_cast<int64_t>(options.bucket_cap_mb() * kMiB);
+  const bool default_cap = options.bucket_cap_mb() == 25.0;
   std::vector<bool> expect_sparse(d.params.size(), false);
   std::vector<at::Tensor> ready_order(d.params.rbegin(), d.params.rend());
   std::vector<int64_t> ready_indices(d.params.size());
@@ -282,21 +282,21 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
   for (size_t i = 0; i < d.names.size(); ++i) param_names[i] = d.names[i];
   d.reducer = detail::compat::make_reducer(
       {d.params, bucket_indices, size_limits, group.c10d_group(), expect_sparse, cap_bytes,
-       options.find_unused_parameters_, options.gradient_as_bucket_view_, param_names,
+       options.find_unused_parameters(), options.gradient_as_bucket_view(), param_names,
        default_cap ? kFirstBucketBytes : cap_bytes});
   // As in PyTorch's DDP, the Reducer gets a Logger: it records errors and
   // graph statistics (and prints nothing); the Reducer calls it without
   // checking on some paths.
   d.logger = std::make_shared<c10d::Logger>(d.reducer);
   d.reducer->set_logger(d.logger);
-  if (options.static_graph_) {
+  if (options.static_graph()) {
     d.reducer->set_static_graph();
     d.logger->set_static_graph();
   }
   using Expect = GradientArrivals::Expect;
   d.arrivals = std::make_unique<GradientArrivals>(
-      d.params, options.static_graph_            ? Expect::kFirstStep
-                : options.find_unused_parameters_ ? Expect::kReachable
+      d.params, options.static_graph()            ? Expect::kFirstStep
+                : options.find_unused_parameters() ? Expect::kReachable
                                                   : Expect::kEvery);
 
   // Keys that join() sets; unique per DDP instance (every rank builds them in the same order).
@@ -325,7 +325,7 @@ void DataParallelEngine::before_forward() {
       d.rethrow_reducer_error(e);
     }
   }
-  if (d.options.broadcast_buffers_ && d.require_forward_param_sync) d.broadcast_states(d.buffers);
+  if (d.options.broadcast_buffers() && d.require_forward_param_sync) d.broadcast_states(d.buffers);
 }
 
 void DataParallelEngine::after_forward(const std::vector<torch::Tensor>& outputs) {
@@ -334,14 +334,14 @@ void DataParallelEngine::after_forward(const std::vector<torch::Tensor>& outputs
     // kError: the count launched before this forward has run beside it; a
     // peer that ran out makes this rank raise before its gradients are
     // all_reduced, so no rank applies a step with missing gradients.
-    if (d.options.uneven_inputs_ == UnevenInputs::kError) d.check_inputs_count();
+    if (d.options.uneven_inputs() == UnevenInputs::kError) d.check_inputs_count();
     d.require_forward_param_sync = true;
     try {
-      const bool find_unused = d.options.find_unused_parameters_ && !d.options.static_graph_;
+      const bool find_unused = d.options.find_unused_parameters() && !d.options.static_graph();
       const std::vector<torch::Tensor> none;
       d.reducer->prepare_for_backward(find_unused ? outputs : none);
       d.arrivals->start_step(find_unused ? outputs : none);
-      if (d.options.static_graph_ && d.iterations == 1) {
+      if (d.options.static_graph() && d.iterations == 1) {
         d.delay_all_reduce_to_end_of_backward(outputs);
       }
     } catch (const std::exception& e) {
@@ -361,7 +361,7 @@ void DataParallelEngine::join() {
   // Until no rank trains: kError raises (the training ranks raise in the
   // same step, after their forward); kJoin shadows their step.
   while (d.joined_inputs_count() > 0) {
-    if (d.options.uneven_inputs_ == UnevenInputs::kError) d.throw_uneven(d.joined_ranks());
+    if (d.options.uneven_inputs() == UnevenInputs::kError) d.throw_uneven(d.joined_ranks());
     d.shadow_gradient_all_reduce();
   }
   // A parameter that got no gradient in the last step (without

@@ -135,15 +135,15 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
     : env_(env), options_(options) {
   // Before the first c10d call: its warnings appear as rankwise lines, not raw glog.
   detail::route_c10_messages(where(env_.rank, env_.world_size));
-  if (options_.timeout_.count() <= 0) {
+  if (options_.timeout().count() <= 0) {
     throw ConfigError("rankwise: InitOptions::timeout must be positive");
   }
-  if (options_.gloo_threads_ < 1) {
+  if (options_.gloo_threads() < 1) {
     throw ConfigError("rankwise: InitOptions::gloo_threads is " +
-                      std::to_string(options_.gloo_threads_) + "; it must be at least 1");
+                      std::to_string(options_.gloo_threads()) + "; it must be at least 1");
   }
   // Before the rendezvous: a bad backend or interface is ConfigError.
-  const std::optional<torch::Device> nccl = nccl_device(env_, options_.backend_);
+  const std::optional<torch::Device> nccl = nccl_device(env_, options_.backend());
   auto devices = gloo_devices(env_);
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(env_.master_port);
@@ -157,24 +157,24 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
   store_options.numWorkers = env_.agent_store ? c10::nullopt
                                               : c10::optional<std::size_t>(env_.world_size);
   store_options.waitWorkers = false;
-  store_options.timeout = options_.timeout_;
+  store_options.timeout = options_.timeout();
   try {
     auto tcp = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, store_options);
     // A prefix per restart keeps keys of a failed attempt from leaking into the next.
     store_ = c10::make_intrusive<c10d::PrefixStore>(
         "rankwise/" + std::to_string(env_.restart_count), tcp);
-    auto gloo_options = c10d::ProcessGroupGloo::Options::create(options_.timeout_);
+    auto gloo_options = c10d::ProcessGroupGloo::Options::create(options_.timeout());
     gloo_options->devices = std::move(devices);
-    gloo_options->threads = options_.gloo_threads_;
+    gloo_options->threads = options_.gloo_threads();
     group_ = nccl ? detail::compat::make_gloo_nccl_group(store_, env_.rank, env_.world_size,
-                                                         gloo_options, *nccl, options_.timeout_)
+                                                         gloo_options, *nccl, options_.timeout())
                   : detail::compat::make_gloo_group(store_, env_.rank, env_.world_size,
                                                     gloo_options);
   } catch (const std::exception& e) {
     throw RendezvousError("rankwise: rank " + std::to_string(env_.rank) + "/" +
                           std::to_string(env_.world_size) + ": rendezvous at " +
                           env_.master_addr + ":" + std::to_string(env_.master_port) +
-                          " failed (timeout " + std::to_string(options_.timeout_.count()) +
+                          " failed (timeout " + std::to_string(options_.timeout().count()) +
                           " ms). Check that every rank was started with the same MASTER_ADDR, "
                           "MASTER_PORT and WORLD_SIZE. Original error: " + e.what());
   }
@@ -198,7 +198,7 @@ void ProcessGroup::all_reduce(torch::Tensor& tensor, ReduceOp op) {
   std::vector<torch::Tensor> tensors{tensor};
   c10d::AllreduceOptions opts;
   opts.reduceOp = to_c10d(op);
-  opts.timeout = options_.timeout_;
+  opts.timeout = options_.timeout();
   detail::run_collective(where(*this), "all_reduce", timeout(),
                          [&] { return group_->allreduce(tensors, opts); });
   if (op == ReduceOp::kAvg) tensor.div_(env_.world_size);
@@ -213,7 +213,7 @@ void ProcessGroup::broadcast(torch::Tensor& tensor, int root) {
   std::vector<torch::Tensor> tensors{tensor};
   c10d::BroadcastOptions opts;
   opts.rootRank = root;
-  opts.timeout = options_.timeout_;
+  opts.timeout = options_.timeout();
   detail::run_collective(where(*this), "broadcast", timeout(),
                          [&] { return group_->broadcast(tensors, opts); });
 }
@@ -225,7 +225,7 @@ std::vector<torch::Tensor> ProcessGroup::all_gather(const torch::Tensor& tensor)
   for (int r = 0; r < env_.world_size; ++r) outputs[0].push_back(torch::empty_like(input));
   std::vector<torch::Tensor> inputs{input};
   c10d::AllgatherOptions opts;
-  opts.timeout = options_.timeout_;
+  opts.timeout = options_.timeout();
   detail::run_collective(where(*this), "all_gather", timeout(),
                          [&] { return group_->allgather(outputs, inputs, opts); });
   return outputs[0];
@@ -234,14 +234,14 @@ std::vector<torch::Tensor> ProcessGroup::all_gather(const torch::Tensor& tensor)
 void ProcessGroup::barrier() {
   check_call("barrier", torch::Tensor(), -1);
   c10d::BarrierOptions opts;
-  opts.timeout = options_.timeout_;
+  opts.timeout = options_.timeout();
   detail::compat::barrier_on_host(opts);  // under NCCL: Gloo's, which blocks the host
   detail::run_collective(where(*this), "barrier", timeout(),
                          [&] { return group_->barrier(opts); });
 }
 
 void ProcessGroup::check_call(const char* operation, const torch::Tensor& tensor, int root) {
-  if (!options_.check_collectives_ || env_.world_size == 1) return;
+  if (!options_.check_collectives() || env_.world_size == 1) return;
   detail::check_same_call(*group_, where(*this), timeout(), {operation, tensor, root},
                           checked_calls_++);
 }

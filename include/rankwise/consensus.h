@@ -13,6 +13,8 @@
 #include <ATen/core/Dict.h>
 #include <torch/types.h>
 
+#include <torch/arg.h>
+
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -52,23 +54,25 @@ T broadcast_decision(T decision, int root = 0) {
 enum class EarlyStoppingMode { kMin, kMax };
 
 /// Options of EarlyStopping, with the names and defaults of PyTorch
-/// Lightning's EarlyStopping callback (mode "min", patience 3, min_delta 0).
+/// Lightning's EarlyStopping callback (mode "min", patience 3, min_delta 0);
+/// setters and getters as torch::nn options.
+///
+/// Example:
+/// \code
+///   rankwise::EarlyStopping stopper(
+///       rankwise::EarlyStoppingOptions().mode(rankwise::EarlyStoppingMode::kMax).patience(5));
+/// \endcode
 struct EarlyStoppingOptions {
   /// kMin (a loss) or kMax (an accuracy).
-  EarlyStoppingOptions& mode(EarlyStoppingMode v) { mode_ = v; return *this; }
+  TORCH_ARG(EarlyStoppingMode, mode) = EarlyStoppingMode::kMin;
   /// Number of epochs without improvement after which to stop (>= 0).
-  EarlyStoppingOptions& patience(int64_t v) { patience_ = v; return *this; }
+  TORCH_ARG(int64_t, patience) = 3;
   /// The smallest change that counts as an improvement (>= 0), in the units of the value.
-  EarlyStoppingOptions& min_delta(double v) { min_delta_ = v; return *this; }
+  TORCH_ARG(double, min_delta) = 0.0;
   /// When true (default), step() checks with one all_reduce that every rank
   /// passed the same value and throws CollectiveMismatchError otherwise. Turn
   /// it off only when the value is known to be identical (then step() is local).
-  EarlyStoppingOptions& verify_agreement(bool v) { verify_agreement_ = v; return *this; }
-
-  EarlyStoppingMode mode_ = EarlyStoppingMode::kMin;  ///< see mode()
-  int64_t patience_ = 3;                              ///< see patience()
-  double min_delta_ = 0.0;                            ///< see min_delta()
-  bool verify_agreement_ = true;                      ///< see verify_agreement()
+  TORCH_ARG(bool, verify_agreement) = true;
 };
 
 /// Stops training when a monitored value stopped improving, with the same

@@ -22,6 +22,7 @@
 /// backward passes (collective: every rank, same order); for uneven inputs
 /// see join().
 
+#include <torch/arg.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
@@ -52,15 +53,22 @@ enum class UnevenInputs {
   kJoin,
 };
 
-/// Options of DistributedDataParallel (PyTorch's names and defaults).
+/// Options of DistributedDataParallel (PyTorch's names and defaults;
+/// setters and getters as torch::nn options).
+///
+/// Example:
+/// \code
+///   rankwise::DistributedDataParallel ddp(
+///       model, rankwise::DistributedDataParallelOptions().bucket_cap_mb(50).find_unused_parameters(true));
+/// \endcode
 struct DistributedDataParallelOptions {
   /// Bucket size in MiB for gradient all_reduce (PyTorch: 25; 0: one bucket
   /// per parameter, as PyTorch; negative: ConfigError). The first bucket is
   /// 1 MiB so that communication starts early.
-  DistributedDataParallelOptions& bucket_cap_mb(double v) { bucket_cap_mb_ = v; return *this; }
+  TORCH_ARG(double, bucket_cap_mb) = 25.0;
   /// Send rank 0's buffers (e.g. BatchNorm running statistics) to every rank
   /// before each forward (PyTorch: true).
-  DistributedDataParallelOptions& broadcast_buffers(bool v) { broadcast_buffers_ = v; return *this; }
+  TORCH_ARG(bool, broadcast_buffers) = true;
   /// false (PyTorch's default): a parameter that got no gradient is an error
   /// naming it. true: such parameters are detected each step and reduced as
   /// zeros; the set may change between steps and differ between ranks, and a
@@ -69,24 +77,17 @@ struct DistributedDataParallelOptions {
   /// all_reduces one int32 per parameter (which ones were used); buckets keep
   /// their initial order. Every tensor forward() returns must take part in
   /// the loss (else the parameters behind it are named as above).
-  DistributedDataParallelOptions& find_unused_parameters(bool v) { find_unused_parameters_ = v; return *this; }
+  TORCH_ARG(bool, find_unused_parameters) = false;
   /// Gradients become views into the all_reduce buckets (saves memory).
-  DistributedDataParallelOptions& gradient_as_bucket_view(bool v) { gradient_as_bucket_view_ = v; return *this; }
+  TORCH_ARG(bool, gradient_as_bucket_view) = false;
   /// Promise that every step uses the same parameters (on each rank; ranks
   /// may differ): the first step records them and all_reduces every bucket
   /// at the end of its backward, later steps need no graph traversal. A step
   /// that breaks the promise makes the next forward throw Error naming the
   /// parameters.
-  DistributedDataParallelOptions& static_graph(bool v) { static_graph_ = v; return *this; }
+  TORCH_ARG(bool, static_graph) = false;
   /// Behaviour when ranks have different numbers of batches (default kError).
-  DistributedDataParallelOptions& uneven_inputs(UnevenInputs v) { uneven_inputs_ = v; return *this; }
-
-  double bucket_cap_mb_ = 25.0;
-  bool broadcast_buffers_ = true;
-  bool find_unused_parameters_ = false;
-  bool gradient_as_bucket_view_ = false;
-  bool static_graph_ = false;
-  UnevenInputs uneven_inputs_ = UnevenInputs::kError;
+  TORCH_ARG(UnevenInputs, uneven_inputs) = UnevenInputs::kError;
 };
 
 namespace detail {

@@ -35,6 +35,7 @@
 /// its signal), and the other ranks then fail too. A dead peer under NCCL is
 /// may likewise be seen only at the timeout.
 
+#include <torch/arg.h>
 #include <torch/types.h>
 
 #include <chrono>
@@ -55,23 +56,31 @@ namespace rankwise {
 /// the world size (Gloo has no native average); it needs a floating dtype.
 enum class ReduceOp { kSum, kAvg, kMin, kMax };
 
-/// Options of init(), with fluent setters like torch::nn::LinearOptions.
+/// Options of init() (setters and getters as torch::nn options).
+///
+/// Example:
+/// \code
+///   rankwise::init(rankwise::InitOptions()
+///                      .backend("gloo")
+///                      .timeout(std::chrono::minutes(10))
+///                      .check_collectives(true));
+/// \endcode
 struct InitOptions {
   /// Timeout of every collective and of the rendezvous (default 300 s,
   /// torch.distributed's default for Gloo is 30 min; ours fails sooner).
   /// Under NCCL also the watchdog's timeout (see the file comment).
-  InitOptions& timeout(std::chrono::milliseconds t) { timeout_ = t; return *this; }
+  TORCH_ARG(std::chrono::milliseconds, timeout) = std::chrono::seconds(300);
   /// "auto" (default): NCCL (with Gloo for CPU tensors) when this libtorch
   /// has CUDA and NCCL and rankwise::device() is a GPU, i.e. every local rank
   /// has its own visible GPU; otherwise "gloo". "gloo": Gloo for every
   /// tensor. "nccl": as auto's first case, or ConfigError (saying why and to
   /// use "gloo" or "auto") on a build without NCCL or a rank without a GPU of
-  /// its own. Example: `rankwise::init(rankwise::InitOptions().backend("gloo"))`.
-  InitOptions& backend(std::string b) { backend_ = std::move(b); return *this; }
+  /// its own.
+  TORCH_ARG(std::string, backend) = "auto";
   /// Threads of ProcessGroupGloo that run collectives (default 2, >= 1). More
   /// than one lets asynchronous collectives (DDP's buckets) run side by side;
   /// see BENCHMARKS.md for what 1, 2 and 4 cost on a 2-core machine.
-  InitOptions& gloo_threads(int n) { gloo_threads_ = n; return *this; }
+  TORCH_ARG(int, gloo_threads) = 2;
   /// Checked collectives (default false): before each collective below,
   /// every rank exchanges what it is about to call (operation, dtype, shape,
   /// root) in one extra all_gather of 128 bytes, and ranks that are out of
@@ -82,11 +91,7 @@ struct InitOptions {
   /// this class (and so metrics, checkpoints, consensus), not DDP's gradient
   /// buckets. rankwise::Fabric turns it on. See also
   /// ProcessGroup::set_check_collectives().
-  InitOptions& check_collectives(bool v) { check_collectives_ = v; return *this; }
-  std::chrono::milliseconds timeout_{std::chrono::seconds(300)};
-  std::string backend_{"auto"};
-  int gloo_threads_{2};
-  bool check_collectives_{false};
+  TORCH_ARG(bool, check_collectives) = false;
 };
 
 /// A c10d process group over every rank of the job.
@@ -108,12 +113,12 @@ class ProcessGroup {
   /// The backend in use: "gloo", or "cpu:gloo,cuda:nccl" (Python's name of
   /// the same group) when NCCL serves CUDA tensors.
   std::string backend() const;
-  std::chrono::milliseconds timeout() const { return options_.timeout_; }
+  std::chrono::milliseconds timeout() const { return options_.timeout(); }
   /// Turns checked collectives (InitOptions::check_collectives) on or off.
   /// Collective in effect: every rank must make the same choice at the same
   /// point, or the next collective pairs a check with a real collective.
-  void set_check_collectives(bool on) { options_.check_collectives_ = on; }
-  bool check_collectives() const { return options_.check_collectives_; }
+  void set_check_collectives(bool on) { options_.check_collectives(on); }
+  bool check_collectives() const { return options_.check_collectives(); }
 
   /// In-place all_reduce of `tensor` (any shape; dtype float, double or an
   /// integer type; kAvg needs floating point). Collective: every rank, same order.

@@ -54,22 +54,22 @@ int64_t step_of(const std::string& name, const std::string& prefix) {
 
 CheckpointManager::CheckpointManager(CheckpointManagerOptions options)
     : options_(std::move(options)) {
-  if (options_.directory_.empty()) {
+  if (options_.directory().empty()) {
     throw ConfigError("rankwise: CheckpointManager needs a directory (CheckpointManagerOptions(dir))");
   }
-  if (options_.keep_last_ < 1) {
+  if (options_.keep_last() < 1) {
     throw ConfigError("rankwise: CheckpointManager keep_last is " +
-                      std::to_string(options_.keep_last_) + "; it must be at least 1");
+                      std::to_string(options_.keep_last()) + "; it must be at least 1");
   }
-  if (options_.every_n_steps_ < 0) {
+  if (options_.every_n_steps() < 0) {
     throw ConfigError("rankwise: CheckpointManager every_n_steps is " +
-                      std::to_string(options_.every_n_steps_) + "; use 0 (off) or a positive count");
+                      std::to_string(options_.every_n_steps()) + "; use 0 (off) or a positive count");
   }
-  if (options_.prefix_.empty() || options_.prefix_.find('/') != std::string::npos) {
-    throw ConfigError("rankwise: CheckpointManager prefix '" + options_.prefix_ +
+  if (options_.prefix().empty() || options_.prefix().find('/') != std::string::npos) {
+    throw ConfigError("rankwise: CheckpointManager prefix '" + options_.prefix() +
                       "' must be a non-empty file name without '/'");
   }
-  const std::string& dir = options_.directory_;
+  const std::string& dir = options_.directory();
   detail::on_rank_zero(
       [&] {
         std::error_code error;
@@ -93,21 +93,21 @@ CheckpointManager::CheckpointManager(CheckpointManagerOptions options)
 CheckpointManager::~CheckpointManager() = default;
 
 bool CheckpointManager::should_save(int64_t step, bool epoch_end) const {
-  if (epoch_end && options_.at_epoch_end_) return true;
-  return options_.every_n_steps_ > 0 && step > 0 && step % options_.every_n_steps_ == 0;
+  if (epoch_end && options_.at_epoch_end()) return true;
+  return options_.every_n_steps() > 0 && step > 0 && step % options_.every_n_steps() == 0;
 }
 
 std::string CheckpointManager::path_for(int64_t step) const {
   char digits[32];
   std::snprintf(digits, sizeof(digits), "%0*lld", kStepDigits, static_cast<long long>(step));
-  return options_.directory_ + "/" + options_.prefix_ + "-" + digits + kSuffix;
+  return options_.directory() + "/" + options_.prefix() + "-" + digits + kSuffix;
 }
 
 std::vector<std::string> CheckpointManager::checkpoints() const {
   std::vector<std::pair<int64_t, std::string>> found;
-  for (const auto& name : list_directory(options_.directory_)) {
-    const int64_t step = step_of(name, options_.prefix_);
-    if (step >= 0) found.emplace_back(step, options_.directory_ + "/" + name);
+  for (const auto& name : list_directory(options_.directory())) {
+    const int64_t step = step_of(name, options_.prefix());
+    if (step >= 0) found.emplace_back(step, options_.directory() + "/" + name);
   }
   std::sort(found.begin(), found.end());
   std::vector<std::string> paths;
@@ -125,15 +125,15 @@ std::string CheckpointManager::save(const Checkpoint& state, int64_t step) {
       [&] {
         if (!lock_) {
           throw CheckpointError("rankwise: internal error: rank 0 does not hold the lock of '" +
-                                options_.directory_ + "'");
+                                options_.directory() + "'");
         }
         detail::write_checkpoint_file(c10::IValue(state.dict()), path);
         detail::fault_at("before-latest");
         const std::string name = path.substr(path.find_last_of('/') + 1) + "\n";
-        detail::write_file_atomically(options_.directory_ + "/" + kLatest, name.data(), name.size());
+        detail::write_file_atomically(options_.directory() + "/" + kLatest, name.data(), name.size());
         detail::fault_at("before-prune");
         auto all = checkpoints();
-        const auto keep = static_cast<std::size_t>(options_.keep_last_);
+        const auto keep = static_cast<std::size_t>(options_.keep_last());
         for (std::size_t i = 0; i + keep < all.size(); ++i) {
           if (all[i] != path) ::unlink(all[i].c_str());
         }
@@ -166,14 +166,14 @@ std::string reason(const std::exception& e) {
 
 std::optional<std::string> CheckpointManager::newest_usable(
     const std::function<void(const std::string&)>& use) const {
-  const std::string& dir = options_.directory_;
+  const std::string& dir = options_.directory();
   std::string named;
   std::string pointer_problem;
   if (::access((dir + "/" + kLatest).c_str(), F_OK) == 0) {
     try {
       named = detail::read_file(dir + "/" + kLatest);
       while (!named.empty() && (named.back() == '\n' || named.back() == ' ')) named.pop_back();
-      if (step_of(named, options_.prefix_) < 0) {
+      if (step_of(named, options_.prefix()) < 0) {
         pointer_problem = "'" + dir + "/latest' does not name a checkpoint of this directory";
       } else {
         use(dir + "/" + named);
@@ -218,7 +218,7 @@ void CheckpointManager::clear() {
   detail::on_rank_zero(
       [&] {
         for (const auto& path : checkpoints()) ::unlink(path.c_str());
-        ::unlink((options_.directory_ + "/" + kLatest).c_str());
+        ::unlink((options_.directory() + "/" + kLatest).c_str());
       },
       "clearing the checkpoint directory on rank 0");
 }

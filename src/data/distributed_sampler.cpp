@@ -15,8 +15,8 @@ namespace rankwise {
 DistributedSampler::DistributedSampler(int64_t dataset_size, DistributedSamplerOptions options)
     : dataset_size_(dataset_size),
       options_(options),
-      num_replicas_(options.num_replicas_.value_or(rankwise::world_size())),
-      rank_(options.rank_.value_or(rankwise::rank())) {
+      num_replicas_(options.num_replicas().value_or(rankwise::world_size())),
+      rank_(options.rank().value_or(rankwise::rank())) {
   if (dataset_size_ < 0) throw ConfigError("rankwise: DistributedSampler: negative dataset size");
   if (num_replicas_ < 1) {
     throw ConfigError("rankwise: DistributedSampler: num_replicas must be >= 1, got " +
@@ -31,24 +31,24 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, DistributedSamplerO
 
 int64_t DistributedSampler::num_samples() const {
   const int64_t n = dataset_size_, r = num_replicas_;
-  if (!options_.pad_) return n / r + (rank_ < n % r ? 1 : 0);
-  if (options_.drop_last_ && n % r != 0) return (n - r + r - 1) / r;  // ceil((n - r) / r)
+  if (!options_.pad()) return n / r + (rank_ < n % r ? 1 : 0);
+  if (options_.drop_last() && n % r != 0) return (n - r + r - 1) / r;  // ceil((n - r) / r)
   return (n + r - 1) / r;
 }
 
 int64_t DistributedSampler::total_size() const {
-  if (!options_.pad_) return dataset_size_;
+  if (!options_.pad()) return dataset_size_;
   const int64_t n = dataset_size_, r = num_replicas_;
   const int64_t per_rank =
-      (options_.drop_last_ && n % r != 0) ? (n - r + r - 1) / r : (n + r - 1) / r;
+      (options_.drop_last() && n % r != 0) ? (n - r + r - 1) / r : (n + r - 1) / r;
   return per_rank * r;
 }
 
 std::vector<int64_t> DistributedSampler::permutation() const {
   std::vector<int64_t> order(static_cast<std::size_t>(dataset_size_));
-  if (options_.shuffle_) {
+  if (options_.shuffle()) {
     // Same as Python: g = torch.Generator(); g.manual_seed(seed + epoch); torch.randperm(n, generator=g)
-    auto generator = at::make_generator<at::CPUGeneratorImpl>(options_.seed_ +
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(options_.seed() +
                                                               static_cast<uint64_t>(epoch_));
     auto perm = torch::randperm(dataset_size_, generator, torch::kInt64);
     std::copy(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + dataset_size_, order.begin());
@@ -76,7 +76,7 @@ void detail::warn_repeated_epoch(const char* sampler, int64_t epoch) {
 }
 
 std::vector<int64_t> DistributedSampler::indices() const {
-  if (options_.shuffle_ && last_indices_epoch_ == epoch_ && !warned_) {
+  if (options_.shuffle() && last_indices_epoch_ == epoch_ && !warned_) {
     warned_ = true;
     detail::warn_repeated_epoch("DistributedSampler", epoch_);
   }

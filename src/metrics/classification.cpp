@@ -13,8 +13,8 @@ using detail::shape_of;
 namespace {
 
 void check_options(const ClassificationOptions& options, const std::string& where) {
-  if (options.num_classes_ <= 0) {
-    fail(where, "num_classes must be > 0, got " + std::to_string(options.num_classes_) +
+  if (options.num_classes() <= 0) {
+    fail(where, "num_classes must be > 0, got " + std::to_string(options.num_classes()) +
                     "; pass the number of classes, e.g. ClassificationOptions(10)");
   }
 }
@@ -94,9 +94,9 @@ torch::Tensor predicted_labels(const torch::Tensor& p) {
 Accuracy::Accuracy(ClassificationOptions options) : Metric("Accuracy"), options_(options) {
   const std::string where = context(name(), "Accuracy");
   check_options(options_, where);
-  if (options_.top_k_ < 1 || options_.top_k_ > options_.num_classes_) {
-    fail(where, "top_k must be in [1, num_classes = " + std::to_string(options_.num_classes_) +
-                    "], got " + std::to_string(options_.top_k_));
+  if (options_.top_k() < 1 || options_.top_k() > options_.num_classes()) {
+    fail(where, "top_k must be in [1, num_classes = " + std::to_string(options_.num_classes()) +
+                    "], got " + std::to_string(options_.top_k()));
   }
   add_state("correct", torch::zeros({}, torch::kLong), Reduction::kSum);
   add_state("total", torch::zeros({}, torch::kLong), Reduction::kSum);
@@ -105,16 +105,16 @@ Accuracy::Accuracy(ClassificationOptions options) : Metric("Accuracy"), options_
 void Accuracy::update(const torch::Tensor& preds, const torch::Tensor& target,
                       const PaddingMask& is_padding) {
   const std::string where = context(name(), "update");
-  auto [p, t] = check_inputs(preds, target, is_padding, options_.num_classes_, where);
+  auto [p, t] = check_inputs(preds, target, is_padding, options_.num_classes(), where);
   torch::Tensor correct;
-  if (options_.top_k_ == 1) {
+  if (options_.top_k() == 1) {
     correct = predicted_labels(p).eq(t);
   } else {
     if (p.dim() != 2) {
-      fail(where, "top_k = " + std::to_string(options_.top_k_) +
+      fail(where, "top_k = " + std::to_string(options_.top_k()) +
                       " needs scores [N, C], got labels of shape " + shape_of(preds));
     }
-    auto top = std::get<1>(p.topk(options_.top_k_, 1));  // [n, k]
+    auto top = std::get<1>(p.topk(options_.top_k(), 1));  // [n, k]
     correct = top.eq(t.unsqueeze(1)).any(1);
   }
   state_tensor("correct").add_(correct.sum());
@@ -129,15 +129,15 @@ torch::Tensor Accuracy::compute_from(const StateMap& states) const {
 ConfusionMatrix::ConfusionMatrix(ClassificationOptions options)
     : Metric("ConfusionMatrix"), options_(options) {
   check_options(options_, context(name(), "ConfusionMatrix"));
-  const int64_t c = options_.num_classes_;
+  const int64_t c = options_.num_classes();
   add_state("confmat", torch::zeros({c, c}, torch::kLong), Reduction::kSum);
 }
 
 void ConfusionMatrix::update(const torch::Tensor& preds, const torch::Tensor& target,
                              const PaddingMask& is_padding) {
-  auto [p, t] = check_inputs(preds, target, is_padding, options_.num_classes_,
+  auto [p, t] = check_inputs(preds, target, is_padding, options_.num_classes(),
                              context(name(), "update"));
-  const int64_t c = options_.num_classes_;
+  const int64_t c = options_.num_classes();
   auto flat = t * c + predicted_labels(p);
   state_tensor("confmat").add_(torch::bincount(flat, {}, c * c).view({c, c}).to(torch::kLong));
 }
@@ -150,7 +150,7 @@ torch::Tensor ConfusionMatrix::compute_from(const StateMap& states) const {
 StatScores::StatScores(std::string name, ClassificationOptions options)
     : Metric(std::move(name)), options_(options) {
   check_options(options_, context(this->name(), this->name()));
-  const int64_t c = options_.num_classes_;
+  const int64_t c = options_.num_classes();
   add_state("tp", torch::zeros({c}, torch::kLong), Reduction::kSum);
   add_state("fp", torch::zeros({c}, torch::kLong), Reduction::kSum);
   add_state("fn", torch::zeros({c}, torch::kLong), Reduction::kSum);
@@ -158,9 +158,9 @@ StatScores::StatScores(std::string name, ClassificationOptions options)
 
 void StatScores::update(const torch::Tensor& preds, const torch::Tensor& target,
                         const PaddingMask& is_padding) {
-  auto [p, t] = check_inputs(preds, target, is_padding, options_.num_classes_,
+  auto [p, t] = check_inputs(preds, target, is_padding, options_.num_classes(),
                              context(name(), "update"));
-  const int64_t c = options_.num_classes_;
+  const int64_t c = options_.num_classes();
   auto pred = predicted_labels(p);
   auto hit = pred.eq(t);
   auto tp = torch::bincount(t.index({hit}), {}, c);
@@ -175,7 +175,7 @@ torch::Tensor StatScores::average(const torch::Tensor& num, const torch::Tensor&
                                   const StateMap& states) const {
   auto n = num.to(torch::kDouble);
   auto d = den.to(torch::kDouble);
-  switch (options_.average_) {
+  switch (options_.average()) {
     case Average::kMicro: {
       const double total = d.sum().item<double>();
       return torch::full({}, total == 0 ? 0.0 : n.sum().item<double>() / total, torch::kDouble);

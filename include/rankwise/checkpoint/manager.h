@@ -13,6 +13,8 @@
 /// `latest` pointer is replaced atomically, (3) only then are files beyond
 /// keep_last removed.
 
+#include <torch/arg.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,23 +29,25 @@ namespace detail {
 class FileLock;
 }
 
-/// Options of CheckpointManager.
+/// Options of CheckpointManager (setters and getters as torch::nn options).
+///
+/// Example:
+/// \code
+///   rankwise::CheckpointManager checkpoints(
+///       rankwise::CheckpointManagerOptions("ckpts").keep_last(5).every_n_steps(1000));
+/// \endcode
 struct CheckpointManagerOptions {
   explicit CheckpointManagerOptions(std::string directory) : directory_(std::move(directory)) {}
+  /// The directory of the checkpoints (created by rank 0 if needed).
+  TORCH_ARG(std::string, directory);
   /// Checkpoints to keep, newest first (at least 1; default 3).
-  CheckpointManagerOptions& keep_last(int64_t v) { keep_last_ = v; return *this; }
+  TORCH_ARG(int64_t, keep_last) = 3;
   /// Save every N optimizer steps (0: never by step count; default 0).
-  CheckpointManagerOptions& every_n_steps(int64_t v) { every_n_steps_ = v; return *this; }
+  TORCH_ARG(int64_t, every_n_steps) = 0;
   /// Save at each epoch end (default true).
-  CheckpointManagerOptions& at_epoch_end(bool v) { at_epoch_end_ = v; return *this; }
+  TORCH_ARG(bool, at_epoch_end) = true;
   /// File name prefix (default "checkpoint").
-  CheckpointManagerOptions& prefix(std::string v) { prefix_ = std::move(v); return *this; }
-
-  std::string directory_;
-  int64_t keep_last_ = 3;
-  int64_t every_n_steps_ = 0;
-  bool at_epoch_end_ = true;
-  std::string prefix_ = "checkpoint";
+  TORCH_ARG(std::string, prefix) = "checkpoint";
 };
 
 class CheckpointManager {

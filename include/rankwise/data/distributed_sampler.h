@@ -4,33 +4,35 @@
 /// DistributedSampler's semantics (PyTorch 1.13), plus a record of which
 /// indices are padding.
 
+#include <torch/arg.h>
+
 #include <cstdint>
 #include <optional>
 #include <vector>
 
 namespace rankwise {
 
-/// Options, with PyTorch's names and defaults.
+/// Options, with PyTorch's names and defaults (setters and getters as
+/// torch::nn options).
+///
+/// Example:
+/// \code
+///   rankwise::DistributedSampler sampler(
+///       dataset_size, rankwise::DistributedSamplerOptions().seed(42).drop_last(true));
+/// \endcode
 struct DistributedSamplerOptions {
   /// Number of ranks sharing the data (default: the world size).
-  DistributedSamplerOptions& num_replicas(int v) { num_replicas_ = v; return *this; }
+  TORCH_ARG(std::optional<int>, num_replicas);
   /// This rank (default: the global rank).
-  DistributedSamplerOptions& rank(int v) { rank_ = v; return *this; }
+  TORCH_ARG(std::optional<int>, rank);
   /// Shuffle with a generator seeded with seed + epoch (torch.randperm).
-  DistributedSamplerOptions& shuffle(bool v) { shuffle_ = v; return *this; }
-  DistributedSamplerOptions& seed(uint64_t v) { seed_ = v; return *this; }
+  TORCH_ARG(bool, shuffle) = true;
+  TORCH_ARG(uint64_t, seed) = 0;
   /// Drop the tail so that every rank gets the same count without padding.
-  DistributedSamplerOptions& drop_last(bool v) { drop_last_ = v; return *this; }
+  TORCH_ARG(bool, drop_last) = false;
   /// false selects evaluation mode: no padding, every sample exactly once
   /// across ranks, shard lengths differing by at most one. (Not in PyTorch.)
-  DistributedSamplerOptions& pad(bool v) { pad_ = v; return *this; }
-
-  std::optional<int> num_replicas_;
-  std::optional<int> rank_;
-  bool shuffle_ = true;
-  uint64_t seed_ = 0;
-  bool drop_last_ = false;
-  bool pad_ = true;
+  TORCH_ARG(bool, pad) = true;
 };
 
 /// Splits [0, dataset_size) across ranks.
@@ -63,7 +65,7 @@ class DistributedSampler {
   int64_t total_size() const;
   int num_replicas() const { return num_replicas_; }
   int rank() const { return rank_; }
-  bool shuffle() const { return options_.shuffle_; }
+  bool shuffle() const { return options_.shuffle(); }
 
  private:
   friend class DataLoaderSampler;  // computes passes' indices without the warning

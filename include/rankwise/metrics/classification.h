@@ -39,21 +39,24 @@ enum class Average {
   kNone,
 };
 
-/// Options of the classification metrics.
+/// Options of the classification metrics (setters and getters as torch::nn
+/// options).
+///
+/// Example:
+/// \code
+///   auto f1 = std::make_shared<rankwise::metrics::F1>(
+///       rankwise::metrics::ClassificationOptions(10).average(rankwise::metrics::Average::kMicro));
+/// \endcode
 struct ClassificationOptions {
   explicit ClassificationOptions(int64_t num_classes) : num_classes_(num_classes) {}
   /// Number of classes C (> 0).
-  ClassificationOptions& num_classes(int64_t v) { num_classes_ = v; return *this; }
+  TORCH_ARG(int64_t, num_classes);
   /// Averaging of Precision/Recall/F1 (default kMacro). Ignored by Accuracy
   /// and ConfusionMatrix.
-  ClassificationOptions& average(Average v) { average_ = v; return *this; }
+  TORCH_ARG(Average, average) = Average::kMacro;
   /// Accuracy only: a sample is correct when its target is among the k
   /// highest scores (default 1). k > 1 needs scores [N, C] and k <= C.
-  ClassificationOptions& top_k(int64_t v) { top_k_ = v; return *this; }
-
-  int64_t num_classes_;
-  Average average_ = Average::kMacro;
-  int64_t top_k_ = 1;
+  TORCH_ARG(int64_t, top_k) = 1;
 };
 
 /// Fraction of correctly classified samples, correct / total, over every rank
