@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/logger.hpp>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "detail/c10_logging.h"
@@ -383,6 +384,20 @@ void DataParallelEngine::join() {
   bool uneven = false;
   for (const auto& c : counts) uneven = uneven || !c.equal(counts[0]);
   if (uneven) d.broadcast_states(d.module_states(), last);
+}
+
+std::vector<std::vector<std::string>> DataParallelEngine::bucket_parameter_names() const {
+  const auto& d = *impl_;
+  std::vector<std::vector<std::string>> buckets;
+  for (const auto& bucket : d.reducer->get_grad_buckets(/*return_zero_tensors=*/false)) {
+    auto& names = buckets.emplace_back();
+    for (const auto& p : bucket.getParameters()) {
+      const auto it = std::find_if(d.params.begin(), d.params.end(),
+                                   [&](const torch::Tensor& q) { return q.is_same(p); });
+      names.push_back(it == d.params.end() ? "?" : d.names[it - d.params.begin()]);
+    }
+  }
+  return buckets;
 }
 
 void DataParallelEngine::check_replicas() {
