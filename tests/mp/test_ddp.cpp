@@ -370,10 +370,15 @@ TEST_F(Ddp, ZeroBucketCapMeansOneBucketPerParameterAsInPyTorch2) {
     Net net;
     rankwise::DistributedDataParallel ddp(
         net, rankwise::DistributedDataParallelOptions().bucket_cap_mb(cap_mb));
+    // rankwise lays the buckets out at construction as the rebuild will
+    // (see src/ddp.cpp: a restarted process sums its first step like every
+    // later one); PyTorch starts from one bucket in parameter order.
+    const auto initial = ddp.bucket_parameter_names();
     torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
     train(ddp, opt, rank, 3);
     ddp.check_replicas();
     ours[cap] = ddp.bucket_parameter_names();
+    EXPECT_EQ(initial, ours[cap]) << "bucket_cap_mb " << cap << ": layout at construction";
     if (rank != 0) continue;
     const auto& steps = reference[cap];
     ASSERT_EQ(steps.size(), 3u) << cap;
