@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/logger.hpp>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "detail/c10_logging.h"
@@ -273,8 +274,10 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
   for (size_t i = 0; i < ready_indices.size(); ++i) {
     ready_indices[i] = static_cast<int64_t>(d.params.size() - 1 - i);
   }
+  // The first bucket's limit is the Reducer's (its last argument below).
+  const int64_t first_bucket_bytes = default_cap ? kFirstBucketBytes : cap_bytes;
   auto assignment = c10d::compute_bucket_assignment_by_size(
-      ready_order, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(cap_bytes)},
+      ready_order, {static_cast<size_t>(first_bucket_bytes), static_cast<size_t>(cap_bytes)},
       expect_sparse, ready_indices);
   auto bucket_indices = std::get<0>(assignment);
   auto size_limits = std::get<1>(assignment);
@@ -283,7 +286,7 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
   d.reducer = detail::compat::make_reducer(
       {d.params, bucket_indices, size_limits, group.c10d_group(), expect_sparse, cap_bytes,
        options.find_unused_parameters(), options.gradient_as_bucket_view(), param_names,
-       default_cap ? kFirstBucketBytes : cap_bytes});
+       first_bucket_bytes});
   // As in PyTorch's DDP, the Reducer gets a Logger: it records errors and
   // graph statistics (and prints nothing); the Reducer calls it without
   // checking on some paths.
@@ -383,6 +386,20 @@ void DataParallelEngine::join() {
   bool uneven = false;
   for (const auto& c : counts) uneven = uneven || !c.equal(counts[0]);
   if (uneven) d.broadcast_states(d.module_states(), last);
+}
+
+std::vector<std::vector<std::string>> DataParallelEngine::bucket_parameter_names() const {
+  const auto& d = *impl_;
+  std::vector<std::vector<std::string>> buckets;
+  for (const auto& bucket : d.reducer->get_grad_buckets(/*return_zero_tensors=*/false)) {
+    auto& names = buckets.emplace_back();
+    for (const auto& p : bucket.getParameters()) {
+      const auto it = std::find_if(d.params.begin(), d.params.end(),
+                                   [&](const torch::Tensor& q) { return q.is_same(p); });
+      names.push_back(it == d.params.end() ? "?" : d.names[it - d.params.begin()]);
+    }
+  }
+  return buckets;
 }
 
 void DataParallelEngine::check_replicas() {

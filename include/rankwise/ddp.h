@@ -63,8 +63,11 @@ enum class UnevenInputs {
 /// \endcode
 struct DistributedDataParallelOptions {
   /// Bucket size in MiB for gradient all_reduce (PyTorch: 25; 0: one bucket
-  /// per parameter, as PyTorch; negative: ConfigError). The first bucket is
-  /// 1 MiB so that communication starts early.
+  /// per parameter, as PyTorch 2.x; negative: ConfigError). With the default
+  /// the first bucket is 1 MiB so that communication starts early; with any
+  /// other cap every bucket, the first included, has that cap, as in PyTorch
+  /// 2.x (PyTorch 1.13 keeps the 1 MiB first bucket whatever the cap).
+  /// bucket_parameter_names() shows the layout.
   TORCH_ARG(double, bucket_cap_mb) = 25.0;
   /// Send rank 0's buffers (e.g. BatchNorm running statistics) to every rank
   /// before each forward (PyTorch: true).
@@ -110,6 +113,7 @@ class DataParallelEngine {
   void set_require_sync(bool sync) { require_sync_ = sync; }
   bool require_sync() const { return require_sync_; }
   void check_replicas();
+  std::vector<std::vector<std::string>> bucket_parameter_names() const;
 
  private:
   struct Impl;
@@ -209,6 +213,16 @@ class DistributedDataParallel {
   /// Debug helper (collective): compares every parameter's checksum across
   /// ranks; throws Error naming the parameters and ranks that differ.
   void check_replicas() { engine_->check_replicas(); }
+
+  /// The Reducer's gradient buckets now, in the order their all_reduce runs
+  /// in backward (one all_reduce per bucket and step): for each bucket the
+  /// dotted names of its parameters. The layout is built at construction and
+  /// rebuilt once, at the second training forward, from the order gradients
+  /// arrived in the first backward. Local (no communication); every rank
+  /// holds the same layout. Call it outside forward/backward.
+  std::vector<std::vector<std::string>> bucket_parameter_names() const {
+    return engine_->bucket_parameter_names();
+  }
 
  private:
   ModuleType module_;

@@ -1,9 +1,11 @@
 // rankwise-test-nproc: 3
 // Collectives on the c10d Gloo group, run on 3 ranks through rankwise-run.
 #include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/torch.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "rankwise/error.h"
@@ -66,9 +68,17 @@ TEST_F(Collectives, AllGather) {
 }
 
 TEST_F(Collectives, BarrierWaitsForTheSlowestRank) {
-  const auto start = std::chrono::steady_clock::now();
-  if (rank == world - 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // An ordering, not a duration (clocks of different processes on a loaded
+  // machine): the last rank counts itself in the store after a pause, just
+  // before its barrier; every rank that leaves the barrier already sees it.
+  // (TCPStore's add waits for the server's answer.)
+  const auto& store = rankwise::process_group().store();
+  const std::string key = "test/barrier_slowest_entered";
+  if (rank == world - 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    store->add(key, 1);
+  }
   rankwise::barrier();
-  const auto waited = std::chrono::steady_clock::now() - start;
-  EXPECT_GE(waited, std::chrono::milliseconds(450));
+  EXPECT_EQ(store->add(key, 0), 1) << "rank " << rank << " left the barrier before rank "
+                                   << world - 1 << " entered it";
 }

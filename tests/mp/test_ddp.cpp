@@ -5,10 +5,17 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "rankwise/ddp.h"
 #include "rankwise/error.h"
 #include "rankwise/process_group.h"
 #include "ddp_test_support.h"
+#include "support/shell.h"
 
 namespace {
 
@@ -23,7 +30,12 @@ struct NetImpl : torch::nn::Module {
         spare(register_module("spare", torch::nn::Linear(8, 3))) {}
   torch::Tensor forward(const torch::Tensor& x) {
     auto h = torch::tanh(fc1(x));
-    return use_spare ? fc2(h) + spare(h) : fc2(h);
+    if (!use_spare) return fc2(h);
+    // In this order, as Python's fc2(h) + spare(h) evaluates them (C++ may
+    // evaluate an operator's operands in either order): autograd then runs
+    // spare's backward first, which decides the order of the rebuilt buckets.
+    auto out = fc2(h);
+    return out + spare(h);
   }
   torch::nn::Linear fc1, fc2, spare;
   bool use_spare = true;
@@ -314,15 +326,72 @@ TEST_F(Ddp, ModelThatDiffersAcrossRanksIsNamedOnEveryRank) {
   rankwise::barrier();
 }
 
-TEST_F(Ddp, ZeroBucketCapMeansOneBucketPerParameterAsInPyTorch) {
-  torch::manual_seed(0);
-  Net net;
-  rankwise::DistributedDataParallel ddp(net, rankwise::DistributedDataParallelOptions().bucket_cap_mb(0));
-  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
-  train(ddp, opt, rank, 3);
-  ddp.check_replicas();
+namespace {
+
+// PyTorch 2.x's buckets for Net, as its communication hook sees them (see
+// tests/python/ddp_buckets_reference.py): {"<cap>": [step][bucket][name]}.
+// From the interpreter of RANKWISE_OTHER_PYTHON or RANKWISE_PYTHON whose
+// torch is 2.x; an empty object when neither is. (PyTorch 1.13 differs: its
+// first bucket holds 1 MiB whatever bucket_cap_mb is, so this small model
+// gets one bucket at every cap; rankwise follows 2.x, see bucket_cap_mb.)
+nlohmann::json pytorch2_buckets(const std::string& caps) {
+  for (const std::string interpreter : {RANKWISE_OTHER_PYTHON, RANKWISE_PYTHON}) {
+    if (interpreter.empty()) continue;
+    const auto out = rankwise::test::shell(rankwise::test::python(interpreter) +
+                                           RANKWISE_SOURCE_DIR
+                                           "/tests/python/ddp_buckets_reference.py " + caps +
+                                           " 2>/dev/null");
+    auto reference = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+    if (reference.is_object() && reference.contains("version") &&
+        reference["version"].get<std::string>().rfind("1.", 0) != 0) {
+      return reference;
+    }
+  }
+  return nlohmann::json::object();
+}
+
+}  // namespace
+
+TEST_F(Ddp, ZeroBucketCapMeansOneBucketPerParameterAsInPyTorch2) {
+  // Rank 0 runs the reference (seconds of Python) and tells the others
+  // whether there is one, so that every rank skips or none does.
+  const auto reference = rank == 0 ? pytorch2_buckets("0 0.0001 25") : nlohmann::json::object();
+  const auto found = rankwise::all_gather(torch::tensor({reference.empty() ? 0 : 1}))[0];
+  if (found.item<int>() == 0) {
+    GTEST_SKIP() << "no reference Python (" RANKWISE_OTHER_PYTHON " or " RANKWISE_PYTHON
+                    ") with torch 2.x";
+  }
+  // The Reducer's own buckets after 3 steps (rebuilt at the second forward
+  // from the first backward's arrival order) are the all_reduces PyTorch
+  // runs from its second step on, bucket for bucket and in the same order.
+  std::map<std::string, std::vector<std::vector<std::string>>> ours;
+  for (const auto& [cap, cap_mb] : {std::pair{"0", 0.0}, {"0.0001", 0.0001}, {"25", 25.0}}) {
+    torch::manual_seed(0);
+    Net net;
+    rankwise::DistributedDataParallel ddp(
+        net, rankwise::DistributedDataParallelOptions().bucket_cap_mb(cap_mb));
+    // rankwise lays the buckets out at construction as the rebuild will
+    // (see src/ddp.cpp: a restarted process sums its first step like every
+    // later one); PyTorch starts from one bucket in parameter order.
+    const auto initial = ddp.bucket_parameter_names();
+    torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
+    train(ddp, opt, rank, 3);
+    ddp.check_replicas();
+    ours[cap] = ddp.bucket_parameter_names();
+    EXPECT_EQ(initial, ours[cap]) << "bucket_cap_mb " << cap << ": layout at construction";
+    if (rank != 0) continue;
+    const auto& steps = reference[cap];
+    ASSERT_EQ(steps.size(), 3u) << cap;
+    EXPECT_EQ(steps[1], steps[2]) << cap << ": PyTorch's layout changed after its rebuild";
+    EXPECT_EQ(nlohmann::json(ours[cap]), steps[2]) << "bucket_cap_mb " << cap;
+  }
+  // Cap 0: one bucket per parameter (all 6), last registered first.
+  const std::vector<std::vector<std::string>> one_each = {
+      {"spare.bias"}, {"spare.weight"}, {"fc2.bias"}, {"fc2.weight"}, {"fc1.bias"}, {"fc1.weight"}};
+  EXPECT_EQ(ours["0"], one_each);
+  EXPECT_EQ(ours["25"].size(), 1u);  // the default: everything in one bucket
   EXPECT_THROW(rankwise::DistributedDataParallel(
-                   net, rankwise::DistributedDataParallelOptions().bucket_cap_mb(-1)),
+                   Net(), rankwise::DistributedDataParallelOptions().bucket_cap_mb(-1)),
                rankwise::ConfigError);
 }
 

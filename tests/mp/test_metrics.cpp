@@ -1,8 +1,8 @@
-// rankwise-test-nproc: 2
+// rankwise-test-nproc: 1 2 3 4
 //
 // Distributed metrics across ranks. Every test is written for any world size
-// (test_metrics_ws1/3/4.cpp include this file and run it on 1, 3 and 4 ranks),
-// so the same expectations hold at every size: the results do not depend on
+// (the line above registers mp.test_metrics.ws1 ... ws4, one run per rank
+// count), so the same expectations hold at every size: the results do not depend on
 // the world size. Expected values come from hand computation (see comments)
 // or from the Mann-Whitney U statistic, never from the code under test.
 #include <gtest/gtest.h>
