@@ -3,7 +3,7 @@
 // TORCH_CHECK_VALUE(cond, ...) and gloo's GLOO_ENFORCE_EQ:
 //
 //   RANKWISE_CHECK(root >= 0 && root < size, ConfigError,
-//                  "rankwise: {}: broadcast root {} is not a rank in [0, {})", where(), root, size);
+//                  "rankwise: {}: root {} is not a rank in [0, {})", where(), root, size);
 //
 // throws ErrorType(fmt::format(format, args...)) when `cond` is false. The
 // arguments are formatted only then. ErrorType is one of the exceptions of

@@ -70,9 +70,10 @@ void DdpJoin::throw_uneven(const std::vector<int>& joined, int64_t iterations) {
     bool is_joined = std::find(joined.begin(), joined.end(), r) != joined.end();
     (is_joined ? ran_out : still).push_back(r);
   }
-  throw Error("rankwise: " + where(*group_) + ": DistributedDataParallel: uneven inputs: rank(s) [" +
-              join_list(ran_out) + "] ran out of batches (called join()) while rank(s) [" +
-              join_list(still) + "] still had batches, at this rank's iteration " + std::to_string(iterations) +
+  throw Error("rankwise: " + where(*group_) +
+              ": DistributedDataParallel: uneven inputs: rank(s) [" + join_list(ran_out) +
+              "] ran out of batches (called join()) while rank(s) [" + join_list(still) +
+              "] still had batches, at this rank's iteration " + std::to_string(iterations) +
               ". Give every rank the same number of batches (DistributedSampler pads or "
               "drop_last), or construct DistributedDataParallel with "
               "DistributedDataParallelOptions().uneven_inputs(rankwise::UnevenInputs::kJoin)");

@@ -46,9 +46,10 @@ std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const Launc
   if (auto names = get_env("GLOO_SOCKET_IFNAME"); names && !names->empty()) {
     for (const std::string& name : split_interface_list(*names)) {
       if (!is_network_interface(name)) {
-        throw ConfigError("rankwise: " + where(env.rank, env.world_size) + ": GLOO_SOCKET_IFNAME='" +
-                          *names + "': '" + name + "' is not a network interface of this host; see "
-                          "`ip -brief link` (rankwise-run --iface sets this variable)");
+        throw ConfigError("rankwise: " + where(env.rank, env.world_size) +
+                          ": GLOO_SOCKET_IFNAME='" + *names + "': '" + name +
+                          "' is not a network interface of this host; see `ip -brief link` "
+                          "(rankwise-run --iface sets this variable)");
       }
       devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
     }

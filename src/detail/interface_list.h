@@ -18,7 +18,8 @@ inline std::vector<std::string> split_interface_list(const std::string& list) {
   std::vector<std::string> names;
   for (std::size_t start = 0, comma = 0; comma != std::string::npos; start = comma + 1) {
     comma = list.find(',', start);
-    names.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    const std::size_t length = comma == std::string::npos ? std::string::npos : comma - start;
+    names.push_back(list.substr(start, length));
   }
   return names;
 }
