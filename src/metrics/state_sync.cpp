@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "detail/all_gather_varlen.h"
 #include "metrics/detail/common.h"
 #include "rankwise/error.h"
 #include "rankwise/process_group.h"
@@ -105,48 +106,26 @@ std::vector<Metric::StateMap> sync_states(const std::vector<const Metric*>& metr
   // 2. kCat states: all_gather the lengths, then one all_gather of every
   // state padded to the longest shard; trimmed on arrival.
   if (!gathered.empty()) {
-    const auto k = static_cast<int64_t>(gathered.size());
-    auto lengths = torch::empty({k}, torch::kLong);
-    for (int64_t j = 0; j < k; ++j) lengths[j] = gathered[static_cast<size_t>(j)].local.size(0);
-    auto all_lengths = pg.all_gather(lengths);
-    stats.all_gather += 1;
-    stats.elements += k;
-    std::vector<std::vector<int64_t>> len(static_cast<size_t>(world), std::vector<int64_t>(k));
-    for (int64_t r = 0; r < world; ++r) {
-      for (int64_t j = 0; j < k; ++j) {
-        len[static_cast<size_t>(r)][static_cast<size_t>(j)] = all_lengths[static_cast<size_t>(r)][j].item<int64_t>();
-      }
-    }
-    int64_t total = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      int64_t longest = 0;
-      for (int64_t r = 0; r < world; ++r) longest = std::max(longest, len[static_cast<size_t>(r)][static_cast<size_t>(j)]);
-      auto& slot = gathered[static_cast<size_t>(j)];
-      slot.offset = total;
-      slot.width = longest * slot.numel;
-      total += slot.width;
-    }
-    if (total > 0) {  // every rank sees the same lengths, so all take this branch or none
-      auto buffer = torch::zeros({total}, torch::kDouble);
-      for (auto& slot : gathered) {
-        auto flat = as_double(slot.local, *metrics[slot.metric], slot.spec->name);
-        buffer.narrow(0, slot.offset, flat.numel()).copy_(flat);
-      }
-      auto all = pg.all_gather(buffer);
-      stats.all_gather += 1;
-      stats.elements += total;
-      for (int64_t j = 0; j < k; ++j) {
-        auto& slot = gathered[static_cast<size_t>(j)];
-        std::vector<torch::Tensor> parts;
-        for (int64_t r = 0; r < world; ++r) {
-          const int64_t n = len[static_cast<size_t>(r)][static_cast<size_t>(j)];
-          parts.push_back(all[static_cast<size_t>(r)].narrow(0, slot.offset, n * slot.numel));
-        }
-        std::vector<int64_t> shape = slot.spec->default_value.sizes().vec();
-        shape[0] = -1;
-        out[slot.metric][slot.spec->name] =
-            torch::cat(parts, 0).view(shape).to(slot.spec->default_value.scalar_type());
-      }
+    std::vector<int64_t> lengths;  // elements: rows times the elements of one row
+    for (const auto& slot : gathered) lengths.push_back(slot.local.size(0) * slot.numel);
+    rankwise::detail::VarlenGatherStats issued;
+    const auto all = rankwise::detail::all_gather_varlen(
+        pg, lengths, torch::kDouble,
+        [&](std::size_t j) {
+          const auto& slot = gathered[j];
+          return as_double(slot.local, *metrics[slot.metric], slot.spec->name);
+        },
+        &issued);
+    stats.all_gather += issued.all_gathers;
+    stats.elements += issued.elements;
+    for (std::size_t j = 0; j < gathered.size() && !all.empty(); ++j) {
+      const auto& slot = gathered[j];
+      std::vector<torch::Tensor> parts;
+      for (int64_t r = 0; r < world; ++r) parts.push_back(all[static_cast<std::size_t>(r)][j]);
+      std::vector<int64_t> shape = slot.spec->default_value.sizes().vec();
+      shape[0] = -1;
+      out[slot.metric][slot.spec->name] =
+          torch::cat(parts, 0).view(shape).to(slot.spec->default_value.scalar_type());
     }
   }
   return out;
