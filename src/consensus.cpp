@@ -3,6 +3,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "detail/check.h"
+#include "detail/where.h"
 #include "rankwise/error.h"
 #include "rankwise/process_group.h"
 
@@ -16,9 +18,7 @@ ProcessGroup* group() {
   return pg.world_size() > 1 ? &pg : nullptr;
 }
 
-std::string where() {
-  return "rank " + std::to_string(rank()) + "/" + std::to_string(world_size());
-}
+using detail::where;
 
 int64_t reduce_flag(bool value, ReduceOp op) {
   auto* pg = group();
@@ -30,10 +30,9 @@ int64_t reduce_flag(bool value, ReduceOp op) {
 
 void check_root(int root) {
   const int size = world_size();
-  if (root < 0 || root >= size) {
-    throw ConfigError("rankwise: " + where() + ": broadcast_decision: root " +
-                      std::to_string(root) + " is not a rank in [0, " + std::to_string(size) + ")");
-  }
+  RANKWISE_CHECK(root >= 0 && root < size, ConfigError,
+                 "rankwise: {}: broadcast_decision: root {} is not a rank in [0, {})", where(), root,
+                 size);
 }
 
 }  // namespace
@@ -62,10 +61,8 @@ double broadcast_double(double value, int root) {
 }  // namespace detail
 
 EarlyStopping::EarlyStopping(EarlyStoppingOptions options) : options_(options) {
-  if (options_.patience() < 0) {
-    throw ConfigError("rankwise: EarlyStopping: patience must be >= 0, got " +
-                      std::to_string(options_.patience()));
-  }
+  RANKWISE_CHECK(options_.patience() >= 0, ConfigError,
+                 "rankwise: EarlyStopping: patience must be >= 0, got {}", options_.patience());
   if (!(options_.min_delta() >= 0) || !std::isfinite(options_.min_delta())) {
     throw ConfigError("rankwise: EarlyStopping: min_delta must be finite and >= 0 (the size of "
                       "an improvement, whatever the mode), got " +
@@ -134,10 +131,10 @@ c10::Dict<std::string, torch::Tensor> EarlyStopping::state() const {
 
 void EarlyStopping::load_state(const c10::Dict<std::string, torch::Tensor>& state) {
   for (const char* key : {"best", "best_epoch", "wait_count", "epochs", "stopped_epoch"}) {
-    if (!state.contains(key)) {
-      throw ConfigError(std::string("rankwise: ") + where() + ": EarlyStopping::load_state: entry '" +
-                        key + "' is missing; pass what EarlyStopping::state() returned");
-    }
+    RANKWISE_CHECK(state.contains(key), ConfigError,
+                   "rankwise: {}: EarlyStopping::load_state: entry '{}' is missing; pass what "
+                   "EarlyStopping::state() returned",
+                   where(), key);
   }
   auto get = [&](const char* key) { return state.at(key).to(torch::kDouble).item<double>(); };
   best_ = get("best");

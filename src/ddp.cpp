@@ -7,11 +7,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 
 #include "detail/c10_logging.h"
 #include "detail/c10d_text.h"
 #include "detail/compat/reducer.h"
+#include "detail/ddp_join.h"
 #include "detail/gradient_arrivals.h"
+#include "detail/join.h"
 #include "detail/model_layout.h"
 #include "detail/where.h"
 #include "rankwise/error.h"
@@ -24,20 +27,6 @@ constexpr int64_t kMiB = 1024 * 1024;
 // PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES and its module-state broadcast bucket.
 constexpr int64_t kFirstBucketBytes = kMiB;
 constexpr int64_t kBroadcastBucketBytes = 250 * kMiB;
-
-// An exception's message; for c10::Error without its C++ stack trace.
-std::string message_of(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
-    return c10_error->what_without_backtrace();
-  }
-  return e.what();
-}
-
-std::string join_names(const std::vector<std::string>& names) {
-  std::string s;
-  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
 
 }  // namespace
 
@@ -57,7 +46,7 @@ struct DataParallelEngine::Impl {
   std::unique_ptr<GradientArrivals> arrivals;
   bool require_forward_param_sync = true;
   int64_t iterations = 0;  // training forwards so far
-  std::string join_key_prefix;
+  std::optional<DdpJoin> uneven;  // uneven inputs: the Join protocol (ddp_join.h)
 
   void broadcast_states(const std::vector<torch::Tensor>& tensors, int root = 0) {
     if (tensors.empty() || group->world_size() == 1) return;
@@ -90,7 +79,7 @@ struct DataParallelEngine::Impl {
     for (size_t index : arrivals->missing()) missing.push_back(names[index]);
     if (!missing.empty()) {
       throw Error("rankwise: " + where(*group) + ": DistributedDataParallel: parameter(s) [" +
-                  join_names(missing) +
+                  detail::join_list(missing) +
                   "] received no gradient in the previous backward pass, so their gradients "
                   "were not all_reduced. " + unused_parameter_advice() +
                   ". c10d's error: " + text);
@@ -131,52 +120,6 @@ struct DataParallelEngine::Impl {
     }
   }
 
-  // Uneven inputs are detected as PyTorch's Join does: each training forward
-  // launches an all_reduce of a 1 ("I still have inputs") without waiting
-  // for it, so it runs beside the forward and backward passes; a rank in
-  // join() answers with a 0 and shadows the step's gradient all_reduces.
-  // The sum is read at the next training forward (or in join()).
-  c10::intrusive_ptr<c10d::Work> inputs_work;  // the last step's count, in flight
-  torch::Tensor inputs_count;
-
-  void launch_inputs_count() {
-    inputs_count = torch::ones({1}, torch::kInt64);
-    std::vector<at::Tensor> tensors{inputs_count};
-    inputs_work = group->c10d_group()->allreduce(tensors);
-  }
-
-  // How many ranks had inputs at the last training step (the world size
-  // when none is in flight).
-  int64_t last_inputs_count() {
-    if (!inputs_work) return group->world_size();
-    auto work = std::move(inputs_work);
-    try {
-      work->wait();
-    } catch (const std::exception& e) {
-      throw PeerError("rankwise: " + where(*group) +
-                      ": DistributedDataParallel: the all_reduce of the previous step failed; a "
-                      "peer probably exited. Original error: " + message_of(e));
-    }
-    return inputs_count.item<int64_t>();
-  }
-
-  // Waits for the last step's count; with kError, a rank that ran out
-  // makes this one raise, naming it.
-  void check_inputs_count() {
-    if (last_inputs_count() < group->world_size() &&
-        options.uneven_inputs() == UnevenInputs::kError) {
-      throw_uneven(joined_ranks());
-    }
-  }
-
-  // A rank in join(): one all_reduce of a 0, matching a training rank's
-  // launch_inputs_count(); returns how many ranks still had inputs.
-  int64_t joined_inputs_count() {
-    auto count = torch::zeros({1}, torch::kInt64);
-    group->all_reduce(count, ReduceOp::kSum);
-    return count.item<int64_t>();
-  }
-
   // The rest of a training step seen from a rank in join(): the same
   // collectives with zero gradients (PyTorch's _DDPJoinHook).
   void shadow_gradient_all_reduce() {
@@ -193,29 +136,6 @@ struct DataParallelEngine::Impl {
       auto used = torch::zeros_like(reducer->get_local_used_map_on_device());
       group->all_reduce(used, ReduceOp::kSum);
     }
-  }
-
-  std::vector<int> joined_ranks() {
-    std::vector<int> ranks;
-    for (int r = 0; r < group->world_size(); ++r) {
-      if (group->store()->check({join_key_prefix + std::to_string(r)})) ranks.push_back(r);
-    }
-    return ranks;
-  }
-
-  [[noreturn]] void throw_uneven(const std::vector<int>& joined) {
-    std::string ran_out, still;
-    for (int r = 0; r < group->world_size(); ++r) {
-      bool is_joined = std::find(joined.begin(), joined.end(), r) != joined.end();
-      std::string& list = is_joined ? ran_out : still;
-      list += (list.empty() ? "" : ", ") + std::to_string(r);
-    }
-    throw Error("rankwise: " + where(*group) + ": DistributedDataParallel: uneven inputs: rank(s) [" +
-                ran_out + "] ran out of batches (called join()) while rank(s) [" + still +
-                "] still had batches, at this rank's iteration " + std::to_string(iterations) +
-                ". Give every rank the same number of batches (DistributedSampler pads or "
-                "drop_last), or construct DistributedDataParallel with "
-                "DistributedDataParallelOptions().uneven_inputs(rankwise::UnevenInputs::kJoin)");
   }
 };
 
@@ -302,9 +222,7 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
                 : options.find_unused_parameters() ? Expect::kReachable
                                                   : Expect::kEvery);
 
-  // Keys that join() sets; unique per DDP instance (every rank builds them in the same order).
-  auto counter = group.store()->add("rankwise/ddp/instances/" + std::to_string(group.rank()), 1);
-  d.join_key_prefix = "rankwise/ddp/" + std::to_string(counter) + "/joined/";
+  d.uneven.emplace(group, options.uneven_inputs());
 }
 
 DataParallelEngine::~DataParallelEngine() = default;
@@ -314,10 +232,7 @@ void DataParallelEngine::before_forward() {
   auto& d = *impl_;
   const bool grad = torch::GradMode::is_enabled();
   if (grad && require_sync_) {
-    if (d.group->world_size() > 1) {
-      d.check_inputs_count();
-      d.launch_inputs_count();
-    }
+    if (d.group->world_size() > 1) d.uneven->start_training_step(d.iterations);
     ++d.iterations;
     d.reducer->prepare_for_forward();
   }
@@ -337,7 +252,7 @@ void DataParallelEngine::after_forward(const std::vector<torch::Tensor>& outputs
     // kError: the count launched before this forward has run beside it; a
     // peer that ran out makes this rank raise before its gradients are
     // all_reduced, so no rank applies a step with missing gradients.
-    if (d.options.uneven_inputs() == UnevenInputs::kError) d.check_inputs_count();
+    if (d.options.uneven_inputs() == UnevenInputs::kError) d.uneven->check_inputs_count(d.iterations);
     d.require_forward_param_sync = true;
     try {
       const bool find_unused = d.options.find_unused_parameters() && !d.options.static_graph();
@@ -358,15 +273,7 @@ void DataParallelEngine::after_forward(const std::vector<torch::Tensor>& outputs
 void DataParallelEngine::join() {
   auto& d = *impl_;
   if (d.group->world_size() == 1) return;
-  d.last_inputs_count();  // kJoin: the last step's count may still be in flight
-  d.group->store()->set(d.join_key_prefix + std::to_string(d.group->rank()),
-                        std::vector<uint8_t>{'1'});
-  // Until no rank trains: kError raises (the training ranks raise in the
-  // same step, after their forward); kJoin shadows their step.
-  while (d.joined_inputs_count() > 0) {
-    if (d.options.uneven_inputs() == UnevenInputs::kError) d.throw_uneven(d.joined_ranks());
-    d.shadow_gradient_all_reduce();
-  }
+  d.uneven->join(d.iterations, [&d] { d.shadow_gradient_all_reduce(); });
   // A parameter that got no gradient in the last step (without
   // find_unused_parameters) left that step unreduced; a next forward would
   // name it, and after the last step join() does (every rank is here).
@@ -375,17 +282,11 @@ void DataParallelEngine::join() {
   } catch (const std::exception& e) {
     d.rethrow_reducer_error(e);
   }
-  // The ranks that joined early skipped optimizer steps: as PyTorch's join
-  // hook does, every rank takes the model of the last rank to join (the one
-  // with the most iterations; the lowest such rank on a tie).
-  auto counts = d.group->all_gather(torch::tensor({d.iterations}, torch::kInt64));
-  int last = 0;
-  for (int r = 1; r < d.group->world_size(); ++r) {
-    if (counts[r].item<int64_t>() > counts[last].item<int64_t>()) last = r;
+  // Ranks that joined early skipped optimizer steps: every rank takes the
+  // replica of the last rank to join.
+  if (auto last = d.uneven->most_advanced_rank(d.iterations)) {
+    d.broadcast_states(d.module_states(), *last);
   }
-  bool uneven = false;
-  for (const auto& c : counts) uneven = uneven || !c.equal(counts[0]);
-  if (uneven) d.broadcast_states(d.module_states(), last);
 }
 
 std::vector<std::vector<std::string>> DataParallelEngine::bucket_parameter_names() const {
@@ -415,17 +316,18 @@ void DataParallelEngine::check_replicas() {
   auto all = d.group->all_gather(local);
   std::vector<std::string> differences;
   for (size_t i = 0; i < d.params.size(); ++i) {
-    std::string ranks;
+    std::vector<int> ranks;
     for (int r = 1; r < d.group->world_size(); ++r) {
-      if (!all[r][static_cast<int64_t>(i)].equal(all[0][static_cast<int64_t>(i)])) {
-        ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-      }
+      if (!all[r][static_cast<int64_t>(i)].equal(all[0][static_cast<int64_t>(i)])) ranks.push_back(r);
     }
-    if (!ranks.empty()) differences.push_back(d.names[i] + " (ranks " + ranks + " differ from rank 0)");
+    if (!ranks.empty()) {
+      differences.push_back(d.names[i] + " (ranks " + detail::join_list(ranks) +
+                            " differ from rank 0)");
+    }
   }
   if (!differences.empty()) {
     throw Error("rankwise: " + where(*d.group) + ": check_replicas: replicas diverged: " +
-                join_names(differences) +
+                detail::join_list(differences) +
                 ". Something updated parameters on some ranks only (an optimizer step or "
                 "load inside `if (rank == 0)`, or non-deterministic code)");
   }

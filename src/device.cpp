@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "detail/check.h"
+#include "detail/join.h"
 #include "rankwise/env.h"
 #include "rankwise/error.h"
 #include "rankwise/process_group.h"
@@ -55,9 +57,7 @@ ConfigError bad_value(const std::string& value, const std::string& detail) {
 
 std::string describe(const std::optional<std::vector<std::string>>& visible) {
   if (!visible) return std::string(kVariable) + " unset";
-  std::string joined;
-  for (const auto& e : *visible) joined += (joined.empty() ? "" : ",") + e;
-  return std::string(kVariable) + "=" + joined;
+  return std::string(kVariable) + "=" + detail::join_list(*visible, ",");
 }
 
 }  // namespace
@@ -112,11 +112,11 @@ torch::Device DeviceAssignment::torch_device() const {
 DeviceAssignment assign_device(int local_rank, int local_world_size, int device_count,
                                const std::optional<std::vector<std::string>>& visible,
                                DeviceKind kind) {
-  if (local_world_size < 1 || local_rank < 0 || local_rank >= local_world_size) {
-    throw ConfigError("rankwise: local rank " + std::to_string(local_rank) +
-                      " is not in [0, LOCAL_WORLD_SIZE=" + std::to_string(local_world_size) +
-                      "); check the launcher's LOCAL_RANK and LOCAL_WORLD_SIZE");
-  }
+  RANKWISE_CHECK(local_world_size >= 1 && local_rank >= 0 && local_rank < local_world_size,
+                 ConfigError,
+                 "rankwise: local rank {} is not in [0, LOCAL_WORLD_SIZE={}); check the "
+                 "launcher's LOCAL_RANK and LOCAL_WORLD_SIZE",
+                 local_rank, local_world_size);
   DeviceAssignment a;
   a.local_rank = local_rank;
   // CUDA reports what it can use; a list longer than the machine's GPUs (or

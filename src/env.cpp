@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "detail/check.h"
 #include "rankwise/error.h"
 
 extern char** environ;
@@ -30,15 +31,14 @@ int parse_int(const Vars& vars, const std::string& name, int fallback, int min_v
   } catch (const std::exception&) {
     used = 0;
   }
-  if (s.empty() || used != s.size()) {
-    throw ConfigError("rankwise: environment variable " + name + "='" + s +
-                      "' is not an integer; unset it or set it to a whole number");
-  }
-  if (parsed < min_value || parsed > max_value) {
-    throw ConfigError("rankwise: environment variable " + name + "=" + s + " is out of range [" +
-                      std::to_string(min_value) + ", " + std::to_string(max_value) +
-                      "]; fix the launcher configuration");
-  }
+  RANKWISE_CHECK(!s.empty() && used == s.size(), ConfigError,
+                 "rankwise: environment variable {}='{}' is not an integer; unset it or set it to "
+                 "a whole number",
+                 name, s);
+  RANKWISE_CHECK(parsed >= min_value && parsed <= max_value, ConfigError,
+                 "rankwise: environment variable {}={} is out of range [{}, {}]; fix the launcher "
+                 "configuration",
+                 name, s, min_value, max_value);
   return static_cast<int>(parsed);
 }
 
@@ -73,18 +73,14 @@ LaunchEnv LaunchEnv::from_map(const Vars& vars) {
     env.source = names->source;
     env.world_size = parse_int(vars, names->world_size, 1, 1);
     env.rank = parse_int(vars, names->rank, 0, 0);
-    if (env.rank >= env.world_size) {
-      throw ConfigError("rankwise: " + std::string(names->rank) + "=" + std::to_string(env.rank) +
-                        " must be smaller than " + names->world_size + "=" +
-                        std::to_string(env.world_size) + "; check the launcher's arguments");
-    }
+    RANKWISE_CHECK(env.rank < env.world_size, ConfigError,
+                   "rankwise: {}={} must be smaller than {}={}; check the launcher's arguments",
+                   names->rank, env.rank, names->world_size, env.world_size);
     env.local_world_size = parse_int(vars, names->local_world_size, env.world_size, 1);
     env.local_rank = parse_int(vars, names->local_rank, env.rank % env.local_world_size, 0);
-    if (env.local_rank >= env.local_world_size) {
-      throw ConfigError("rankwise: " + std::string(names->local_rank) + "=" +
-                        std::to_string(env.local_rank) + " must be smaller than " +
-                        names->local_world_size + "=" + std::to_string(env.local_world_size));
-    }
+    RANKWISE_CHECK(env.local_rank < env.local_world_size, ConfigError,
+                   "rankwise: {}={} must be smaller than {}={}", names->local_rank, env.local_rank,
+                   names->local_world_size, env.local_world_size);
     env.node_rank = parse_int(vars, "GROUP_RANK", env.rank / env.local_world_size, 0);
   }
   if (auto addr = lookup(vars, "MASTER_ADDR")) {

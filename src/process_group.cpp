@@ -4,13 +4,6 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 
-#include <arpa/inet.h>
-#include <net/if.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <mutex>
 #include <optional>
 
@@ -20,6 +13,7 @@
 #include "detail/compat/barrier.h"
 #include "detail/compat/gloo_group.h"
 #include "detail/compat/nccl_group.h"
+#include "detail/gloo_devices.h"
 #include "detail/where.h"
 #include "rankwise/device.h"
 #include "rankwise/error.h"
@@ -45,62 +39,6 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
       return c10d::ReduceOp::MAX;
   }
   return c10d::ReduceOp::SUM;
-}
-
-// The local address this node uses to reach `host` (the routing table's
-// choice; a UDP connect sends no packet), or "" when it cannot be found.
-std::string local_address_towards(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr) return "";
-  std::string result;
-  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0) {
-    sockaddr_in local{};
-    socklen_t len = sizeof(local);
-    char text[INET_ADDRSTRLEN] = {};
-    if (::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
-        ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)) != nullptr) {
-      result = text;
-    }
-    ::close(fd);
-  }
-  ::freeaddrinfo(found);
-  return result;
-}
-
-// Gloo's transport devices. With GLOO_SOCKET_IFNAME (comma-separated, as in
-// PyTorch; rankwise-run --iface sets it): one device per interface. Otherwise
-// the address this node routes to MASTER_ADDR from: MASTER_ADDR itself on
-// node 0, this node's own address on the others (binding to MASTER_ADDR there
-// would fail), 127.0.0.1 for a local job.
-std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const LaunchEnv& env) {
-  std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
-  if (auto names = get_env("GLOO_SOCKET_IFNAME"); names && !names->empty()) {
-    std::size_t start = 0;
-    for (;;) {
-      const std::size_t comma = names->find(',', start);
-      const std::string name = names->substr(start, comma == std::string::npos ? std::string::npos
-                                                                               : comma - start);
-      if (name.empty() || ::if_nametoindex(name.c_str()) == 0) {
-        throw ConfigError("rankwise: rank " + std::to_string(env.rank) + "/" +
-                          std::to_string(env.world_size) + ": GLOO_SOCKET_IFNAME='" + *names +
-                          "': '" + name + "' is not a network interface of this host; see "
-                          "`ip -brief link` (rankwise-run --iface sets this variable)");
-      }
-      devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-    return devices;
-  }
-  std::string address = local_address_towards(env.master_addr);
-  if (address.empty()) address = env.master_addr == "localhost" ? "127.0.0.1" : env.master_addr;
-  devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(address));
-  return devices;
 }
 
 // The device NCCL is bound to when `backend` ("auto", "gloo" or "nccl") means
@@ -144,7 +82,7 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
   }
   // Before the rendezvous: a bad backend or interface is ConfigError.
   const std::optional<torch::Device> nccl = nccl_device(env_, options_.backend());
-  auto devices = gloo_devices(env_);
+  auto devices = detail::gloo_devices(env_);
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<std::uint16_t>(env_.master_port);
   // A single process started without a launcher hosts its own store: on a
@@ -171,8 +109,7 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
                   : detail::compat::make_gloo_group(store_, env_.rank, env_.world_size,
                                                     gloo_options);
   } catch (const std::exception& e) {
-    throw RendezvousError("rankwise: rank " + std::to_string(env_.rank) + "/" +
-                          std::to_string(env_.world_size) + ": rendezvous at " +
+    throw RendezvousError("rankwise: " + where(env_.rank, env_.world_size) + ": rendezvous at " +
                           env_.master_addr + ":" + std::to_string(env_.master_port) +
                           " failed (timeout " + std::to_string(options_.timeout().count()) +
                           " ms). Check that every rank was started with the same MASTER_ADDR, "

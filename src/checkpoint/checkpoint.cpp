@@ -6,6 +6,7 @@
 #include "checkpoint/detail/checkpoint_file.h"
 #include "checkpoint/detail/file_lock.h"
 #include "checkpoint/detail/rank_zero.h"
+#include "detail/join.h"
 #include "rankwise/error.h"
 
 namespace rankwise {
@@ -27,10 +28,8 @@ std::vector<std::string> Checkpoint::keys() const {
 const c10::IValue& Checkpoint::at(const std::string& key) const {
   auto it = dict_.find(key);
   if (it == dict_.end()) {
-    std::string present;
-    for (const auto& k : keys()) present += (present.empty() ? "" : ", ") + k;
-    throw CheckpointError("rankwise: checkpoint has no entry '" + key + "' (it has: " + present +
-                          ")");
+    throw CheckpointError("rankwise: checkpoint has no entry '" + key + "' (it has: " +
+                          detail::join_list(keys()) + ")");
   }
   return it->value();
 }

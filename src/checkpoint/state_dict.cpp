@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "detail/join.h"
 #include "rankwise/error.h"
 
 namespace rankwise {
@@ -72,13 +73,11 @@ void load_state_dict(torch::nn::Module& module, const StateDict& state, bool str
     if (!known.count(entry.first)) unexpected.push_back(entry.first);
   }
   if (strict && (!missing.empty() || !unexpected.empty())) {
-    auto join = [](const std::vector<std::string>& v) {
-      std::string s;
-      for (const auto& k : v) s += (s.empty() ? "" : ", ") + k;
-      return s.empty() ? std::string("none") : s;
+    auto list = [](const std::vector<std::string>& v) {
+      return v.empty() ? std::string("none") : detail::join_list(v);
     };
-    throw CheckpointError("rankwise: load_state_dict (strict): missing keys [" + join(missing) +
-                          "], unexpected keys [" + join(unexpected) +
+    throw CheckpointError("rankwise: load_state_dict (strict): missing keys [" + list(missing) +
+                          "], unexpected keys [" + list(unexpected) +
                           "]. Was the checkpoint written by another model? Pass strict=false to "
                           "load the matching keys only");
   }

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "checkpoint/detail/note.h"
+#include "detail/all_gather_varlen.h"
 #include "rankwise/checkpoint/lr_scheduler_state.h"
 #include "rankwise/checkpoint/optimizer_state.h"
 #include "rankwise/checkpoint/rng_state.h"
@@ -43,18 +44,14 @@ c10::List<c10::IValue> gather_local_states(const c10::IValue& local) {
     result.push_back(local);
     return result;
   }
-  auto& group = process_group();
-  const std::vector<char> bytes = torch::pickle_save(local);
-  auto length = torch::tensor({static_cast<int64_t>(bytes.size())}, torch::kInt64);
-  const auto lengths = group.all_gather(length);
-  int64_t longest = 0;
-  for (const auto& l : lengths) longest = std::max(longest, l.item<int64_t>());
-  auto padded = torch::zeros({longest}, torch::kUInt8);
-  std::memcpy(padded.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-  const auto all = group.all_gather(padded);
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    const auto* data = reinterpret_cast<const char*>(all[r].data_ptr<uint8_t>());
-    result.push_back(torch::pickle_load(std::vector<char>(data, data + lengths[r].item<int64_t>())));
+  std::vector<char> bytes = torch::pickle_save(local);
+  const auto all = detail::all_gather_varlen(
+      process_group(), {static_cast<int64_t>(bytes.size())}, torch::kUInt8, [&](std::size_t) {
+        return torch::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+      });
+  for (const auto& pieces : all) {  // a pickle is never empty: every rank's bytes arrive
+    const auto* data = reinterpret_cast<const char*>(pieces[0].data_ptr<uint8_t>());
+    result.push_back(torch::pickle_load(std::vector<char>(data, data + pieces[0].numel())));
   }
   return result;
 }

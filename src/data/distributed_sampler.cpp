@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include "detail/check.h"
 #include "detail/write_line.h"
 #include "rankwise/error.h"
 #include "rankwise/log.h"
@@ -17,16 +18,14 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, DistributedSamplerO
       options_(options),
       num_replicas_(options.num_replicas().value_or(rankwise::world_size())),
       rank_(options.rank().value_or(rankwise::rank())) {
-  if (dataset_size_ < 0) throw ConfigError("rankwise: DistributedSampler: negative dataset size");
-  if (num_replicas_ < 1) {
-    throw ConfigError("rankwise: DistributedSampler: num_replicas must be >= 1, got " +
-                      std::to_string(num_replicas_));
-  }
-  if (rank_ < 0 || rank_ >= num_replicas_) {
-    throw ConfigError("rankwise: DistributedSampler: invalid rank " + std::to_string(rank_) +
-                      ", rank should be in the interval [0, " + std::to_string(num_replicas_ - 1) +
-                      "]");
-  }
+  RANKWISE_CHECK(dataset_size_ >= 0, ConfigError,
+                 "rankwise: DistributedSampler: negative dataset size");
+  RANKWISE_CHECK(num_replicas_ >= 1, ConfigError,
+                 "rankwise: DistributedSampler: num_replicas must be >= 1, got {}", num_replicas_);
+  RANKWISE_CHECK(rank_ >= 0 && rank_ < num_replicas_, ConfigError,
+                 "rankwise: DistributedSampler: invalid rank {}, rank should be in the interval "
+                 "[0, {}]",
+                 rank_, num_replicas_ - 1);
 }
 
 int64_t DistributedSampler::num_samples() const {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "detail/join.h"
 #include "rankwise/error.h"
 
 namespace rankwise {
@@ -63,13 +64,12 @@ torch::Tensor read_idx(const std::string& path) {
                       "number); expected the MNIST/Fashion-MNIST format");
   }
   std::vector<int64_t> dims(magic[3]);
-  std::string shape;
   for (auto& d : dims) {
     unsigned char b[4];
     in.read(b, 4, "the header");
     d = (int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | int64_t{b[3]};
-    shape += (shape.empty() ? "" : "x") + std::to_string(d);
   }
+  const std::string shape = detail::join_list(dims, "x");  // "60000x28x28"
   // The product of the dimensions, zeros counted as ones: libtorch refuses
   // sizes whose product overflows even when one of them is 0.
   int64_t product = 1;

@@ -1,5 +1,7 @@
 #include "detail/c10d_text.h"
 
+#include <c10/util/Exception.h>
+
 #include <regex>
 #include <utility>
 #include <vector>
@@ -36,6 +38,13 @@ std::string in_rankwise_terms(const std::string& c10d_text) {
   }
   while (!text.empty() && text.back() == ' ') text.pop_back();
   return text;
+}
+
+std::string message_of(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
+    return c10_error->what_without_backtrace();
+  }
+  return e.what();
 }
 
 }  // namespace detail

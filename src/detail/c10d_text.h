@@ -3,6 +3,7 @@
 // Python users: they name keyword arguments (`find_unused_parameters=True`),
 // `_set_static_graph()`, `torch.nn.parallel.DistributedDataParallel` and the
 // TORCH_DISTRIBUTED_DEBUG variable, which rankwise's DDP does not read.
+#include <exception>
 #include <string>
 
 namespace rankwise {
@@ -14,6 +15,9 @@ namespace detail {
 /// line. Text that names none of these is returned unchanged but for the
 /// line breaks.
 std::string in_rankwise_terms(const std::string& c10d_text);
+
+/// An exception's message; for c10::Error without its C++ stack trace.
+std::string message_of(const std::exception& e);
 
 }  // namespace detail
 }  // namespace rankwise

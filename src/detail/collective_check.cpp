@@ -5,6 +5,7 @@
 #include <map>
 
 #include "detail/collective_wait.h"
+#include "detail/join.h"
 #include "rankwise/error.h"
 
 namespace rankwise {
@@ -29,11 +30,7 @@ std::vector<int64_t> signature(const torch::Tensor& record) {
 }
 
 std::string rank_list(const std::vector<int>& ranks) {
-  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    text += (i == 0 ? "" : ", ") + std::to_string(ranks[i]);
-  }
-  return text;
+  return (ranks.size() == 1 ? "rank " : "ranks ") + join_list(ranks);
 }
 
 }  // namespace

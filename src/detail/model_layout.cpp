@@ -4,6 +4,7 @@
 
 #include <cctype>
 
+#include "detail/join.h"
 #include "detail/where.h"
 #include "rankwise/error.h"
 
@@ -16,11 +17,11 @@ constexpr int64_t kRow = 2 + kMaxDims;  // [dtype, ndim, sizes...]
 
 std::string describe(const torch::Tensor& row) {
   const auto ndim = row[1].item<int64_t>();
-  std::string s = "[";
+  std::vector<int64_t> sizes;
   for (int64_t d = 0; d < std::min(ndim, kMaxDims); ++d) {
-    s += (d ? ", " : "") + std::to_string(row[2 + d].item<int64_t>());
+    sizes.push_back(row[2 + d].item<int64_t>());
   }
-  s += "] ";
+  std::string s = "[" + join_list(sizes) + "] ";
   // c10's name lowercased is the torch.<dtype> alias Python users know (float, double, half).
   std::string dtype = c10::toString(static_cast<c10::ScalarType>(row[0].item<int64_t>()));
   for (auto& c : dtype) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -36,16 +37,15 @@ void check_same_parameter_layout(ProcessGroup& group, const std::vector<torch::T
   const std::string advice = ". Build the same model on every rank";
   const auto count = static_cast<int64_t>(params.size());
   auto counts = group.all_gather(torch::tensor({count}, torch::kInt64));
-  std::string ranks;
+  std::vector<std::string> ranks;
   for (int r = 1; r < group.world_size(); ++r) {
     if (!counts[r].equal(counts[0])) {
-      ranks += (ranks.empty() ? "" : ", ") + std::to_string(r) + " has " +
-               std::to_string(counts[r].item<int64_t>());
+      ranks.push_back(std::to_string(r) + " has " + std::to_string(counts[r].item<int64_t>()));
     }
   }
   if (!ranks.empty()) {
     throw ConfigError(prefix + "rank 0 has " + std::to_string(counts[0].item<int64_t>()) +
-                      " parameters that require a gradient, rank " + ranks + advice);
+                      " parameters that require a gradient, rank " + join_list(ranks) + advice);
   }
   auto layout = torch::zeros({count, kRow}, torch::kInt64);
   auto rows = layout.accessor<int64_t, 2>();
@@ -60,17 +60,16 @@ void check_same_parameter_layout(ProcessGroup& group, const std::vector<torch::T
   }
   auto all = group.all_gather(layout);
   for (int64_t i = 0; i < count; ++i) {
-    std::string differ;
+    std::vector<std::string> differ;
     for (int r = 1; r < group.world_size(); ++r) {
       if (!all[r][i].equal(all[0][i])) {
-        differ += (differ.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) +
-                  ": " + describe(all[r][i]);
+        differ.push_back("rank " + std::to_string(r) + ": " + describe(all[r][i]));
       }
     }
     if (!differ.empty()) {
       throw ConfigError(prefix + "parameter " + std::to_string(i) + " ('" +
                         names[static_cast<std::size_t>(i)] + "' on this rank) is " +
-                        describe(all[0][i]) + " on rank 0 but " + differ + advice);
+                        describe(all[0][i]) + " on rank 0 but " + join_list(differ) + advice);
     }
   }
 }

@@ -1,5 +1,4 @@
 // Command line of rankwise-run (CLI11): flags, help text and validation.
-#include <net/if.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "detail/interface_list.h"
 #include "launch/cpu_sched.h"
 #include "launch/devices.h"
 #include "launch/options.h"
@@ -261,11 +261,8 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   o.grace_period = seconds_to_ms(grace_s, "--grace-period", true);
   o.rendezvous_timeout = seconds_to_ms(rdzv_s, "--rendezvous-timeout", false);
   if (!o.iface.empty()) {
-    for (std::size_t start = 0, comma = 0; comma != std::string::npos; start = comma + 1) {
-      comma = o.iface.find(',', start);
-      const std::string name =
-          o.iface.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (name.empty() || ::if_nametoindex(name.c_str()) == 0) {
+    for (const std::string& name : rankwise::detail::split_interface_list(o.iface)) {
+      if (!rankwise::detail::is_network_interface(name)) {
         throw UsageError(fmt::format(
             "--iface '{}': '{}' is not a network interface of this node; see `ip -brief link` "
             "and give one such as --iface eth0",

@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "detail/join.h"
+
 namespace rankwise {
 namespace launch {
 
@@ -55,15 +57,15 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
       if (std::chrono::steady_clock::now() >= deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    std::string missing;
+    std::vector<int> missing;
     for (int r = 0; r < nnodes; ++r) {
-      if (!store_->check({node_key(r)})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      if (!store_->check({node_key(r)})) missing.push_back(r);
     }
     throw RendezvousError(fmt::format(
         "rendezvous timed out after {} s at {}:{}: node rank(s) {} of {} never arrived; start "
         "rankwise-run on those nodes with the same --nnodes/--master-addr/--master-port, or "
         "raise --rendezvous-timeout",
-        timeout.count() / 1000.0, addr_, port_, missing, nnodes));
+        timeout.count() / 1000.0, addr_, port_, rankwise::detail::join_list(missing), nnodes));
   } catch (const RendezvousError&) {
     throw;
   } catch (const std::exception& e) {

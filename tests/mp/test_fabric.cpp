@@ -291,3 +291,32 @@ TEST(Fabric, CollectiveInsideARankZeroBranchFailsOnEveryRank) {
   // Every rank threw at the same check: the group is still usable.
   EXPECT_EQ(fabric.all_reduce(1.0), fabric.world_size());
 }
+
+TEST(Fabric, OptionsFromTheCommandLine) {
+  auto parse = [](std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    return rankwise::Fabric(static_cast<int>(argv.size()), argv.data(), quiet());
+  };
+  {
+    // The program's own flags (--epochs 3) are left alone.
+    auto fabric = parse({"prog", "--seed", "11", "--epochs", "3", "--keep-last", "2", "--device", "cpu"});
+    EXPECT_EQ(fabric.options().seed(), 11u);
+    EXPECT_EQ(fabric.options().keep_last(), 2);
+    EXPECT_EQ(fabric.device(), torch::Device(torch::kCPU));
+    EXPECT_FALSE(fabric.options().print_header());  // from the defaults
+  }
+  auto message = [&](std::vector<std::string> args) -> std::string {
+    try {
+      parse(std::move(args));
+    } catch (const rankwise::ConfigError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  EXPECT_NE(message({"prog", "--device", "gpu"}).find("'gpu' is not a device; use auto, cpu, cuda or cuda:N"),
+            std::string::npos);
+  EXPECT_NE(message({"prog", "--resume", "--overwrite-checkpoints"}).find("--resume excludes --overwrite-checkpoints"),
+            std::string::npos);
+  EXPECT_NE(message({"prog", "--keep-last", "0"}).find("--keep-last"), std::string::npos);
+}

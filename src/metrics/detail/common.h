@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "detail/where.h"
 #include "rankwise/error.h"
 #include "rankwise/process_group.h"
 
@@ -17,8 +18,7 @@ namespace detail {
 inline std::string context(const std::string& metric, const std::string& operation) {
   std::string where;
   try {
-    where = "rank " + std::to_string(rankwise::rank()) + "/" +
-            std::to_string(rankwise::world_size());
+    where = rankwise::detail::where();
   } catch (const std::exception&) {
     where = "rank ?/?";
   }

@@ -1,0 +1,109 @@
+#include "detail/ddp_join.h"
+
+#include <algorithm>
+
+#include "detail/c10d_text.h"
+#include "detail/join.h"
+#include "detail/where.h"
+#include "rankwise/error.h"
+
+namespace rankwise {
+namespace detail {
+
+DdpJoin::DdpJoin(ProcessGroup& group, UnevenInputs mode) : group_(&group), mode_(mode) {
+  // Keys that join() sets; unique per DDP instance (every rank builds them in the same order).
+  auto counter = group.store()->add("rankwise/ddp/instances/" + std::to_string(group.rank()), 1);
+  key_prefix_ = "rankwise/ddp/" + std::to_string(counter) + "/joined/";
+}
+
+void DdpJoin::start_training_step(int64_t iterations) {
+  check_inputs_count(iterations);
+  launch_inputs_count();
+}
+
+void DdpJoin::launch_inputs_count() {
+  inputs_count_ = torch::ones({1}, torch::kInt64);
+  std::vector<at::Tensor> tensors{inputs_count_};
+  inputs_work_ = group_->c10d_group()->allreduce(tensors);
+}
+
+// How many ranks had inputs at the last training step (the world size
+// when none is in flight).
+int64_t DdpJoin::last_inputs_count() {
+  if (!inputs_work_) return group_->world_size();
+  auto work = std::move(inputs_work_);
+  try {
+    work->wait();
+  } catch (const std::exception& e) {
+    throw PeerError("rankwise: " + where(*group_) +
+                    ": DistributedDataParallel: the all_reduce of the previous step failed; a "
+                    "peer probably exited. Original error: " + message_of(e));
+  }
+  return inputs_count_.item<int64_t>();
+}
+
+void DdpJoin::check_inputs_count(int64_t iterations) {
+  if (last_inputs_count() < group_->world_size() && mode_ == UnevenInputs::kError) {
+    throw_uneven(joined_ranks(), iterations);
+  }
+}
+
+// A rank in join(): one all_reduce of a 0, matching a training rank's
+// launch_inputs_count(); returns how many ranks still had inputs.
+int64_t DdpJoin::joined_inputs_count() {
+  auto count = torch::zeros({1}, torch::kInt64);
+  group_->all_reduce(count, ReduceOp::kSum);
+  return count.item<int64_t>();
+}
+
+std::vector<int> DdpJoin::joined_ranks() {
+  std::vector<int> ranks;
+  for (int r = 0; r < group_->world_size(); ++r) {
+    if (group_->store()->check({key_prefix_ + std::to_string(r)})) ranks.push_back(r);
+  }
+  return ranks;
+}
+
+void DdpJoin::throw_uneven(const std::vector<int>& joined, int64_t iterations) {
+  std::vector<int> ran_out, still;
+  for (int r = 0; r < group_->world_size(); ++r) {
+    bool is_joined = std::find(joined.begin(), joined.end(), r) != joined.end();
+    (is_joined ? ran_out : still).push_back(r);
+  }
+  throw Error("rankwise: " + where(*group_) +
+              ": DistributedDataParallel: uneven inputs: rank(s) [" + join_list(ran_out) +
+              "] ran out of batches (called join()) while rank(s) [" + join_list(still) +
+              "] still had batches, at this rank's iteration " + std::to_string(iterations) +
+              ". Give every rank the same number of batches (DistributedSampler pads or "
+              "drop_last), or construct DistributedDataParallel with "
+              "DistributedDataParallelOptions().uneven_inputs(rankwise::UnevenInputs::kJoin)");
+}
+
+void DdpJoin::join(int64_t iterations, const std::function<void()>& shadow_step) {
+  last_inputs_count();  // kJoin: the last step's count may still be in flight
+  group_->store()->set(key_prefix_ + std::to_string(group_->rank()), std::vector<uint8_t>{'1'});
+  // Until no rank trains: kError raises (the training ranks raise in the
+  // same step, after their forward); kJoin shadows their step.
+  while (joined_inputs_count() > 0) {
+    if (mode_ == UnevenInputs::kError) throw_uneven(joined_ranks(), iterations);
+    shadow_step();
+  }
+}
+
+std::optional<int> DdpJoin::most_advanced_rank(int64_t iterations) {
+  // The ranks that joined early skipped optimizer steps: as PyTorch's join
+  // hook does, every rank takes the model of the last rank to join (the one
+  // with the most iterations; the lowest such rank on a tie).
+  auto counts = group_->all_gather(torch::tensor({iterations}, torch::kInt64));
+  int last = 0;
+  for (int r = 1; r < group_->world_size(); ++r) {
+    if (counts[r].item<int64_t>() > counts[last].item<int64_t>()) last = r;
+  }
+  bool uneven = false;
+  for (const auto& c : counts) uneven = uneven || !c.equal(counts[0]);
+  if (!uneven) return std::nullopt;
+  return last;
+}
+
+}  // namespace detail
+}  // namespace rankwise
