@@ -4,11 +4,15 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
 
 #include "detail/where.h"
+#include "detail/write_line.h"
 #include "rankwise/checkpoint/manager.h"
 #include "rankwise/checkpoint/training_state.h"
 #include "rankwise/consensus.h"
@@ -38,6 +42,7 @@ class FabricCore {
   TrainingState state;
   std::function<void()> join;
   bool has_training_loader = false;
+  bool warned_passes = false;
   int64_t train_samples = 0;
   int64_t batch_size = 0;
 
@@ -193,13 +198,38 @@ FabricOptions parse_command_line(int argc, char** argv, FabricOptions options) {
 Fabric::Fabric(int argc, char** argv, FabricOptions defaults)
     : Fabric(parse_command_line(argc, argv, std::move(defaults))) {}
 
+namespace {
+std::atomic<int> live_fabrics{0};
+}  // namespace
+
 Fabric::Fabric(FabricOptions options) : core_(std::make_shared<detail::FabricCore>()) {
+  if (live_fabrics.fetch_add(1) != 0) {
+    live_fabrics.fetch_sub(1);
+    throw ConfigError("rankwise: a Fabric already exists in this process; use one Fabric per "
+                      "process at a time (destroy the first before creating another)");
+  }
+  try {
+    start(std::move(options));
+  } catch (...) {
+    live_fabrics.fetch_sub(1);
+    throw;
+  }
+}
+
+void Fabric::start(FabricOptions options) {
   auto& core = *core_;
   core.options = std::move(options);
   const auto& o = core.options;
   if (o.keep_last() < 1) {
     throw ConfigError("rankwise: FabricOptions::keep_last is " + std::to_string(o.keep_last()) +
                       "; keep at least 1 checkpoint");
+  }
+  if (o.checkpoint_dir().empty() && (o.resume() != Resume::kNew || o.checkpoint_every() > 0)) {
+    throw ConfigError(std::string("rankwise: ") +
+                      (o.checkpoint_every() > 0 ? "checkpoint_every (--checkpoint-every)"
+                                                : "a resume policy (--resume, --overwrite-checkpoints)") +
+                      " without a checkpoint directory: set FabricOptions::checkpoint_dir "
+                      "(--checkpoint-dir)");
   }
   if (o.checkpoint_every() < 0) {
     throw ConfigError("rankwise: FabricOptions::checkpoint_every is " +
@@ -244,7 +274,7 @@ Fabric::Fabric(FabricOptions options) : core_(std::make_shared<detail::FabricCor
   core.checkpoints->clear();  // collective
 }
 
-Fabric::~Fabric() = default;
+Fabric::~Fabric() { live_fabrics.fetch_sub(1); }
 
 int Fabric::rank() const { return process_group().rank(); }
 int Fabric::world_size() const { return process_group().world_size(); }
@@ -276,6 +306,10 @@ void Fabric::check_batch_size(int64_t batch_size) {
 
 void Fabric::register_training_loader(int64_t dataset_size, int64_t batch_size) {
   check_batch_size(batch_size);
+  if (dataset_size == 0) {
+    throw ConfigError("rankwise: Fabric::setup_dataloader: the training dataset is empty "
+                      "(size() is 0); there is nothing to train on");
+  }
   auto& core = *core_;
   if (core.has_training_loader) {
     throw ConfigError("rankwise: Fabric::setup_dataloader was called twice; a Fabric has one "
@@ -357,6 +391,13 @@ Fabric::EpochRange::Iterator& Fabric::EpochRange::Iterator::operator++() {
   if (state.epoch == current_) {  // the training loader did not finish this epoch
     state.epoch = current_ + 1;
     state.position = 0;
+  } else if (state.epoch > current_ + 1 && !core_->warned_passes) {
+    core_->warned_passes = true;
+    detail::write_line(STDERR_FILENO,
+                       fmt::format("rankwise: warning: the training loader made {} passes in the "
+                                   "body of epoch {} of Fabric::epochs(); each pass is an epoch, "
+                                   "so the run skips to epoch {} (this warning is shown once)",
+                                   state.epoch - current_, current_ + 1, state.epoch + 1));
   }
   core_->save_if_due(/*epoch_end=*/true);
   current_ = state.epoch;

@@ -32,7 +32,11 @@
 /// collectives (FabricOptions::check_collectives), so a collective that only
 /// some ranks reach (e.g. inside `if (fabric.is_global_zero())`) fails with
 /// a CollectiveMismatchError naming each rank's call when the others reach
-/// their next collective, instead of hanging.
+/// their next collective of the process group with another operation, dtype
+/// or shape. Not covered: a next collective with the same signature (the
+/// calls pair), and DDP's own collectives (unchecked, to keep a step at its
+/// cost): ranks in DDP's forward meet the checking rank at the timeout
+/// (TimeoutError).
 ///
 /// One Fabric per process at a time (it uses the global process group,
 /// rankwise::init(), which outlives it).
@@ -225,7 +229,9 @@ class Fabric {
   class EpochRange;
   EpochRange epochs(int64_t total);
 
-  /// The current epoch (0-based) and the steps (training batches) so far.
+  /// The current epoch (0-based) and the steps so far: training batches
+  /// whose loop body finished (the step is counted when the loader moves on,
+  /// so a batch left by `break` is not counted).
   int64_t epoch() const;
   int64_t step() const;
 
@@ -260,6 +266,7 @@ class Fabric {
   void barrier();
 
  private:
+  void start(FabricOptions options);
   void register_model(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                       std::function<void()> join);
   void register_training_loader(int64_t dataset_size, int64_t batch_size);

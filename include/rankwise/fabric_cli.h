@@ -21,9 +21,10 @@
 namespace rankwise {
 
 /// Adds --device, --seed, --checkpoint-dir, --checkpoint-every, --keep-last,
-/// --resume and --overwrite-checkpoints to `app`, bound to `options` (whose
-/// current values are the defaults shown by --help). Bad values are CLI11
-/// parse errors that name the flag.
+/// --resume and --overwrite-checkpoints to `app` (each also with
+/// underscores, as rankwise-run and torchrun accept), bound to `options`
+/// (whose current values are the defaults shown by --help). Bad values are
+/// CLI11 parse errors that name the flag.
 inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
   app.add_option("--device", options.device(),
                  "auto (this rank's own GPU when every rank has one, else the CPU), cpu, cuda "
@@ -33,21 +34,21 @@ inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
   app.add_option("--seed", options.seed(),
                  "seed of the model initialisation and of the shuffling (the same on every rank)")
       ->capture_default_str();
-  app.add_option("--checkpoint-dir", options.checkpoint_dir(),
+  app.add_option("--checkpoint-dir,--checkpoint_dir", options.checkpoint_dir(),
                  "directory of the checkpoints (numbered files and a `latest` pointer; empty: none)")
       ->capture_default_str();
-  app.add_option("--checkpoint-every", options.checkpoint_every(),
+  app.add_option("--checkpoint-every,--checkpoint_every", options.checkpoint_every(),
                  "also save every N steps (0: only at epoch ends)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
-  app.add_option("--keep-last", options.keep_last(), "checkpoints to keep")
+  app.add_option("--keep-last,--keep_last", options.keep_last(), "checkpoints to keep")
       ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
       ->capture_default_str();
   auto* resume = app.add_flag_callback(
       "--resume", [&options] { options.resume(Resume::kLatest); },
       "continue from the latest checkpoint in --checkpoint-dir, if any");
   auto* overwrite = app.add_flag_callback(
-      "--overwrite-checkpoints", [&options] { options.resume(Resume::kOverwrite); },
+      "--overwrite-checkpoints,--overwrite_checkpoints", [&options] { options.resume(Resume::kOverwrite); },
       "without --resume, remove the checkpoints of an earlier run in --checkpoint-dir "
       "(otherwise such a directory is refused)");
   resume->excludes(overwrite);

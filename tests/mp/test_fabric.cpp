@@ -320,3 +320,21 @@ TEST(Fabric, OptionsFromTheCommandLine) {
             std::string::npos);
   EXPECT_NE(message({"prog", "--keep-last", "0"}).find("--keep-last"), std::string::npos);
 }
+
+TEST(Fabric, OneAtATimeAndNoSilentlyIgnoredSettings) {
+  {
+    rankwise::Fabric fabric(quiet());
+    EXPECT_THROW({ rankwise::Fabric second(quiet()); }, rankwise::ConfigError);  // while the first lives
+    auto net = std::make_shared<Net>();
+    torch::optim::SGD optimizer(net->parameters(), 0.1);
+    auto ddp = fabric.setup(net, optimizer);
+    EXPECT_THROW(fabric.setup_dataloader(Numbers(0), 2), rankwise::ConfigError);  // empty
+  }
+  rankwise::Fabric again(quiet());  // after the first is gone
+  (void)again;
+}
+
+TEST(Fabric, ResumeOrCheckpointEveryWithoutADirectoryIsAnError) {
+  EXPECT_THROW(rankwise::Fabric(quiet().resume(rankwise::Resume::kLatest)), rankwise::ConfigError);
+  EXPECT_THROW(rankwise::Fabric(quiet().checkpoint_every(5)), rankwise::ConfigError);
+}
