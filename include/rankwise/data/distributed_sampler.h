@@ -37,6 +37,15 @@ struct DistributedSamplerOptions {
 
 /// Splits [0, dataset_size) across ranks.
 ///
+/// Not libtorch's torch::data::samplers::DistributedSampler (the base of
+/// its DistributedRandomSampler, whose index order differs from Python's):
+/// this class gives PyTorch's Python index lists and is not a torch::data
+/// sampler itself (DataLoaderSampler wraps it for torch::data loaders). The
+/// two names live in different namespaces, so qualified uses never collide;
+/// a file that uses both must not bring in both namespaces with
+/// `using namespace` (the unqualified name would then be ambiguous, a
+/// compile error, never a silent mix-up).
+///
 /// With pad (the default, PyTorch's behaviour) every rank gets num_samples()
 /// = ceil(N / R) indices (drop_last: floor), the shuffled list being extended
 /// by repeating its head; is_padding() marks those repeats so metrics can
