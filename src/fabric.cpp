@@ -70,13 +70,13 @@ class FabricCore {
           "rankwise: {}: {} was written by a run on {} training samples and this run's training "
           "loader has {}: resume with the same data, or start a new run in another checkpoint "
           "directory (or overwrite this one)",
-          where(rank(), world_size()), path, *samples, train_samples));
+          where(), path, *samples, train_samples));
     }
     if (state.position > 0 && batch && *batch != batch_size) {
       throw ConfigError(fmt::format(
           "rankwise: {}: {} was written in the middle of an epoch with batch size {}; this run has "
           "{}: resume mid-epoch with the same batch size (or from an epoch-end checkpoint)",
-          where(rank(), world_size()), path, *batch, batch_size));
+          where(), path, *batch, batch_size));
     }
     if ((batch && *batch != batch_size) || (seed && *seed != static_cast<int64_t>(options.seed()))) {
       print0("note: resuming with batch size {} and seed {} (the checkpoint's run used {} and {}); "
@@ -93,7 +93,7 @@ class FabricCore {
       throw ConfigError(fmt::format(
           "rankwise: {}: a checkpoint ({}) is to be resumed but no model was set up: call "
           "Fabric::setup(model, optimizer) (and setup_dataloader, track) before the training loop",
-          where(rank(), world_size()), pending_path));
+          where(), pending_path));
     }
     Checkpoint checkpoint = std::move(*pending);
     pending.reset();
@@ -111,7 +111,7 @@ class FabricCore {
 
   std::string save() {
     if (!checkpoints) {
-      throw ConfigError("rankwise: " + where(rank(), world_size()) +
+      throw ConfigError("rankwise: " + where() +
                         ": Fabric::save without a checkpoint directory; set "
                         "FabricOptions::checkpoint_dir (--checkpoint-dir)");
     }
@@ -286,7 +286,7 @@ void Fabric::register_model(torch::nn::Module& model, torch::optim::Optimizer& o
                             std::function<void()> join) {
   auto& state = core_->state;
   if (state.model != nullptr) {
-    throw ConfigError("rankwise: " + detail::where(rank(), world_size()) +
+    throw ConfigError("rankwise: " + detail::where() +
                       ": Fabric::setup was called twice; one model and optimizer per Fabric");
   }
   state.model = &model;
@@ -332,7 +332,7 @@ std::map<std::string, c10::IValue>& Fabric::extras() { return core_->state.extra
 
 void Fabric::backward(const torch::Tensor& loss) {
   if (core_->state.model == nullptr) {
-    throw Error("rankwise: " + detail::where(rank(), world_size()) +
+    throw Error("rankwise: " + detail::where() +
                 ": Fabric::backward before Fabric::setup(model, optimizer): the gradients would "
                 "not be averaged across ranks; call setup first and forward through the model "
                 "it returns");

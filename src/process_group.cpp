@@ -157,13 +157,18 @@ void ProcessGroup::broadcast(torch::Tensor& tensor, int root) {
 
 std::vector<torch::Tensor> ProcessGroup::all_gather(const torch::Tensor& tensor) {
   check_call("all_gather", tensor, -1);
+  return gather(tensor, "all_gather");
+}
+
+std::vector<torch::Tensor> ProcessGroup::gather(const torch::Tensor& tensor,
+                                                const std::string& operation) {
   auto input = tensor.contiguous();
   std::vector<std::vector<torch::Tensor>> outputs(1);
   for (int r = 0; r < env_.world_size; ++r) outputs[0].push_back(torch::empty_like(input));
   std::vector<torch::Tensor> inputs{input};
   c10d::AllgatherOptions opts;
   opts.timeout = options_.timeout();
-  detail::run_collective(where(*this), "all_gather", timeout(),
+  detail::run_collective(where(*this), operation.c_str(), timeout(),
                          [&] { return group_->allgather(outputs, inputs, opts); });
   return outputs[0];
 }
@@ -179,8 +184,11 @@ void ProcessGroup::barrier() {
 
 void ProcessGroup::check_call(const char* operation, const torch::Tensor& tensor, int root) {
   if (!options_.check_collectives() || env_.world_size == 1) return;
-  detail::check_same_call(*group_, where(*this), timeout(), {operation, tensor, root},
-                          checked_calls_++);
+  const auto records =
+      gather(detail::encode_call({operation, tensor, root}, checked_calls_++),
+             std::string(operation) + " (checking that every rank calls it)");
+  const std::string message = detail::mismatch_message(where(*this), records);
+  if (!message.empty()) throw CollectiveMismatchError(message);
 }
 
 ProcessGroup& init(const InitOptions& options) {

@@ -146,8 +146,12 @@ class ProcessGroup {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   uint64_t checked_calls_ = 0;  // sequence number of the next checked collective
-  // With checked collectives on: exchanges the call with every rank first.
+  // With checked collectives on: exchanges the call with every rank first
+  // (detail/collective_check.h) and throws CollectiveMismatchError when the
+  // calls differ.
   void check_call(const char* operation, const torch::Tensor& tensor, int root);
+  // all_gather without the check; `operation` names it in errors.
+  std::vector<torch::Tensor> gather(const torch::Tensor& tensor, const std::string& operation);
 };
 
 /// Creates the global process group from the environment (see env.h). Calling

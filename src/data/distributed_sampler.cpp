@@ -64,7 +64,11 @@ std::vector<int64_t> DistributedSampler::positions() const {
   return result;
 }
 
-void detail::warn_repeated_epoch(const char* sampler, int64_t epoch) {
+void detail::RepeatedEpochGuard::pass_started(const char* sampler, bool shuffle, int64_t epoch) {
+  const bool repeated = shuffle && last_epoch_ == epoch && !warned_;
+  last_epoch_ = epoch;
+  if (!repeated) return;
+  warned_ = true;
   if (!is_rank_zero()) return;
   detail::write_line(STDERR_FILENO,
                      fmt::format("rankwise: warning: {}: epoch {} started again without "
@@ -75,11 +79,7 @@ void detail::warn_repeated_epoch(const char* sampler, int64_t epoch) {
 }
 
 std::vector<int64_t> DistributedSampler::indices() const {
-  if (options_.shuffle() && last_indices_epoch_ == epoch_ && !warned_) {
-    warned_ = true;
-    detail::warn_repeated_epoch("DistributedSampler", epoch_);
-  }
-  last_indices_epoch_ = epoch_;
+  repeated_epoch_.pass_started("DistributedSampler", options_.shuffle(), epoch_);
   return compute_indices();
 }
 

@@ -1,10 +1,7 @@
 #include "detail/collective_check.h"
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-
 #include <map>
 
-#include "detail/collective_wait.h"
 #include "detail/join.h"
 #include "rankwise/error.h"
 
@@ -79,32 +76,18 @@ std::string mismatch_message(const std::string& where, const std::vector<torch::
     by_call[key].push_back(static_cast<int>(rank));
   }
   if (by_call.size() == 1) return "";
-  std::string calls;
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    const auto& ranks = by_call[order[i]];
-    calls += (i == 0 ? "" : "; ") + rank_list(ranks) + " called " +
-             describe_call(records[static_cast<std::size_t>(ranks.front())]);
+  std::vector<std::string> calls;
+  for (const auto& key : order) {
+    const auto& ranks = by_call[key];
+    calls.push_back(rank_list(ranks) + " called " +
+                    describe_call(records[static_cast<std::size_t>(ranks.front())]));
   }
   const int64_t sequence = records.front().data_ptr<int64_t>()[0];
   return "rankwise: " + where + ": the ranks called different collectives (checked collective #" +
-         std::to_string(sequence + 1) + " of this process group): " + calls +
+         std::to_string(sequence + 1) + " of this process group): " + join_list(calls, "; ") +
          ". Every rank must call the same collectives in the same order with the same shapes; "
          "a collective inside a branch that only some ranks take (e.g. `if (is_global_zero())`) "
          "is the usual cause: move it out of the branch and guard only the printing (print0)";
-}
-
-void check_same_call(c10d::ProcessGroup& group, const std::string& where,
-                     std::chrono::milliseconds timeout, const CollectiveCall& call,
-                     uint64_t sequence) {
-  std::vector<torch::Tensor> inputs{encode_call(call, sequence)};
-  std::vector<std::vector<torch::Tensor>> outputs(1);
-  for (int r = 0; r < group.getSize(); ++r) outputs[0].push_back(torch::empty_like(inputs[0]));
-  c10d::AllgatherOptions opts;
-  opts.timeout = timeout;
-  run_collective(where, (call.operation + " (checking that every rank calls it)").c_str(), timeout,
-                 [&] { return group.allgather(outputs, inputs, opts); });
-  const std::string message = mismatch_message(where, outputs[0]);
-  if (!message.empty()) throw CollectiveMismatchError(message);
 }
 
 }  // namespace detail

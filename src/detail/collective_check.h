@@ -1,20 +1,16 @@
 #pragma once
 // Checked collectives: before each collective, every rank exchanges what it is
-// about to call (operation, dtype, shape, root) in one small all_gather, so
+// about to call (operation, dtype, shape, root) in one small all_gather
+// (ProcessGroup::check_call, src/process_group.cpp), so
 // that ranks that are out of step fail at once, on every rank, with an error
 // that names each rank's call, instead of pairing unrelated collectives or
 // waiting for the timeout. PyTorch does the same under
 // TORCH_DISTRIBUTED_DEBUG=DETAIL (c10d's ProcessGroupWrapper).
 #include <torch/types.h>
 
-#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
-
-namespace c10d {
-class ProcessGroup;
-}
 
 namespace rankwise {
 namespace detail {
@@ -31,21 +27,13 @@ struct CollectiveCall {
 /// elements, the first 10 sizes).
 torch::Tensor encode_call(const CollectiveCall& call, uint64_t sequence);
 
-/// Human-readable form of a record: "all_reduce(float [4, 2])".
+/// Human-readable form of a record: "all_reduce(Float [4, 2])" (c10 dtype names).
 std::string describe_call(const torch::Tensor& record);
 
 /// Given every rank's record (rank order), the CollectiveMismatchError text
 /// to raise, or "" when every rank called the same collective. `where` is
 /// this rank ("rank 1/3").
 std::string mismatch_message(const std::string& where, const std::vector<torch::Tensor>& records);
-
-/// Exchanges `call` with every rank of `group` (an all_gather of
-/// encode_call's record, waited for at most `timeout`) and throws
-/// CollectiveMismatchError, on every rank alike, when the ranks' calls
-/// differ. Collective: every rank, before the collective it describes.
-void check_same_call(c10d::ProcessGroup& group, const std::string& where,
-                     std::chrono::milliseconds timeout, const CollectiveCall& call,
-                     uint64_t sequence);
 
 }  // namespace detail
 }  // namespace rankwise

@@ -49,11 +49,7 @@ class DataLoaderSampler : public torch::data::samplers::Sampler<> {
       sampler_.set_epoch(epoch);
     }
     // The data loader resets its sampler at the start of every pass.
-    if (sampler_.shuffle() && last_pass_epoch_ == sampler_.epoch() && !warned_) {
-      warned_ = true;
-      detail::warn_repeated_epoch("DataLoaderSampler", sampler_.epoch());
-    }
-    last_pass_epoch_ = sampler_.epoch();
+    repeated_epoch_.pass_started("DataLoaderSampler", sampler_.shuffle(), sampler_.epoch());
     indices_ = sampler_.compute_indices();
     position_ = 0;
   }
@@ -88,8 +84,7 @@ class DataLoaderSampler : public torch::data::samplers::Sampler<> {
   DistributedSampler sampler_;
   std::vector<int64_t> indices_;
   size_t position_ = 0;
-  c10::optional<int64_t> last_pass_epoch_;
-  bool warned_ = false;
+  detail::RepeatedEpochGuard repeated_epoch_;
 };
 
 }  // namespace rankwise

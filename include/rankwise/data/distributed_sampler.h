@@ -35,6 +35,21 @@ struct DistributedSamplerOptions {
   TORCH_ARG(bool, pad) = true;
 };
 
+namespace detail {
+/// Remembers the epoch of a sampler's last pass and, when a shuffled pass
+/// starts again with the same epoch number (set_epoch() forgotten), writes a
+/// warning to stderr on rank 0, once per guard.
+class RepeatedEpochGuard {
+ public:
+  /// A pass of `sampler` (its class name, for the message) starts at `epoch`.
+  void pass_started(const char* sampler, bool shuffle, int64_t epoch);
+
+ private:
+  std::optional<int64_t> last_epoch_;
+  bool warned_ = false;
+};
+}  // namespace detail
+
 /// Splits [0, dataset_size) across ranks.
 ///
 /// Not libtorch's torch::data::samplers::DistributedSampler (the base of
@@ -88,13 +103,9 @@ class DistributedSampler {
   int num_replicas_;
   int rank_;
   int64_t epoch_ = 0;
-  mutable std::optional<int64_t> last_indices_epoch_;
-  mutable bool warned_ = false;
+  mutable detail::RepeatedEpochGuard repeated_epoch_;
 };
 
-namespace detail {
-/// The warning of a repeated epoch (DistributedSampler::indices()), on rank 0.
-void warn_repeated_epoch(const char* sampler, int64_t epoch);
-}  // namespace detail
+
 
 }  // namespace rankwise
