@@ -353,21 +353,31 @@ void Fabric::load(const std::string& path) {
   core_->ensure_resumed();
 }
 
-void Fabric::all_reduce(torch::Tensor& tensor, ReduceOp op) { process_group().all_reduce(tensor, op); }
+void Fabric::all_reduce(torch::Tensor& tensor, ReduceOp op, std::source_location site) {
+  process_group().all_reduce(tensor, op, site);
+}
 
-double Fabric::all_reduce(double value, ReduceOp op) {
+double Fabric::all_reduce(double value, ReduceOp op, std::source_location site) {
   auto tensor = torch::tensor({value}, torch::kFloat64);
-  process_group().all_reduce(tensor, op);
+  process_group().all_reduce(tensor, op, site);
   return tensor.item<double>();
 }
 
-std::vector<torch::Tensor> Fabric::all_gather(const torch::Tensor& tensor) {
-  return process_group().all_gather(tensor);
+std::vector<torch::Tensor> Fabric::all_gather(const torch::Tensor& tensor,
+                                              std::source_location site) {
+  return process_group().all_gather(tensor, site);
 }
 
-void Fabric::broadcast(torch::Tensor& tensor, int root) { process_group().broadcast(tensor, root); }
+void Fabric::broadcast(torch::Tensor& tensor, int root, std::source_location site) {
+  process_group().broadcast(tensor, root, site);
+}
 
-void Fabric::barrier() { process_group().barrier(); }
+void Fabric::barrier(std::source_location site) { process_group().barrier(site); }
+
+void Fabric::monitored_barrier(const std::string& name, std::chrono::milliseconds timeout,
+                               bool wait_all_ranks, std::source_location site) {
+  process_group().monitored_barrier(name, timeout, wait_all_ranks, site);
+}
 
 Fabric::EpochRange::Iterator Fabric::EpochRange::begin() {
   core_->ensure_resumed();

@@ -4,8 +4,13 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 
+#include <fmt/format.h>
+
+#include <charconv>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "detail/c10_logging.h"
 #include "detail/collective_check.h"
@@ -14,6 +19,10 @@
 #include "detail/compat/gloo_group.h"
 #include "detail/compat/nccl_group.h"
 #include "detail/gloo_devices.h"
+#include "detail/hang_diagnosis.h"
+#include "detail/join.h"
+#include "detail/progress_publisher.h"
+#include "detail/progress_record.h"
 #include "detail/where.h"
 #include "rankwise/device.h"
 #include "rankwise/error.h"
@@ -67,6 +76,82 @@ std::optional<torch::Device> nccl_device(const LaunchEnv& env, const std::string
   return std::nullopt;
 }
 
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kAvg: return "avg";
+    case ReduceOp::kMin: return "min";
+    case ReduceOp::kMax: return "max";
+  }
+  return "";
+}
+
+// "all_reduce #3 (Float [4], sum) at train.cpp:88": how errors name a call.
+std::string call_name(CollectiveRecord call, uint64_t sequence) {
+  call.sequence = sequence;
+  return describe(call);
+}
+
+// A collective as the flight recorder keeps it.
+CollectiveRecord make_record(const char* operation, const torch::Tensor& tensor,
+                             const std::source_location& site) {
+  CollectiveRecord r;
+  r.operation = operation;
+  if (tensor.defined()) {
+    r.dtype = c10::toString(tensor.scalar_type());
+    r.sizes = tensor.sizes().vec();
+  }
+  r.file = site.file_name();
+  r.line = site.line();
+  return r;
+}
+
+// RANKWISE_FLIGHT_RECORDER_SIZE: entries kept (default 2000, 0 = off).
+std::size_t flight_recorder_size(const LaunchEnv& env) {
+  const auto text = get_env("RANKWISE_FLIGHT_RECORDER_SIZE");
+  if (!text) return 2000;
+  std::size_t value = 0;
+  const auto [end, error] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (error != std::errc() || end != text->data() + text->size() || value > 10000000) {
+    throw ConfigError("rankwise: " + where(env.rank, env.world_size) +
+                      ": RANKWISE_FLIGHT_RECORDER_SIZE='" + *text +
+                      "' is not a number of entries in [0, 10000000]; unset it for the "
+                      "default (2000) or set 0 to turn the flight recorder off");
+  }
+  return value;
+}
+
+// RANKWISE_DEBUG: "detail" turns checked collectives on; unset or "off" leaves them.
+bool debug_detail(const LaunchEnv& env) {
+  const auto text = get_env("RANKWISE_DEBUG");
+  if (!text || text->empty() || *text == "off") return false;
+  if (*text == "detail") return true;
+  throw ConfigError("rankwise: " + where(env.rank, env.world_size) + ": RANKWISE_DEBUG='" + *text +
+                    "' is not known; use RANKWISE_DEBUG=detail (check that every rank calls "
+                    "the same collective, naming each rank's call site) or off");
+}
+
+std::string store_prefix(const LaunchEnv& env) {
+  // A prefix per restart keeps keys of a failed attempt from leaking into the next.
+  return "rankwise/" + std::to_string(env.restart_count);
+}
+
+std::vector<std::optional<detail::ProgressRecord>> read_progress(c10d::Store& store,
+                                                                 int world_size) {
+  std::vector<std::optional<detail::ProgressRecord>> all(static_cast<std::size_t>(world_size));
+  for (int r = 0; r < world_size; ++r) {
+    try {
+      const std::string key = detail::progress_key(r);
+      if (!store.check({key})) continue;
+      const auto bytes = store.get(key);
+      all[static_cast<std::size_t>(r)] = detail::decode_progress(std::string(bytes.begin(), bytes.end()));
+    } catch (const std::exception&) {
+      // The store is gone: report what was read.
+    }
+  }
+  return all;
+}
+
 }  // namespace
 
 ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
@@ -76,6 +161,8 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
   if (options_.timeout().count() <= 0) {
     throw ConfigError("rankwise: InitOptions::timeout must be positive");
   }
+  if (debug_detail(env_)) options_.check_collectives(true);
+  recorder_ = std::make_shared<FlightRecorder>(flight_recorder_size(env_));
   if (options_.gloo_threads() < 1) {
     throw ConfigError("rankwise: InitOptions::gloo_threads is " +
                       std::to_string(options_.gloo_threads()) + "; it must be at least 1");
@@ -98,9 +185,7 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
   store_options.timeout = options_.timeout();
   try {
     auto tcp = c10::make_intrusive<c10d::TCPStore>(env_.master_addr, store_options);
-    // A prefix per restart keeps keys of a failed attempt from leaking into the next.
-    store_ = c10::make_intrusive<c10d::PrefixStore>(
-        "rankwise/" + std::to_string(env_.restart_count), tcp);
+    store_ = c10::make_intrusive<c10d::PrefixStore>(store_prefix(env_), tcp);
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(options_.timeout());
     gloo_options->devices = std::move(devices);
     gloo_options->threads = options_.gloo_threads();
@@ -115,6 +200,18 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
                           " ms). Check that every rank was started with the same MASTER_ADDR, "
                           "MASTER_PORT and WORLD_SIZE. Original error: " + e.what());
   }
+  if (env_.world_size > 1) {
+    try {
+      publisher_ = std::make_unique<detail::ProgressPublisher>(
+          env_.master_addr, env_.master_port, store_prefix(env_), env_.rank, recorder_,
+          options_.timeout());
+    } catch (const std::exception& e) {
+      throw RendezvousError("rankwise: " + where(env_.rank, env_.world_size) +
+                            ": cannot open a second connection to the store at " +
+                            env_.master_addr + ":" + std::to_string(env_.master_port) +
+                            " (for progress reports): " + e.what());
+    }
+  }
 }
 
 ProcessGroup::~ProcessGroup() = default;
@@ -124,71 +221,236 @@ std::string ProcessGroup::backend() const {
   return name == "nccl" ? detail::compat::kGlooNcclBackendName : name;
 }
 
-void ProcessGroup::all_reduce(torch::Tensor& tensor, ReduceOp op) {
+void ProcessGroup::all_reduce(torch::Tensor& tensor, ReduceOp op, std::source_location site) {
   if (op == ReduceOp::kAvg && !tensor.is_floating_point()) {
     throw ConfigError("rankwise: " + where(*this) +
                       ": all_reduce with ReduceOp::kAvg needs a floating-point tensor, got " +
                       std::string(c10::toString(tensor.scalar_type())) +
                       "; reduce a sum and divide yourself");
   }
-  check_call("all_reduce", tensor, -1);
-  std::vector<torch::Tensor> tensors{tensor};
-  c10d::AllreduceOptions opts;
-  opts.reduceOp = to_c10d(op);
-  opts.timeout = options_.timeout();
-  detail::run_collective(where(*this), "all_reduce", timeout(),
-                         [&] { return group_->allreduce(tensors, opts); });
+  auto call = make_record("all_reduce", tensor, site);
+  call.reduce_op = reduce_op_name(op);
+  recorded(call, [&](uint64_t sequence) {
+    check_call(call, tensor, sequence);
+    std::vector<torch::Tensor> tensors{tensor};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = to_c10d(op);
+    opts.timeout = options_.timeout();
+    detail::run_collective(where(*this), call_name(call, sequence), timeout(),
+                           [&] { return group_->allreduce(tensors, opts); },
+                           [&] { return explain_failure(sequence); });
+  });
   if (op == ReduceOp::kAvg) tensor.div_(env_.world_size);
 }
 
-void ProcessGroup::broadcast(torch::Tensor& tensor, int root) {
+void ProcessGroup::broadcast(torch::Tensor& tensor, int root, std::source_location site) {
   if (root < 0 || root >= env_.world_size) {
     throw ConfigError("rankwise: " + where(*this) + ": broadcast root " + std::to_string(root) +
                       " is not a rank in [0, " + std::to_string(env_.world_size) + ")");
   }
-  check_call("broadcast", tensor, root);
-  std::vector<torch::Tensor> tensors{tensor};
-  c10d::BroadcastOptions opts;
-  opts.rootRank = root;
-  opts.timeout = options_.timeout();
-  detail::run_collective(where(*this), "broadcast", timeout(),
-                         [&] { return group_->broadcast(tensors, opts); });
+  auto call = make_record("broadcast", tensor, site);
+  call.root = root;
+  recorded(call, [&](uint64_t sequence) {
+    check_call(call, tensor, sequence);
+    std::vector<torch::Tensor> tensors{tensor};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    opts.timeout = options_.timeout();
+    detail::run_collective(where(*this), call_name(call, sequence), timeout(),
+                           [&] { return group_->broadcast(tensors, opts); },
+                           [&] { return explain_failure(sequence); });
+  });
 }
 
-std::vector<torch::Tensor> ProcessGroup::all_gather(const torch::Tensor& tensor) {
-  check_call("all_gather", tensor, -1);
-  return gather(tensor, "all_gather");
+std::vector<torch::Tensor> ProcessGroup::all_gather(const torch::Tensor& tensor,
+                                                    std::source_location site) {
+  const auto call = make_record("all_gather", tensor, site);
+  std::vector<torch::Tensor> result;
+  recorded(call, [&](uint64_t sequence) {
+    check_call(call, tensor, sequence);
+    result = gather(tensor, call_name(call, sequence), sequence);
+  });
+  return result;
 }
 
 std::vector<torch::Tensor> ProcessGroup::gather(const torch::Tensor& tensor,
-                                                const std::string& operation) {
+                                                const std::string& operation, uint64_t sequence) {
   auto input = tensor.contiguous();
   std::vector<std::vector<torch::Tensor>> outputs(1);
   for (int r = 0; r < env_.world_size; ++r) outputs[0].push_back(torch::empty_like(input));
   std::vector<torch::Tensor> inputs{input};
   c10d::AllgatherOptions opts;
   opts.timeout = options_.timeout();
-  detail::run_collective(where(*this), operation.c_str(), timeout(),
-                         [&] { return group_->allgather(outputs, inputs, opts); });
+  detail::run_collective(where(*this), operation, timeout(),
+                         [&] { return group_->allgather(outputs, inputs, opts); },
+                         [&] { return explain_failure(sequence); });
   return outputs[0];
 }
 
-void ProcessGroup::barrier() {
-  check_call("barrier", torch::Tensor(), -1);
-  c10d::BarrierOptions opts;
-  opts.timeout = options_.timeout();
-  detail::compat::barrier_on_host(opts);  // under NCCL: Gloo's, which blocks the host
-  detail::run_collective(where(*this), "barrier", timeout(),
-                         [&] { return group_->barrier(opts); });
+void ProcessGroup::barrier(std::source_location site) {
+  const auto call = make_record("barrier", torch::Tensor(), site);
+  recorded(call, [&](uint64_t sequence) {
+    check_call(call, torch::Tensor(), sequence);
+    c10d::BarrierOptions opts;
+    opts.timeout = options_.timeout();
+    detail::compat::barrier_on_host(opts);  // under NCCL: Gloo's, which blocks the host
+    detail::run_collective(where(*this), call_name(call, sequence), timeout(),
+                           [&] { return group_->barrier(opts); },
+                           [&] { return explain_failure(sequence); });
+  });
 }
 
-void ProcessGroup::check_call(const char* operation, const torch::Tensor& tensor, int root) {
+void ProcessGroup::check_call(const CollectiveRecord& call, const torch::Tensor& tensor,
+                              uint64_t sequence) {
   if (!options_.check_collectives() || env_.world_size == 1) return;
-  const auto records =
-      gather(detail::encode_call({operation, tensor, root}, checked_calls_++),
-             std::string(operation) + " (checking that every rank calls it)");
+  detail::CollectiveCall checked{call.operation, tensor, call.root, call.reduce_op, call.file,
+                                 call.line};
+  const auto records = gather(detail::encode_call(checked, sequence),
+                              call_name(call, sequence) + " (checking that every rank calls it)",
+                              sequence);
   const std::string message = detail::mismatch_message(where(*this), records);
   if (!message.empty()) throw CollectiveMismatchError(message);
+}
+
+void ProcessGroup::recorded(CollectiveRecord call,
+                            const std::function<void(uint64_t sequence)>& body) {
+  const uint64_t sequence = recorder_->enter(std::move(call));
+  if (publisher_) publisher_->notify();
+  try {
+    body(sequence);
+  } catch (...) {
+    recorder_->end(sequence, false);
+    if (publisher_) publisher_->notify();
+    throw;
+  }
+  recorder_->end(sequence, true);
+  if (publisher_) publisher_->notify();
+}
+
+std::string ProcessGroup::explain_failure(uint64_t sequence) {
+  recorder_->end(sequence, false);  // so that the progress and the dump say "failed"
+  std::string text;
+  if (publisher_) {
+    publisher_->flush(std::chrono::milliseconds(500));
+    const auto progress = read_progress(*store_, env_.world_size);
+    const std::string missing =
+        detail::describe_missing_ranks(env_.rank, sequence, progress, detail::unix_ms_now());
+    text += missing.empty() ? "every other rank had entered it" : missing;
+  }
+  if (const auto dir = get_env("RANKWISE_FLIGHT_RECORDER_DIR"); dir && recorder_->capacity() > 0) {
+    const std::string path = *dir + "/rank" + std::to_string(env_.rank) + ".json";
+    try {
+      recorder_->dump(path, env_.rank, env_.world_size);
+      text += (text.empty() ? "" : ". ") + std::string("Flight recorder: ") + path;
+    } catch (const Error& e) {
+      text += (text.empty() ? "" : ". ") + std::string(e.what());
+    }
+  }
+  return text;
+}
+
+void ProcessGroup::monitored_barrier(const std::string& name, std::chrono::milliseconds timeout,
+                                     bool wait_all_ranks, std::source_location site) {
+  if (timeout.count() < 0) {
+    throw ConfigError("rankwise: " + where(*this) + ": monitored_barrier '" + name +
+                      "': the timeout is negative; pass a positive one, or 0 for the group's");
+  }
+  if (timeout.count() == 0) timeout = options_.timeout();
+  auto call = make_record("monitored_barrier", torch::Tensor(), site);
+  call.name = name;
+  const uint64_t instance = ++monitored_barriers_;
+  recorded(call, [&](uint64_t sequence) {
+    if (env_.world_size == 1) return;
+    const std::string key = "monitored_barrier/" + std::to_string(instance);
+    const auto arrived_key = [&](int r) { return key + "/arrived/" + std::to_string(r); };
+    const std::string mine = name + "\n" + short_call_site(call.file, call.line);
+    store_->set(arrived_key(env_.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+    if (store_->add(key + "/count", 1) == env_.world_size) store_->set(key + "/done", {'1'});
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + timeout;
+    auto next_progress_check = start + std::chrono::milliseconds(200);
+    const std::string what = "monitored_barrier '" + name + "' (#" + std::to_string(sequence) +
+                             " at " + short_call_site(call.file, call.line) + ")";
+    const auto missing_ranks = [&] {
+      std::vector<int> missing;
+      for (int r = 0; r < env_.world_size; ++r) {
+        if (!store_->check({arrived_key(r)})) missing.push_back(r);
+      }
+      return missing;
+    };
+    const auto progress_of = [&](const std::vector<int>& ranks) {
+      auto progress = read_progress(*store_, env_.world_size);
+      std::vector<std::optional<detail::ProgressRecord>> only(progress.size());
+      for (int r : ranks) only[static_cast<std::size_t>(r)] = progress[static_cast<std::size_t>(r)];
+      return std::make_pair(progress, only);
+    };
+    while (!store_->check({key + "/done"})) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        const auto missing = missing_ranks();
+        if (missing.empty()) break;  // the last one arrived just now
+        publisher_->flush(std::chrono::milliseconds(500));
+        const auto progress = read_progress(*store_, env_.world_size);
+        std::vector<std::string> doing;
+        for (int r : missing) {
+          const auto& p = progress[static_cast<std::size_t>(r)];
+          doing.push_back("rank " + std::to_string(r) + ": " +
+                          (!p ? std::string("no progress published")
+                              : p->entered == 0 ? std::string("in no collective yet")
+                                                : "last in " + p->last));
+        }
+        throw TimeoutError(
+            "rankwise: " + where(*this) + ": " +
+            (missing.size() == 1 ? "rank " : "ranks ") + detail::join_list(missing) +
+            " did not reach " + what + " within " +
+            fmt::format("{:g}", static_cast<double>(timeout.count()) / 1000.0) + " s (" +
+            detail::join_list(doing, "; ") +
+            "). Every rank must reach the same barriers; a barrier inside a branch that only "
+            "some ranks take is the usual cause");
+      }
+      if (!wait_all_ranks && now >= next_progress_check) {
+        next_progress_check = now + std::chrono::milliseconds(200);
+        const auto missing = missing_ranks();
+        const auto progress = read_progress(*store_, env_.world_size);
+        std::vector<int> exited;
+        for (int r : missing) {
+          const auto& p = progress[static_cast<std::size_t>(r)];
+          if (p && p->exited) exited.push_back(r);
+        }
+        if (!exited.empty()) {
+          throw PeerError("rankwise: " + where(*this) + ": " +
+                          (exited.size() == 1 ? "rank " : "ranks ") + detail::join_list(exited) +
+                          " exited (destroyed " + (exited.size() == 1 ? "its" : "their") +
+                          " process group) without reaching " + what +
+                          "; every rank must reach the same barriers");
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    // Every rank arrived: do they agree on the barrier?
+    std::map<std::string, std::vector<int>> by_name;
+    std::vector<std::string> order;
+    for (int r = 0; r < env_.world_size; ++r) {
+      const auto bytes = store_->get(arrived_key(r));
+      const std::string value(bytes.begin(), bytes.end());
+      const std::string barrier = value.substr(0, value.find('\n'));
+      if (by_name.find(barrier) == by_name.end()) order.push_back(value);
+      by_name[barrier].push_back(r);
+    }
+    if (by_name.size() > 1) {
+      std::vector<std::string> parts;
+      for (const auto& value : order) {
+        const auto newline = value.find('\n');
+        const auto& ranks = by_name[value.substr(0, newline)];
+        parts.push_back((ranks.size() == 1 ? "rank " : "ranks ") + detail::join_list(ranks) +
+                        " reached monitored_barrier '" + value.substr(0, newline) + "' at " +
+                        value.substr(newline + 1));
+      }
+      throw CollectiveMismatchError("rankwise: " + where(*this) +
+                                    ": the ranks reached different barriers: " +
+                                    detail::join_list(parts, "; "));
+    }
+  });
 }
 
 ProcessGroup& init(const InitOptions& options) {
@@ -218,11 +480,19 @@ int local_rank() {
   return is_initialized() ? process_group().local_rank() : LaunchEnv::from_environment().local_rank;
 }
 
-void all_reduce(torch::Tensor& tensor, ReduceOp op) { process_group().all_reduce(tensor, op); }
-void broadcast(torch::Tensor& tensor, int root) { process_group().broadcast(tensor, root); }
-std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor) {
-  return process_group().all_gather(tensor);
+void all_reduce(torch::Tensor& tensor, ReduceOp op, std::source_location site) {
+  process_group().all_reduce(tensor, op, site);
 }
-void barrier() { process_group().barrier(); }
+void broadcast(torch::Tensor& tensor, int root, std::source_location site) {
+  process_group().broadcast(tensor, root, site);
+}
+std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor, std::source_location site) {
+  return process_group().all_gather(tensor, site);
+}
+void barrier(std::source_location site) { process_group().barrier(site); }
+void monitored_barrier(const std::string& name, std::chrono::milliseconds timeout,
+                       bool wait_all_ranks, std::source_location site) {
+  process_group().monitored_barrier(name, timeout, wait_all_ranks, site);
+}
 
 }  // namespace rankwise

@@ -258,12 +258,23 @@ class Fabric {
 
   /// The process group's collectives (collective: every rank, same order;
   /// checked, see the file comment). all_reduce of a double returns the
-  /// reduced value (float64).
-  void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
-  double all_reduce(double value, ReduceOp op = ReduceOp::kSum);
-  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor);
-  void broadcast(torch::Tensor& tensor, int root = 0);
-  void barrier();
+  /// reduced value (float64). Errors name the caller's line (`site`, filled
+  /// in by the compiler).
+  void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum,
+                  std::source_location site = std::source_location::current());
+  double all_reduce(double value, ReduceOp op = ReduceOp::kSum,
+                    std::source_location site = std::source_location::current());
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor,
+                                        std::source_location site = std::source_location::current());
+  void broadcast(torch::Tensor& tensor, int root = 0,
+                 std::source_location site = std::source_location::current());
+  void barrier(std::source_location site = std::source_location::current());
+  /// rankwise::monitored_barrier (process_group.h): names the ranks that do
+  /// not arrive within `timeout` (0: the group's).
+  void monitored_barrier(const std::string& name,
+                         std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
+                         bool wait_all_ranks = false,
+                         std::source_location site = std::source_location::current());
 
  private:
   void start(FabricOptions options);

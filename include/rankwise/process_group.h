@@ -39,11 +39,15 @@
 #include <torch/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <source_location>
 #include <string>
 #include <vector>
 
 #include "rankwise/env.h"
+#include "rankwise/flight_recorder.h"
 
 namespace c10d {
 class ProcessGroup;
@@ -51,6 +55,9 @@ class Store;
 }  // namespace c10d
 
 namespace rankwise {
+namespace detail {
+class ProgressPublisher;
+}
 
 /// Reduction applied by all_reduce. kAvg is a sum followed by one division by
 /// the world size (Gloo has no native average); it needs a floating dtype.
@@ -89,12 +96,25 @@ struct InitOptions {
   /// of pairing unrelated collectives or waiting for the timeout. As
   /// PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL. It covers the collectives of
   /// this class (and so metrics, checkpoints, consensus), not DDP's gradient
-  /// buckets. rankwise::Fabric turns it on. See also
-  /// ProcessGroup::set_check_collectives().
+  /// buckets. rankwise::Fabric turns it on, and so does the environment
+  /// variable RANKWISE_DEBUG=detail (for any program; "off" or unset leaves
+  /// this option as it is, anything else is a ConfigError). The record also
+  /// carries the reduce op and each rank's call site, which the error names.
+  /// See also ProcessGroup::set_check_collectives().
   TORCH_ARG(bool, check_collectives) = false;
 };
 
 /// A c10d process group over every rank of the job.
+///
+/// Every collective below is recorded in the group's flight recorder
+/// (flight_recorder.h) with the caller's file and line (the `site` argument,
+/// filled in by the compiler: callers never pass it), and each rank
+/// publishes its progress (last collective entered and completed, a
+/// heartbeat) to the job's store from a background thread. So a collective
+/// that fails names the ranks that held it up, e.g. "rank 0/4: barrier #3 at
+/// train.cpp:88 failed after a timeout of 10000 ms: ranks 1, 2, 3 never
+/// entered it (#3): ranks 1, 2, 3 was last in all_reduce #2 (Float [1], sum)
+/// at train.cpp:80 (completed 9.8 s ago)".
 class ProcessGroup {
  public:
   /// Rendezvous at MASTER_ADDR:MASTER_PORT and create the group. Throws
@@ -122,19 +142,44 @@ class ProcessGroup {
 
   /// In-place all_reduce of `tensor` (any shape; dtype float, double or an
   /// integer type; kAvg needs floating point). Collective: every rank, same order.
-  void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
+  void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum,
+                  std::source_location site = std::source_location::current());
   /// In-place broadcast of `tensor` from `root`. Collective.
-  void broadcast(torch::Tensor& tensor, int root = 0);
+  void broadcast(torch::Tensor& tensor, int root = 0,
+                 std::source_location site = std::source_location::current());
   /// Returns world_size tensors, entry r being rank r's `tensor` (every rank
   /// passes the same shape and dtype). Collective.
-  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor);
+  std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor,
+                                        std::source_location site = std::source_location::current());
   /// Blocks the calling thread until every rank has arrived. Collective. It
   /// runs on Gloo under either backend: NCCL's own barrier is an all_reduce
   /// that orders this rank's CUDA stream but may return before the other
   /// ranks arrive. It does not wait for CUDA work this rank queued before it
   /// (kernels, or NCCL collectives nobody waited for): call
   /// torch::cuda::synchronize() first where that matters.
-  void barrier();
+  void barrier(std::source_location site = std::source_location::current());
+
+  /// A barrier that names the ranks that do not arrive, on every backend (as
+  /// torch.distributed.monitored_barrier, which exists for Gloo only). Each
+  /// rank marks its arrival in the job's store and waits, at most `timeout`
+  /// (0: the group's timeout), until every rank has. Then every rank that is
+  /// still waiting, rank 0 included, throws TimeoutError naming the same
+  /// missing ranks, the barrier's `name` and call site, and what each missing
+  /// rank was doing (its progress): "ranks 1, 2, 3 did not reach
+  /// monitored_barrier 'eval-done' within 10 s". With `wait_all_ranks` false
+  /// (the default) a missing rank that has already destroyed its process
+  /// group (returned from main) ends the wait at once with PeerError naming
+  /// it; with true the wait lasts the full timeout, naming every rank that
+  /// has not arrived by then. Ranks that arrive with different names throw
+  /// CollectiveMismatchError. Collective: every rank, same order (it counts
+  /// as a collective in the flight recorder).
+  void monitored_barrier(const std::string& name,
+                         std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
+                         bool wait_all_ranks = false,
+                         std::source_location site = std::source_location::current());
+
+  /// This rank's flight recorder (flight_recorder.h).
+  const FlightRecorder& flight_recorder() const { return *recorder_; }
 
   /// The underlying c10d objects, for code that needs more than the above.
   const c10::intrusive_ptr<c10d::ProcessGroup>& c10d_group() const { return group_; }
@@ -145,13 +190,24 @@ class ProcessGroup {
   InitOptions options_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
-  uint64_t checked_calls_ = 0;  // sequence number of the next checked collective
+  std::shared_ptr<FlightRecorder> recorder_;
+  std::unique_ptr<detail::ProgressPublisher> publisher_;  // null for world size 1
+  uint64_t monitored_barriers_ = 0;  // monitored_barrier calls so far
+  // Records `call` in the flight recorder, publishes the progress and runs
+  // `body` (the check, then the collective) with its sequence number.
+  void recorded(CollectiveRecord call, const std::function<void(uint64_t sequence)>& body);
+  // What the failure of collective `sequence` adds to its message: the
+  // ranks that had not entered it (from the store), and the path of the
+  // flight recorder's dump (written here).
+  std::string explain_failure(uint64_t sequence);
   // With checked collectives on: exchanges the call with every rank first
   // (detail/collective_check.h) and throws CollectiveMismatchError when the
   // calls differ.
-  void check_call(const char* operation, const torch::Tensor& tensor, int root);
-  // all_gather without the check; `operation` names it in errors.
-  std::vector<torch::Tensor> gather(const torch::Tensor& tensor, const std::string& operation);
+  void check_call(const CollectiveRecord& call, const torch::Tensor& tensor, uint64_t sequence);
+  // all_gather without the check; `operation` names it in errors, which
+  // explain collective `sequence`'s failure.
+  std::vector<torch::Tensor> gather(const torch::Tensor& tensor, const std::string& operation,
+                                    uint64_t sequence);
 };
 
 /// Creates the global process group from the environment (see env.h). Calling
@@ -173,9 +229,17 @@ int local_rank();
 
 /// Shorthands for the global group's collectives (collective: every rank, same order;
 /// tensors on the CPU or, with a CUDA libtorch, on a GPU).
-void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum);
-void broadcast(torch::Tensor& tensor, int root = 0);
-std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor);
-void barrier();
+void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum,
+                std::source_location site = std::source_location::current());
+void broadcast(torch::Tensor& tensor, int root = 0,
+               std::source_location site = std::source_location::current());
+std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor,
+                                      std::source_location site = std::source_location::current());
+void barrier(std::source_location site = std::source_location::current());
+/// process_group().monitored_barrier(...).
+void monitored_barrier(const std::string& name,
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
+                       bool wait_all_ranks = false,
+                       std::source_location site = std::source_location::current());
 
 }  // namespace rankwise

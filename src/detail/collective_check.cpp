@@ -1,5 +1,6 @@
 #include "detail/collective_check.h"
 
+#include <cstring>
 #include <map>
 
 #include "detail/join.h"
@@ -9,9 +10,21 @@ namespace rankwise {
 namespace detail {
 namespace {
 
-constexpr int64_t kRecordLength = 16;
+constexpr int64_t kRecordLength = 32;
 constexpr int64_t kMaxSizes = 10;
+constexpr int64_t kReduceOpSlot = 16;
+constexpr int64_t kLineSlot = 17;
+constexpr int64_t kFileSlot = 18;  // kRecordLength - kFileSlot int64s of file name
+constexpr std::size_t kFileBytes = (kRecordLength - kFileSlot) * sizeof(int64_t);
 const char* const kOperations[] = {"all_reduce", "broadcast", "all_gather", "barrier"};
+const char* const kReduceOps[] = {"sum", "avg", "min", "max"};
+
+int64_t reduce_op_code(const std::string& reduce_op) {
+  for (int64_t i = 0; i < 4; ++i) {
+    if (reduce_op == kReduceOps[i]) return i;
+  }
+  return -1;
+}
 
 int64_t operation_code(const std::string& operation) {
   for (int64_t i = 0; i < 4; ++i) {
@@ -20,10 +33,10 @@ int64_t operation_code(const std::string& operation) {
   throw Error("rankwise: internal error: unknown collective '" + operation + "'");
 }
 
-// Everything but the sequence number: what must agree across ranks.
+// Everything but the call site: what must agree across ranks.
 std::vector<int64_t> signature(const torch::Tensor& record) {
   const auto* r = record.data_ptr<int64_t>();
-  return std::vector<int64_t>(r + 1, r + kRecordLength);
+  return std::vector<int64_t>(r, r + kLineSlot);
 }
 
 std::string rank_list(const std::vector<int>& ranks) {
@@ -46,6 +59,13 @@ torch::Tensor encode_call(const CollectiveCall& call, uint64_t sequence) {
       r[6 + d] = call.tensor.size(d);
     }
   }
+  r[kReduceOpSlot] = reduce_op_code(call.reduce_op);
+  r[kLineSlot] = call.line;
+  const auto slash = call.file.find_last_of('/');
+  const std::string base = slash == std::string::npos ? call.file : call.file.substr(slash + 1);
+  char bytes[kFileBytes] = {};
+  std::memcpy(bytes, base.data(), std::min(base.size(), kFileBytes - 1));
+  std::memcpy(r + kFileSlot, bytes, kFileBytes);
   return record;
 }
 
@@ -53,18 +73,24 @@ std::string describe_call(const torch::Tensor& record) {
   const auto* r = record.data_ptr<int64_t>();
   const bool known = r[1] >= 0 && r[1] < 4;
   std::string text = known ? kOperations[r[1]] : "unknown collective";
-  text += "(";
+  text += " #" + std::to_string(r[0]);
+  std::vector<std::string> details;
   if (r[3] >= 0) {
-    text += c10::toString(static_cast<c10::ScalarType>(r[2]));
-    text += " [";
+    std::string shape = c10::toString(static_cast<c10::ScalarType>(r[2]));
+    shape += " [";
     for (int64_t d = 0; d < std::min(r[3], kMaxSizes); ++d) {
-      text += (d == 0 ? "" : ", ") + std::to_string(r[6 + d]);
+      shape += (d == 0 ? "" : ", ") + std::to_string(r[6 + d]);
     }
-    if (r[3] > kMaxSizes) text += ", ... (" + std::to_string(r[5]) + " elements)";
-    text += "]";
+    if (r[3] > kMaxSizes) shape += ", ... (" + std::to_string(r[5]) + " elements)";
+    details.push_back(shape + "]");
   }
-  if (r[4] >= 0) text += ", root " + std::to_string(r[4]);
-  return text + ")";
+  if (r[kReduceOpSlot] >= 0 && r[kReduceOpSlot] < 4) details.push_back(kReduceOps[r[kReduceOpSlot]]);
+  if (r[4] >= 0) details.push_back("root " + std::to_string(r[4]));
+  if (!details.empty()) text += " (" + join_list(details) + ")";
+  char file[kFileBytes + 1] = {};
+  std::memcpy(file, r + kFileSlot, kFileBytes);
+  if (file[0] != 0) text += std::string(" at ") + file + ":" + std::to_string(r[kLineSlot]);
+  return text;
 }
 
 std::string mismatch_message(const std::string& where, const std::vector<torch::Tensor>& records) {
@@ -82,9 +108,8 @@ std::string mismatch_message(const std::string& where, const std::vector<torch::
     calls.push_back(rank_list(ranks) + " called " +
                     describe_call(records[static_cast<std::size_t>(ranks.front())]));
   }
-  const int64_t sequence = records.front().data_ptr<int64_t>()[0];
-  return "rankwise: " + where + ": the ranks called different collectives (checked collective #" +
-         std::to_string(sequence + 1) + " of this process group): " + join_list(calls, "; ") +
+  return "rankwise: " + where + ": the ranks called different collectives: " +
+         join_list(calls, "; ") +
          ". Every rank must call the same collectives in the same order with the same shapes; "
          "a collective inside a branch that only some ranks take (e.g. `if (is_global_zero())`) "
          "is the usual cause: move it out of the branch and guard only the printing (print0)";

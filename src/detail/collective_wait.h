@@ -17,11 +17,13 @@ namespace detail {
 /// since the launch (c10d's wait, or Gloo's own timeout, which starts at the
 /// launch or later), PeerError when it came earlier (a peer exited or
 /// crashed). Both say `where` (detail::where()), `operation` and the
-/// timeout, and quote c10d's text. An exception from `launch` itself (a bad
-/// argument) passes through unchanged.
-void run_collective(const std::string& where, const char* operation,
+/// timeout, then what `explain` returns (if given: which ranks held it up),
+/// and quote c10d's text. An exception from `launch` itself (a bad argument)
+/// passes through unchanged.
+void run_collective(const std::string& where, const std::string& operation,
                     std::chrono::milliseconds timeout,
-                    const std::function<c10::intrusive_ptr<c10d::Work>()>& launch);
+                    const std::function<c10::intrusive_ptr<c10d::Work>()>& launch,
+                    const std::function<std::string()>& explain = {});
 
 }  // namespace detail
 }  // namespace rankwise

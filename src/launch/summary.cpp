@@ -107,6 +107,7 @@ std::string fate_of(const WorkerRecord& o) {
       break;
     case WorkerState::kFailed: fate = fmt::format("failed: {}", describe_exit(o)); break;
   }
+  if (o.was_stopped) fate += "; it was stopped (SIGSTOP or a debugger) when the job failed";
   if (o.error && o.error->secondary) {
     fate += " after a secondary error (a peer exited or closed the connection)";
   } else if (o.error) {

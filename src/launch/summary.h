@@ -35,6 +35,9 @@ struct WorkerRecord {
   std::chrono::steady_clock::time_point start;
   std::chrono::steady_clock::time_point end;
   std::chrono::steady_clock::time_point stop_time;  ///< when the launcher first asked it to stop
+  /// It was stopped (SIGSTOP, a debugger: state T in /proc) when the launcher
+  /// first asked it to stop; the summary says so.
+  bool was_stopped = false;
   std::string error_file;  ///< its RANKWISE_ERROR_FILE
   std::optional<WorkerError> error;  ///< what it wrote there, read when the attempt ended
 };

@@ -170,9 +170,15 @@ class AttemptRunner {
   void stop_all(int sig) {
     for (auto& w : workers_) {
       if (w.state != WorkerState::kRunning) continue;
-      if (!w.stop_requested) w.stop_time = Clock::now();
+      if (!w.stop_requested) {
+        w.stop_time = Clock::now();
+        w.was_stopped = is_stopped(w.pid);
+      }
       w.stop_requested = true;
       signal_worker_group(w.pid, sig);
+      // A stopped worker (SIGSTOP) would keep SIGTERM pending: let it run
+      // its handler or default action now.
+      if (sig != SIGKILL) signal_worker_group(w.pid, SIGCONT);
     }
     if (sig == SIGKILL) {
       killed_ = true;

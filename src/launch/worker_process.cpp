@@ -1,5 +1,8 @@
 #include "launch/worker_process.h"
 
+#include <fstream>
+#include <string>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -109,6 +112,17 @@ bool signal_worker_group(pid_t pid, int sig) {
   if (::kill(-pid, sig) == 0) return true;
   // The group may not exist yet (setpgid race) or only the leader is left.
   return ::kill(pid, sig) == 0;
+}
+
+bool is_stopped(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  // "PID (COMM) STATE ...": COMM may hold spaces and parentheses.
+  const auto close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return false;
+  const char state = line[close + 2];
+  return state == 'T' || state == 't';
 }
 
 }  // namespace launch

@@ -41,5 +41,9 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec);
 /// children it did not move elsewhere). Returns false when none is left.
 bool signal_worker_group(pid_t pid, int sig);
 
+/// Whether process `pid` is stopped (state T or t in /proc/PID/stat: SIGSTOP,
+/// SIGTSTP, a debugger). False when it does not exist.
+bool is_stopped(pid_t pid);
+
 }  // namespace launch
 }  // namespace rankwise

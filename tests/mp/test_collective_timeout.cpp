@@ -15,12 +15,16 @@ TEST(CollectiveTimeout, BarrierThatOneRankSkipsIsATimeoutError) {
   auto& group = rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(2)));
   const std::string done_key = "test/rank0_timed_out";
   if (group.rank() == 0) {
+    const int line = __LINE__ + 2;
     try {
       group.barrier();
       FAIL() << "expected a TimeoutError";
     } catch (const rankwise::TimeoutError& e) {
-      EXPECT_NE(std::string(e.what()).find("rankwise: rank 0/2: barrier failed after a timeout "
-                                           "of 2000 ms: not every rank reached this collective"),
+      EXPECT_NE(std::string(e.what()).find(
+                    "rankwise: rank 0/2: barrier #1 at test_collective_timeout.cpp:" +
+                    std::to_string(line) + " failed after a timeout of 2000 ms: not every rank "
+                    "reached this collective: rank 1 never entered it (#1): rank 1: in no "
+                    "collective yet"),
                 std::string::npos)
           << e.what();
     }

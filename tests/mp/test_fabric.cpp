@@ -274,6 +274,7 @@ TEST(Fabric, CollectiveInsideARankZeroBranchFailsOnEveryRank) {
   if (fabric.world_size() == 1) GTEST_SKIP() << "needs two ranks";
   auto value = torch::ones({1});
   auto ids = torch::arange(3);
+  const int reduce_line = __LINE__ + 4;  // all_gather is 2 lines below it
   try {
     if (fabric.is_global_zero()) {
       fabric.print0("rank 0 alone prints, then wrongly reduces");
@@ -283,10 +284,12 @@ TEST(Fabric, CollectiveInsideARankZeroBranchFailsOnEveryRank) {
     ADD_FAILURE() << "out-of-step collectives were not detected";
   } catch (const rankwise::CollectiveMismatchError& e) {
     const std::string others = fabric.world_size() == 2 ? "rank 1" : "ranks 1, 2";
-    EXPECT_NE(std::string(e.what()).find("rank 0 called all_reduce(Float [1]); " + others +
-                                         " called all_gather(Long [3])"),
-              std::string::npos)
-        << e.what();
+    // Both calls with their sequence number (the same on every rank) and call site.
+    const std::regex expected("rank 0 called all_reduce #(\\d+) \\(Float \\[1\\], sum\\) at "
+                              "test_fabric.cpp:" + std::to_string(reduce_line) + "; " + others +
+                              " called all_gather #\\1 \\(Long \\[3\\]\\) at test_fabric.cpp:" +
+                              std::to_string(reduce_line + 2));
+    EXPECT_TRUE(std::regex_search(std::string(e.what()), expected)) << e.what();
   }
   // Every rank threw at the same check: the group is still usable.
   EXPECT_EQ(fabric.all_reduce(1.0), fabric.world_size());

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -30,11 +31,12 @@ class FailingWork : public c10d::Work {
 
 // The error run_collective throws for a wait that fails after `after` with `text`.
 template <typename ExpectedError>
-std::string error_of(milliseconds timeout, milliseconds after, const std::string& text) {
+std::string error_of(milliseconds timeout, milliseconds after, const std::string& text,
+                     const std::function<std::string()>& explain = {}) {
   try {
-    rankwise::detail::run_collective("rank 1/2", "all_reduce", timeout, [&] {
-      return c10::make_intrusive<FailingWork>(after, text);
-    });
+    rankwise::detail::run_collective(
+        "rank 1/2", "all_reduce", timeout,
+        [&] { return c10::make_intrusive<FailingWork>(after, text); }, explain);
   } catch (const ExpectedError& e) {
     return e.what();
   } catch (const std::exception& e) {
@@ -66,6 +68,21 @@ TEST(CollectiveWait, FailureBeforeTheTimeoutIsAPeerErrorWhateverItsText) {
   EXPECT_EQ(text,
             "rankwise: rank 1/2: all_reduce failed: a peer rank probably exited or crashed; see "
             "its output. Original error: Operation timed out!");
+}
+
+// What the caller knows of the other ranks comes before c10d's text, of
+// which only the first line is kept (1.13 appends a C++ stack trace).
+TEST(CollectiveWait, ExplanationComesFirstAndOnlyTheFirstLineOfC10dsText) {
+  const auto explain = [] { return std::string("rank 0 never entered it"); };
+  EXPECT_EQ(error_of<rankwise::TimeoutError>(milliseconds(50), milliseconds(50),
+                                             "Operation timed out!\nframe #0: ...", explain),
+            "rankwise: rank 1/2: all_reduce failed after a timeout of 50 ms: not every rank "
+            "reached this collective: rank 0 never entered it. Check that every rank calls the "
+            "same collectives in the same order. Original error: Operation timed out!");
+  EXPECT_EQ(error_of<rankwise::PeerError>(milliseconds(600000), milliseconds(0),
+                                          "Connection closed by peer\nframe #0: ...", explain),
+            "rankwise: rank 1/2: all_reduce failed: a peer rank probably exited or crashed; see "
+            "its output. rank 0 never entered it. Original error: Connection closed by peer");
 }
 
 // An error from the launch itself (a bad argument) is not a collective failure.

@@ -23,123 +23,14 @@
 
 #include "launch/free_port.h"
 #include "launch/line_assembler.h"
+#include "support/launcher.h"
 #include "support/shell.h"
-
-extern char** environ;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-const std::string kRun = RANKWISE_RUN_PATH;
+using namespace rankwise::test;
 const std::string kProbe = std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/launch_probe";
 const std::string kPeerFailure = std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/torch_peer_failure";
-
-struct Result {
-  int code = -1;  // exit code, or 128+signal when the launcher was killed
-  std::string out;
-  std::string err;
-  double seconds = 0;  // from start to exit
-};
-
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-/// rankwise-run started with `args`, stdout and stderr captured.
-class Launcher {
- public:
-  explicit Launcher(const std::vector<std::string>& args,
-                    const std::map<std::string, std::string>& env = {}) {
-    std::map<std::string, std::string> vars;
-    for (char** e = environ; *e; ++e) {
-      const char* eq = std::strchr(*e, '=');
-      if (eq) vars[std::string(*e, eq - *e)] = eq + 1;
-    }
-    vars["OMP_NUM_THREADS"] = "1";  // keeps the launcher's note out of stderr
-    for (const auto& [k, v] : env) vars[k] = v;
-    std::vector<std::string> env_strings, argv_strings{kRun};
-    for (const auto& [k, v] : vars) env_strings.push_back(k + "=" + v);
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-    std::vector<char*> argv, envp;
-    for (auto& s : argv_strings) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-
-    int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) std::abort();
-    start_ = Clock::now();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int devnull = ::open("/dev/null", O_RDONLY);
-      ::dup2(devnull, 0);
-      ::dup2(out[1], 1);
-      ::dup2(err[1], 2);
-      ::execve(kRun.c_str(), argv.data(), envp.data());
-      _exit(127);
-    }
-    ::close(out[1]);
-    ::close(err[1]);
-    out_fd_ = out[0];
-    err_fd_ = err[0];
-  }
-
-  ~Launcher() {
-    if (!done_) {
-      ::kill(pid_, SIGKILL);
-      wait(30);
-    }
-  }
-
-  pid_t pid() const { return pid_; }
-
-  /// Collects the output until the launcher exits; kills it after `timeout_s`.
-  Result wait(double timeout_s = 60) {
-    Result r;
-    const auto deadline = start_ + std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
-    int fds[2] = {out_fd_, err_fd_};
-    std::string* sinks[2] = {&r.out, &r.err};
-    while (fds[0] >= 0 || fds[1] >= 0) {
-      pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
-      const int ms = static_cast<int>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-      if (ms <= 0) {
-        ADD_FAILURE() << "rankwise-run still running after " << timeout_s << " s; killed";
-        ::kill(pid_, SIGKILL);
-        break;
-      }
-      if (::poll(p, 2, ms) < 0 && errno != EINTR) break;
-      for (int i = 0; i < 2; ++i) {
-        if (fds[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        char buf[65536];
-        const ssize_t n = ::read(fds[i], buf, sizeof buf);
-        if (n > 0) {
-          sinks[i]->append(buf, static_cast<size_t>(n));
-        } else if (n == 0 || errno != EINTR) {
-          ::close(fds[i]);
-          fds[i] = -1;
-        }
-      }
-    }
-    for (int fd : fds) {
-      if (fd >= 0) ::close(fd);
-    }
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    r.seconds = since(start_);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    done_ = true;
-    return r;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int out_fd_ = -1, err_fd_ = -1;
-  bool done_ = false;
-  Clock::time_point start_;
-};
-
-Result run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
-  return Launcher(args, env).wait();
-}
 
 /// A fresh temporary directory, removed at the end of the test.
 class TempDir {

@@ -1,0 +1,93 @@
+#include "detail/hang_diagnosis.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "detail/join.h"
+
+namespace rankwise {
+namespace detail {
+namespace {
+
+std::string ago(int64_t then_ms, int64_t now_ms) {
+  return fmt::format("{:.1f} s ago", static_cast<double>(now_ms - then_ms) / 1000.0);
+}
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + join_list(ranks);
+}
+
+// What rank `p` was doing instead of collective `sequence`; with `timed`
+// false the same without times, to group ranks that did the same thing.
+std::string whereabouts(const std::optional<ProgressRecord>& p, int64_t now_ms, bool timed) {
+  const auto ago = [&](int64_t then_ms, int64_t now) { return timed ? detail::ago(then_ms, now) : ""; };
+  if (!p) return "no progress published (not started, or no process group created)";
+  std::string last;
+  if (p->entered == 0) {
+    last = "in no collective yet";
+  } else {
+    const std::string when = p->ended_ms > 0 ? p->failed ? "failed " + ago(p->ended_ms, now_ms)
+                                                         : "completed " + ago(p->ended_ms, now_ms)
+                                             : "entered " + ago(p->entered_ms, now_ms);
+    last = "last in " + p->last + " (" + when + ")";
+  }
+  if (p->exited) return "exited (process group destroyed); " + last;
+  std::string text = last;
+  // A heartbeat older than 2.5 s (it beats every second): the process is
+  // stopped, swapped out or stuck so hard that its publisher thread cannot run.
+  if (now_ms - p->heartbeat_ms > 2500) {
+    text += "; heartbeat stopped " + ago(p->heartbeat_ms, now_ms) +
+            " (process stopped, e.g. SIGSTOP, or unresponsive)";
+  }
+  return text;
+}
+
+}  // namespace
+
+std::vector<int> ranks_not_entered(int my_rank, uint64_t sequence,
+                                   const std::vector<std::optional<ProgressRecord>>& progress) {
+  std::vector<int> missing;
+  for (int r = 0; r < static_cast<int>(progress.size()); ++r) {
+    if (r == my_rank) continue;
+    const auto& p = progress[static_cast<std::size_t>(r)];
+    if (!p || p->entered < sequence) missing.push_back(r);
+  }
+  return missing;
+}
+
+std::string describe_missing_ranks(int my_rank, uint64_t sequence,
+                                   const std::vector<std::optional<ProgressRecord>>& progress,
+                                   int64_t now_ms) {
+  const std::vector<int> missing = ranks_not_entered(my_rank, sequence, progress);
+  if (missing.empty()) return "";
+  // Ranks grouped by what they were doing, in order of their first rank.
+  std::map<std::string, std::vector<int>> by_text;
+  std::vector<std::string> order;
+  for (int r : missing) {
+    const auto& p = progress[static_cast<std::size_t>(r)];
+    const std::string key = whereabouts(p, now_ms, false);
+    if (by_text.find(key) == by_text.end()) order.push_back(key);
+    by_text[key].push_back(r);
+  }
+  std::vector<std::string> parts;  // each group with its first rank's times
+  for (const auto& key : order) {
+    const auto& ranks = by_text[key];
+    parts.push_back(ranks_text(ranks) + ": " +
+                    whereabouts(progress[static_cast<std::size_t>(ranks.front())], now_ms, true));
+  }
+  std::vector<int> entered;
+  for (int r = 0; r < static_cast<int>(progress.size()); ++r) {
+    if (r != my_rank && std::find(missing.begin(), missing.end(), r) == missing.end()) {
+      entered.push_back(r);
+    }
+  }
+  std::string text = ranks_text(missing) + " never entered it (#" + std::to_string(sequence) +
+                     "): " + join_list(parts, "; ");
+  if (!entered.empty()) text += "; " + ranks_text(entered) + " had entered it";
+  return text;
+}
+
+}  // namespace detail
+}  // namespace rankwise

@@ -1,0 +1,31 @@
+#pragma once
+// Which ranks held a collective up: from every rank's published progress
+// (detail/progress_record.h), the sentence a TimeoutError or PeerError adds
+// ("ranks 1, 2 never entered it: ...").
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "detail/progress_record.h"
+
+namespace rankwise {
+namespace detail {
+
+/// Given that `my_rank` waited in collective `sequence` of its group and the
+/// progress each rank published (index = rank; nullopt: none found), says
+/// which other ranks had not entered it, grouped by what they did instead
+/// (never entered it and where they were last, exited, published nothing),
+/// and which had entered it. `now_ms` is Unix milliseconds. "" when every
+/// other rank had entered it.
+std::string describe_missing_ranks(int my_rank, uint64_t sequence,
+                                   const std::vector<std::optional<ProgressRecord>>& progress,
+                                   int64_t now_ms);
+
+/// The ranks among `progress` (other than `my_rank`) that had not entered
+/// collective `sequence`.
+std::vector<int> ranks_not_entered(int my_rank, uint64_t sequence,
+                                   const std::vector<std::optional<ProgressRecord>>& progress);
+
+}  // namespace detail
+}  // namespace rankwise

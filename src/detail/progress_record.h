@@ -1,0 +1,40 @@
+#pragma once
+// Progress in the store: each rank publishes where it is in its collectives
+// (the last entered and the last completed sequence number, what the last
+// one was and where it was called, a heartbeat) under progress_key(rank) of
+// the job's store, so that a rank whose collective times out can say which
+// ranks never entered it, and the launcher can report a hang. Written by
+// detail::ProgressPublisher (workers), read by the workers on a failure and
+// by rankwise-run; shared by both, so it depends on nothing but JSON.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace rankwise {
+namespace detail {
+
+/// One rank's published progress. Times are Unix milliseconds.
+struct ProgressRecord {
+  uint64_t entered = 0;     ///< sequence number of the last collective entered (0: none)
+  uint64_t completed = 0;   ///< sequence number of the last one completed
+  bool failed = false;      ///< the last one entered failed
+  std::string last;         ///< rankwise::describe() of the last one entered
+  int64_t entered_ms = 0;   ///< when the last one was entered
+  int64_t ended_ms = 0;     ///< when it completed or failed (0 while inside it)
+  int64_t heartbeat_ms = 0; ///< when this record was written
+  bool exited = false;      ///< the rank destroyed its process group (returned from main, ...)
+  int pid = 0;
+  std::string host;
+};
+
+/// The store key (under the job's prefix) of rank `rank`'s record.
+std::string progress_key(int rank);
+std::string encode_progress(const ProgressRecord& record);
+/// nullopt when `text` is not a progress record.
+std::optional<ProgressRecord> decode_progress(const std::string& text);
+
+/// Milliseconds since the Unix epoch, now.
+int64_t unix_ms_now();
+
+}  // namespace detail
+}  // namespace rankwise

@@ -1,0 +1,124 @@
+// torch_hang_cases: the mistakes that used to leave ranks waiting silently,
+// for the hang-report tests (tests/unit/test_hang_reports.cpp). Run under
+// rankwise-run; every mode uses a 3 s collective timeout and prints the line
+// of its key collective as "site LINE" from rank 0 before it starts.
+//
+//   torch_hang_cases rank0-barrier [return]
+//       Every rank does one all_reduce; then rank 0 calls barrier() inside
+//       `if (rank == 0)` while the others sleep 30 s, or with `return` return
+//       from main at once.
+//   torch_hang_cases sigstop
+//       2 ranks all_reduce in a loop; rank 1 stops itself (SIGSTOP) at step 5
+//       (after its fifth all_reduce).
+//   torch_hang_cases shape | op
+//       Rank 1 passes a tensor of another shape to all_reduce (`shape`), or
+//       calls broadcast where the others call all_reduce (`op`).
+//   torch_hang_cases early-stop
+//       Early stopping decided on rank 0 only: it leaves the epoch loop after
+//       epoch 2 and returns; the others go on all_reducing their loss.
+//   torch_hang_cases monitored [all]
+//       4 ranks: ranks 1 and 2 sleep 30 s; ranks 0 and 3 call
+//       monitored_barrier("eval-done", 2 s, wait_all_ranks = `all`).
+//   torch_hang_cases monitored-exit
+//       2 ranks: rank 1 returns from main; rank 0 calls
+//       monitored_barrier("eval-done", 20 s) and should fail at once.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "rankwise/process_group.h"
+#include "rankwise/run_main.h"
+
+namespace {
+
+void sleep_s(int seconds) { std::this_thread::sleep_for(std::chrono::seconds(seconds)); }
+
+void site(int line) {
+  if (rankwise::rank() == 0) {
+    std::printf("site %d\n", line);
+    std::fflush(stdout);
+  }
+}
+
+int run(const std::string& mode, const std::string& variant) {
+  auto& group = rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(3)));
+  const int rank = group.rank();
+  auto one = torch::ones({2});
+  if (mode == "rank0-barrier") {
+    group.all_reduce(one);
+    if (rank == 0) {
+      site(__LINE__ + 1);
+      group.barrier();
+    } else if (variant != "return") {
+      sleep_s(30);
+    }
+    return 0;
+  }
+  if (mode == "sigstop") {
+    for (int step = 0; step < 1000; ++step) {
+      if (rank == 1 && step == 5) {
+        // Past the progress thread's 20 ms batching, so that the store shows step 5.
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        ::raise(SIGSTOP);
+      }
+      if (step == 0) site(__LINE__ + 1);
+      group.all_reduce(one);
+    }
+    return 0;
+  }
+  if (mode == "shape" || mode == "op") {
+    group.all_reduce(one);
+    auto tensor = rank == 1 && mode == "shape" ? torch::ones({3}) : torch::ones({2});
+    if (rank == 1 && mode == "op") {
+      group.broadcast(tensor, 0);
+    } else {
+      site(__LINE__ + 1);
+      group.all_reduce(tensor);
+    }
+    group.barrier();
+    return 0;
+  }
+  if (mode == "early-stop") {
+    for (int epoch = 0; epoch < 10; ++epoch) {
+      auto loss = torch::tensor({1.0 / (epoch + 1)});
+      if (epoch == 0) site(__LINE__ + 1);
+      group.all_reduce(loss);
+      // The seed's mistake: a decision from this rank's own view.
+      if (rank == 0 && epoch == 2) break;
+    }
+    return 0;
+  }
+  if (mode == "monitored") {
+    if (rank == 1 || rank == 2) {
+      sleep_s(30);
+      return 0;
+    }
+    site(__LINE__ + 1);
+    group.monitored_barrier("eval-done", std::chrono::seconds(2), variant == "all");
+    return 0;
+  }
+  if (mode == "monitored-exit") {
+    group.barrier();
+    if (rank == 1) return 0;
+    site(__LINE__ + 1);
+    group.monitored_barrier("eval-done", std::chrono::seconds(20));
+    return 0;
+  }
+  std::fprintf(stderr, "torch_hang_cases: unknown mode '%s'\n", mode.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return rankwise::run_main(argc, argv, [](int argc, char** argv) {
+    if (argc < 2) {
+      std::fprintf(stderr, "usage: torch_hang_cases MODE [VARIANT]\n");
+      return 2;
+    }
+    return run(argv[1], argc > 2 ? argv[2] : "");
+  });
+}
