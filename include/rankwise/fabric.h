@@ -120,7 +120,7 @@ struct FabricOptions {
   /// Print the sanity header (print_header()) at construction.
   TORCH_ARG(bool, print_header) = true;
   /// Checked collectives (InitOptions::check_collectives): one extra
-  /// all_gather of 128 bytes per collective of the process group.
+  /// all_gather of 256 bytes per collective of the process group.
   TORCH_ARG(bool, check_collectives) = true;
 };
 

@@ -90,7 +90,7 @@ struct InitOptions {
   TORCH_ARG(int, gloo_threads) = 2;
   /// Checked collectives (default false): before each collective below,
   /// every rank exchanges what it is about to call (operation, dtype, shape,
-  /// root) in one extra all_gather of 128 bytes, and ranks that are out of
+  /// root) in one extra all_gather of 256 bytes, and ranks that are out of
   /// step (e.g. a collective inside `if (rank() == 0)`) throw
   /// CollectiveMismatchError on every rank, naming each rank's call, instead
   /// of pairing unrelated collectives or waiting for the timeout. As

@@ -65,6 +65,15 @@ std::vector<std::string> worker_environment(const AttemptConfig& c, int local_ra
     set(name.c_str(), value);
   };
   if (!o.iface.empty()) replace("GLOO_SOCKET_IFNAME", o.iface);
+  // With --log-dir, a collective that fails dumps its rank's flight recorder
+  // beside the logs (unless the user chose a directory already).
+  const bool user_dir = std::any_of(env.begin(), env.end(), [](const std::string& v) {
+    return v.rfind("RANKWISE_FLIGHT_RECORDER_DIR=", 0) == 0;
+  });
+  if (!o.log_dir.empty() && !user_dir) {
+    set("RANKWISE_FLIGHT_RECORDER_DIR",
+        fmt::format("{}/attempt_{}/flight_recorder", o.log_dir, c.attempt));
+  }
   return env;
 }
 

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <regex>
 
 #include "rankwise/error.h"
 #include "rankwise/fabric.h"

@@ -170,4 +170,16 @@ TEST(HangReports, FlightRecorderIsDumpedOnATimeout) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(HangReports, WithALogDirTheFlightRecorderIsDumpedBesideTheLogs) {
+  const std::string dir = std::filesystem::temp_directory_path() /
+                          ("rankwise-logs-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const Result r = run({"--nproc-per-node", "4", "--grace-period", "1", "--log-dir", dir, kCases,
+                        "rank0-barrier"});
+  const std::string dump = dir + "/attempt_0/flight_recorder/rank0.json";
+  EXPECT_TRUE(has(r.err, "Flight recorder: " + dump)) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(dump)) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace

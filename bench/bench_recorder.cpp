@@ -1,0 +1,70 @@
+// What the flight recorder, the progress thread and debug mode cost per
+// collective: rankwise's all_reduce (recorded, progress published, checked
+// in debug mode) against c10d's own allreduce on the same ProcessGroupGloo
+// (what PyTorch's C++ core does for dist.all_reduce, with nothing recorded),
+// interleaved in rounds so that drift hits each side alike. Prints on rank 0:
+//   recorder bytes=<B> calls=<N> c10d_us=<a> rankwise_us=<b> debug_us=<c> recorder_ratio=<b/a> debug_ratio=<c/a>
+// (medians over rounds of the mean per call). Usage: bench_recorder BYTES
+// CALLS ROUNDS, through rankwise-run with 2 ranks.
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "rankwise/rankwise.h"
+
+namespace {
+
+double mean_us(int64_t calls, const std::function<void()>& call) {
+  rankwise::barrier();
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < calls; ++i) call();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
+         static_cast<double>(calls);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: bench_recorder BYTES CALLS ROUNDS\n");
+    return 2;
+  }
+  const int64_t bytes = std::stoll(argv[1]);
+  const int64_t calls = std::stoll(argv[2]);
+  const int rounds = std::stoi(argv[3]);
+  torch::set_num_threads(1);
+  auto& group = rankwise::init();
+  auto tensor = torch::ones({std::max<int64_t>(1, bytes / 4)}, torch::kFloat32);
+  std::vector<torch::Tensor> tensors{tensor};
+  const auto raw = [&] { group.c10d_group()->allreduce(tensors)->wait(); };
+  const auto recorded = [&] { group.all_reduce(tensor); };
+  for (int i = 0; i < 50; ++i) {
+    raw();
+    recorded();
+  }
+  std::vector<double> c10d, rankwise_us, debug;
+  for (int r = 0; r < rounds; ++r) {
+    c10d.push_back(mean_us(calls, raw));
+    rankwise_us.push_back(mean_us(calls, recorded));
+    group.set_check_collectives(true);
+    debug.push_back(mean_us(calls, recorded));
+    group.set_check_collectives(false);
+  }
+  if (group.rank() == 0) {
+    const double a = median(c10d), b = median(rankwise_us), c = median(debug);
+    std::printf("recorder bytes=%lld calls=%lld c10d_us=%.1f rankwise_us=%.1f debug_us=%.1f "
+                "recorder_ratio=%.3f debug_ratio=%.3f\n",
+                static_cast<long long>(bytes), static_cast<long long>(calls), a, b, c, b / a, c / a);
+  }
+  return 0;
+}
