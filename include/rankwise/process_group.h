@@ -112,9 +112,11 @@ struct InitOptions {
 /// publishes its progress (last collective entered and completed, a
 /// heartbeat) to the job's store from a background thread. So a collective
 /// that fails names the ranks that held it up, e.g. "rank 0/4: barrier #3 at
-/// train.cpp:88 failed after a timeout of 10000 ms: ranks 1, 2, 3 never
-/// entered it (#3): ranks 1, 2, 3 was last in all_reduce #2 (Float [1], sum)
-/// at train.cpp:80 (completed 9.8 s ago)".
+/// train.cpp:88 failed after a timeout of 10000 ms: not every rank reached
+/// this collective: ranks 1, 2, 3 never entered it (#3): ranks 1, 2, 3: last
+/// in all_reduce #2 (Float [1], sum) at train.cpp:80 (completed 9.8 s ago)".
+/// Library code that calls these (metrics, checkpoints, DDP's join) is named
+/// by its own file and line.
 class ProcessGroup {
  public:
   /// Rendezvous at MASTER_ADDR:MASTER_PORT and create the group. Throws

@@ -60,8 +60,9 @@ int run(const std::string& mode, const std::string& variant) {
   if (mode == "sigstop") {
     for (int step = 0; step < 1000; ++step) {
       if (rank == 1 && step == 5) {
-        // Past the progress thread's 20 ms batching, so that the store shows step 5.
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        // Past the progress thread's 20 ms batching (so that the store shows step
+        // 5), before its next heartbeat (so that the heartbeat is seen to stop).
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));
         ::raise(SIGSTOP);
       }
       if (step == 0) site(__LINE__ + 1);
