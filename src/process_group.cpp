@@ -365,7 +365,7 @@ void ProcessGroup::monitored_barrier(const std::string& name, std::chrono::milli
     const auto arrived_key = [&](int r) { return key + "/arrived/" + std::to_string(r); };
     const std::string mine = name + "\n" + short_call_site(call.file, call.line);
     store_->set(arrived_key(env_.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
-    if (store_->add(key + "/count", 1) == env_.world_size) store_->set(key + "/done", {'1'});
+    if (store_->add(key + "/count", 1) == env_.world_size) store_->set(key + "/done", std::vector<uint8_t>{'1'});
     const auto start = std::chrono::steady_clock::now();
     const auto deadline = start + timeout;
     auto next_progress_check = start + std::chrono::milliseconds(200);
