@@ -378,12 +378,6 @@ void ProcessGroup::monitored_barrier(const std::string& name, std::chrono::milli
       }
       return missing;
     };
-    const auto progress_of = [&](const std::vector<int>& ranks) {
-      auto progress = read_progress(*store_, env_.world_size);
-      std::vector<std::optional<detail::ProgressRecord>> only(progress.size());
-      for (int r : ranks) only[static_cast<std::size_t>(r)] = progress[static_cast<std::size_t>(r)];
-      return std::make_pair(progress, only);
-    };
     while (!store_->check({key + "/done"})) {
       const auto now = std::chrono::steady_clock::now();
       if (now >= deadline) {
@@ -401,7 +395,7 @@ void ProcessGroup::monitored_barrier(const std::string& name, std::chrono::milli
         }
         throw TimeoutError(
             "rankwise: " + where(*this) + ": " +
-            (missing.size() == 1 ? "rank " : "ranks ") + detail::join_list(missing) +
+            detail::rank_list(missing) +
             " did not reach " + what + " within " +
             fmt::format("{:g}", static_cast<double>(timeout.count()) / 1000.0) + " s (" +
             detail::join_list(doing, "; ") +
@@ -419,7 +413,7 @@ void ProcessGroup::monitored_barrier(const std::string& name, std::chrono::milli
         }
         if (!exited.empty()) {
           throw PeerError("rankwise: " + where(*this) + ": " +
-                          (exited.size() == 1 ? "rank " : "ranks ") + detail::join_list(exited) +
+                          detail::rank_list(exited) +
                           " exited (destroyed " + (exited.size() == 1 ? "its" : "their") +
                           " process group) without reaching " + what +
                           "; every rank must reach the same barriers");
@@ -442,7 +436,7 @@ void ProcessGroup::monitored_barrier(const std::string& name, std::chrono::milli
       for (const auto& value : order) {
         const auto newline = value.find('\n');
         const auto& ranks = by_name[value.substr(0, newline)];
-        parts.push_back((ranks.size() == 1 ? "rank " : "ranks ") + detail::join_list(ranks) +
+        parts.push_back(detail::rank_list(ranks) +
                         " reached monitored_barrier '" + value.substr(0, newline) + "' at " +
                         value.substr(newline + 1));
       }

@@ -39,10 +39,6 @@ std::vector<int64_t> signature(const torch::Tensor& record) {
   return std::vector<int64_t>(r, r + kLineSlot);
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  return (ranks.size() == 1 ? "rank " : "ranks ") + join_list(ranks);
-}
-
 }  // namespace
 
 torch::Tensor encode_call(const CollectiveCall& call, uint64_t sequence) {

@@ -15,10 +15,6 @@ std::string ago(int64_t then_ms, int64_t now_ms) {
   return fmt::format("{:.1f} s ago", static_cast<double>(now_ms - then_ms) / 1000.0);
 }
 
-std::string ranks_text(const std::vector<int>& ranks) {
-  return (ranks.size() == 1 ? "rank " : "ranks ") + join_list(ranks);
-}
-
 // What rank `p` was doing instead of collective `sequence`; with `timed`
 // false the same without times, to group ranks that did the same thing.
 std::string whereabouts(const std::optional<ProgressRecord>& p, int64_t now_ms, bool timed) {
@@ -74,7 +70,7 @@ std::string describe_missing_ranks(int my_rank, uint64_t sequence,
   std::vector<std::string> parts;  // each group with its first rank's times
   for (const auto& key : order) {
     const auto& ranks = by_text[key];
-    parts.push_back(ranks_text(ranks) + ": " +
+    parts.push_back(rank_list(ranks) + ": " +
                     whereabouts(progress[static_cast<std::size_t>(ranks.front())], now_ms, true));
   }
   std::vector<int> entered;
@@ -83,9 +79,9 @@ std::string describe_missing_ranks(int my_rank, uint64_t sequence,
       entered.push_back(r);
     }
   }
-  std::string text = ranks_text(missing) + " never entered it (#" + std::to_string(sequence) +
+  std::string text = rank_list(missing) + " never entered it (#" + std::to_string(sequence) +
                      "): " + join_list(parts, "; ");
-  if (!entered.empty()) text += "; " + ranks_text(entered) + " had entered it";
+  if (!entered.empty()) text += "; " + rank_list(entered) + " had entered it";
   return text;
 }
 

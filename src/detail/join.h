@@ -1,6 +1,7 @@
 #pragma once
 // "a, b, c": the items of a list in a message (missing keys, ranks that
 // differ, ...), joined in one place.
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -24,6 +25,12 @@ std::string join_list(const Range& items, std::string_view separator = ", ") {
     }
   }
   return out;
+}
+
+/// "rank 3" or "ranks 1, 2": a list of ranks as messages name it.
+template <typename Ranks>
+std::string rank_list(const Ranks& ranks) {
+  return (std::size(ranks) == 1 ? "rank " : "ranks ") + join_list(ranks);
 }
 
 }  // namespace detail
