@@ -133,7 +133,7 @@ bool debug_detail(const LaunchEnv& env) {
 
 std::string store_prefix(const LaunchEnv& env) {
   // A prefix per restart keeps keys of a failed attempt from leaking into the next.
-  return "rankwise/" + std::to_string(env.restart_count);
+  return detail::attempt_prefix(env.restart_count);
 }
 
 std::vector<std::optional<detail::ProgressRecord>> read_progress(c10d::Store& store,

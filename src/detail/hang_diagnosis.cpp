@@ -31,9 +31,7 @@ std::string whereabouts(const std::optional<ProgressRecord>& p, int64_t now_ms, 
   }
   if (p->exited) return "exited (process group destroyed); " + last;
   std::string text = last;
-  // A heartbeat older than 2.5 s (it beats every second): the process is
-  // stopped, swapped out or stuck so hard that its publisher thread cannot run.
-  if (now_ms - p->heartbeat_ms > 2500) {
+  if (heartbeat_stale(*p, now_ms)) {
     text += "; heartbeat stopped " + ago(p->heartbeat_ms, now_ms) +
             " (process stopped, e.g. SIGSTOP, or unresponsive)";
   }
@@ -41,6 +39,10 @@ std::string whereabouts(const std::optional<ProgressRecord>& p, int64_t now_ms, 
 }
 
 }  // namespace
+
+std::string describe_progress(const std::optional<ProgressRecord>& progress, int64_t now_ms) {
+  return whereabouts(progress, now_ms, true);
+}
 
 std::vector<int> ranks_not_entered(int my_rank, uint64_t sequence,
                                    const std::vector<std::optional<ProgressRecord>>& progress) {

@@ -22,6 +22,22 @@ std::string describe_missing_ranks(int my_rank, uint64_t sequence,
                                    const std::vector<std::optional<ProgressRecord>>& progress,
                                    int64_t now_ms);
 
+/// What a rank was doing according to its record: "in no collective yet",
+/// "last in all_reduce #5 (...) (completed 1.2 s ago)", "exited (process
+/// group destroyed); ...", with "; heartbeat stopped N s ago (...)" when its
+/// heartbeat is older than kStaleHeartbeatMs; for no record, "no progress
+/// published (...)". `now_ms` is Unix milliseconds.
+std::string describe_progress(const std::optional<ProgressRecord>& progress, int64_t now_ms);
+
+/// A heartbeat older than this (it beats every second) means the process is
+/// stopped, swapped out or stuck so hard that its publisher thread cannot run.
+constexpr int64_t kStaleHeartbeatMs = 2500;
+
+/// Whether `progress` (written at heartbeat_ms) is older than kStaleHeartbeatMs.
+inline bool heartbeat_stale(const ProgressRecord& progress, int64_t now_ms) {
+  return now_ms - progress.heartbeat_ms > kStaleHeartbeatMs;
+}
+
 /// The ranks among `progress` (other than `my_rank`) that had not entered
 /// collective `sequence`.
 std::vector<int> ranks_not_entered(int my_rank, uint64_t sequence,

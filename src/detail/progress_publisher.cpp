@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "detail/progress_record.h"
+#include "detail/stack_dump.h"
 #include "rankwise/flight_recorder.h"
 
 namespace rankwise {
@@ -40,6 +41,7 @@ struct ProgressPublisher::State {
   int rank = 0;
   int pid = 0;
   std::string host;
+  bool stack_dump = false;
 
   ProgressRecord snapshot(bool exited) const {
     ProgressRecord p;
@@ -60,6 +62,7 @@ struct ProgressPublisher::State {
     p.exited = exited;
     p.pid = pid;
     p.host = host;
+    p.stack_dump = stack_dump;
     return p;
   }
 
@@ -113,6 +116,8 @@ ProgressPublisher::ProgressPublisher(const std::string& addr, int port, const st
   state_->rank = rank;
   state_->pid = static_cast<int>(::getpid());
   state_->host = host_name();
+  // A rank that publishes its progress can also show its stacks in a hang report.
+  state_->stack_dump = install_stack_dump();
   state_->wanted = 1;  // publish at once: "in no collective yet" is progress too
   thread_ = std::thread([state = state_] { state->run(); });
 }

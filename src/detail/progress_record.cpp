@@ -7,6 +7,10 @@
 namespace rankwise {
 namespace detail {
 
+std::string attempt_prefix(int restart_count) {
+  return "rankwise/" + std::to_string(restart_count);
+}
+
 std::string progress_key(int rank) { return "progress/" + std::to_string(rank); }
 
 std::string encode_progress(const ProgressRecord& r) {
@@ -14,7 +18,8 @@ std::string encode_progress(const ProgressRecord& r) {
                         {"failed", r.failed},         {"last", r.last},
                         {"entered_ms", r.entered_ms}, {"ended_ms", r.ended_ms},
                         {"heartbeat_ms", r.heartbeat_ms}, {"exited", r.exited},
-                        {"pid", r.pid},               {"host", r.host}}
+                        {"pid", r.pid},               {"host", r.host},
+                        {"stack_dump", r.stack_dump}}
       .dump();
 }
 
@@ -33,6 +38,7 @@ std::optional<ProgressRecord> decode_progress(const std::string& text) {
     r.exited = j.at("exited").get<bool>();
     r.pid = j.at("pid").get<int>();
     r.host = j.at("host").get<std::string>();
+    r.stack_dump = j.value("stack_dump", false);
     return r;
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;

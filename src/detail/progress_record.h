@@ -25,9 +25,17 @@ struct ProgressRecord {
   bool exited = false;      ///< the rank destroyed its process group (returned from main, ...)
   int pid = 0;
   std::string host;
+  /// The rank answers detail::kStackDumpSignal with a dump of its threads'
+  /// stacks (detail/stack_dump.h); rankwise-run sends it only then.
+  bool stack_dump = false;
 };
 
-/// The store key (under the job's prefix) of rank `rank`'s record.
+/// The prefix of every key the workers of restart `restart_count` (attempt)
+/// write in the job's store ("rankwise/<n>"), so that one attempt never reads
+/// another's keys.
+std::string attempt_prefix(int restart_count);
+
+/// The store key (under the attempt's prefix) of rank `rank`'s record.
 std::string progress_key(int rank);
 std::string encode_progress(const ProgressRecord& record);
 /// nullopt when `text` is not a progress record.

@@ -150,7 +150,7 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   std::string nproc = "1";
   std::optional<int> master_port;
   std::string only_ranks;
-  double monitor_s = 0.1, grace_s = 5.0, rdzv_s = 300.0;
+  double monitor_s = 0.1, grace_s = 5.0, rdzv_s = 300.0, hang_s = 300.0;
   bool no_tag = false;
 
   app.add_option("--nproc-per-node,--nproc_per_node", nproc,
@@ -192,6 +192,13 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   app.add_option("--rendezvous-timeout,--rendezvous_timeout", rdzv_s,
                  "Seconds to wait for every node to join (default 300). "
                  "E.g. --rendezvous-timeout 60");
+
+  app.add_option("--hang-timeout,--hang_timeout", hang_s,
+                 "Seconds after which a job whose ranks all wait in collectives, are stopped "
+                 "or have ended, with no collective completed, is a hang: print each rank's "
+                 "last collective and its threads' stacks, then stop the job (default 300; 0: "
+                 "off). A rank working outside collectives is never a hang. E.g. "
+                 "--hang-timeout 60");
 
   std::string cpu_sched = "inherit";
   app.add_option("--cpu-sched,--cpu_sched", cpu_sched,
@@ -260,6 +267,7 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   if (o.monitor_interval.count() == 0) o.monitor_interval = std::chrono::milliseconds(1);
   o.grace_period = seconds_to_ms(grace_s, "--grace-period", true);
   o.rendezvous_timeout = seconds_to_ms(rdzv_s, "--rendezvous-timeout", false);
+  o.hang_timeout = seconds_to_ms(hang_s, "--hang-timeout", true);
   if (!o.iface.empty()) {
     for (const std::string& name : rankwise::detail::split_interface_list(o.iface)) {
       if (!rankwise::detail::is_network_interface(name)) {

@@ -34,7 +34,8 @@ const std::set<std::string> kWorkerVariables = {
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
     "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANKWISE_RESTART_COUNT",
     "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-    "RANKWISE_AGENT_STORE", "TORCHELASTIC_USE_AGENT_STORE", "RANKWISE_ERROR_FILE"};
+    "RANKWISE_AGENT_STORE", "TORCHELASTIC_USE_AGENT_STORE", "RANKWISE_ERROR_FILE",
+    "RANKWISE_STACK_DUMP_FILE"};
 
 void say(const std::string& text) { write_all(2, "rankwise-run: " + text + "\n"); }
 
@@ -168,6 +169,7 @@ int run(const LaunchOptions& o) {
   config.host = host;
   config.error_dir = error_dir.path();
   config.base_env = std::move(base_env);
+  if (o.hang_timeout.count() > 0 && o.world_size() > 1) config.rendezvous = rdzv.get();
 
   const int code = run_attempts(o, config);
   // Exit barrier: a node whose workers succeeded waits for the others, so node 0

@@ -59,6 +59,10 @@ struct LaunchOptions {
   /// Network interface(s) the workers' Gloo uses (--iface), passed as
   /// GLOO_SOCKET_IFNAME; empty = the workers' own choice (see process_group.h).
   std::string iface;
+  /// --hang-timeout: report a hang and end the job when every rank has been
+  /// blocked (in a collective, stopped or ended) this long with no collective
+  /// completed (see hang_watchdog.h); 0 turns the check off.
+  std::chrono::milliseconds hang_timeout{300000};
   /// Workers' scheduling policy (--cpu-sched; default: see cli.cpp).
   CpuSched cpu_sched = CpuSched::kInherit;
   std::string program;            ///< resolved path of the program to execute

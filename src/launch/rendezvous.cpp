@@ -75,6 +75,27 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
   }
 }
 
+std::optional<std::string> NodeRendezvous::try_get(const std::string& key) {
+  try {
+    if (!reader_) {
+      // A client of its own with a short timeout: the launcher's main loop
+      // reads through it, and must not wait on the store for long.
+      c10d::TCPStoreOptions o;
+      o.port = static_cast<std::uint16_t>(port_);
+      o.isServer = false;
+      o.waitWorkers = false;
+      o.timeout = std::chrono::milliseconds(2000);
+      reader_ = std::make_unique<c10d::TCPStore>(addr_, o);
+    }
+    if (!reader_->check({key})) return std::nullopt;
+    const std::vector<uint8_t> value = reader_->get(key);
+    return std::string(value.begin(), value.end());
+  } catch (const std::exception&) {
+    reader_.reset();  // reconnect next time
+    return std::nullopt;
+  }
+}
+
 void NodeRendezvous::leave(int nnodes, std::chrono::milliseconds timeout,
                            const std::function<bool()>& interrupted) {
   try {

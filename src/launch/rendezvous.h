@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -49,11 +50,16 @@ class NodeRendezvous {
   /// `interrupted` returns true or the store is gone; never throws.
   void leave(int nnodes, std::chrono::milliseconds timeout, const std::function<bool()>& interrupted);
 
+  /// The value of `key`, or nullopt when it is not set or the store cannot
+  /// be read (never blocks longer than the store's timeout; never throws).
+  std::optional<std::string> try_get(const std::string& key);
+
   /// Port of the store.
   int port() const { return port_; }
 
  private:
   std::unique_ptr<c10d::TCPStore> store_;
+  std::unique_ptr<c10d::TCPStore> reader_;  // try_get's client
   std::string addr_;
   int port_;
 };

@@ -45,9 +45,13 @@ std::string describe_exit(const WorkerRecord& w) {
 
 std::string describe_root_cause(const WorkerRecord& w) {
   if (w.state != WorkerState::kTerminated) return describe_exit(w);
-  return fmt::format("reported an error, then was stopped by the launcher ({})",
-                     w.term_signal != 0 ? signal_name(w.term_signal)
-                                        : fmt::format("exit code {}", w.exit_code));
+  const std::string how = w.term_signal != 0 ? signal_name(w.term_signal)
+                                             : fmt::format("exit code {}", w.exit_code);
+  if (w.held_up_others) {
+    return fmt::format("held the others up in a hang{}, then was stopped by the launcher ({})",
+                       w.was_stopped ? " (it was stopped: SIGSTOP or a debugger)" : "", how);
+  }
+  return fmt::format("reported an error, then was stopped by the launcher ({})", how);
 }
 
 namespace {
@@ -137,6 +141,10 @@ std::string format_failure_summary(const FailureReport& r) {
   }
   out += fmt::format("  elapsed:    {:.2f} s after its start (attempt {})\n",
                      seconds_between(w.start, w.end), r.attempt);
+  if (!r.hang.empty()) {
+    out += fmt::format("  hang:       {} (see the hang report above); the launcher stopped the "
+                       "job\n", r.hang);
+  }
   std::vector<std::string> tail(r.root_stderr_tail.begin(), r.root_stderr_tail.end());
   if (w.error) {
     append_field(out, "error:", w.error->message.empty() ? "(empty)" : w.error->message);

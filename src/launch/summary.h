@@ -38,6 +38,9 @@ struct WorkerRecord {
   /// It was stopped (SIGSTOP, a debugger: state T in /proc) when the launcher
   /// first asked it to stop; the summary says so.
   bool was_stopped = false;
+  /// The launcher's hang check (--hang-timeout) found that this rank held the
+  /// others up, and stopped the job.
+  bool held_up_others = false;
   std::string error_file;  ///< its RANKWISE_ERROR_FILE
   std::optional<WorkerError> error;  ///< what it wrote there, read when the attempt ended
 };
@@ -50,7 +53,9 @@ std::string describe_exit(const WorkerRecord& w);
 
 /// How a root cause ended: describe_exit, or for a worker the launcher
 /// stopped after it had reported an error "reported an error, then was
-/// stopped by the launcher (SIGTERM)".
+/// stopped by the launcher (SIGTERM)", or for one that held the others up in
+/// a hang "held the others up in a hang (it was stopped: SIGSTOP or a
+/// debugger), then was stopped by the launcher (SIGTERM)".
 std::string describe_root_cause(const WorkerRecord& w);
 
 /// Everything the summary shows.
@@ -63,6 +68,8 @@ struct FailureReport {
   std::deque<std::string> root_stderr_tail;  ///< its last stderr lines
   std::vector<WorkerRecord> workers;       ///< every local worker
   std::chrono::steady_clock::time_point job_start;
+  /// When the launcher ended a hang (--hang-timeout): who held the others up.
+  std::string hang;
 };
 
 /// Multi-line summary naming the root cause (rank, local rank, host, pid,

@@ -11,10 +11,18 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
 #include "launch/cpu_sched.h"
+#include "detail/join.h"
+#include "detail/progress_record.h"
+#include "detail/stack_dump.h"
 #include "launch/error_file.h"
+#include "launch/hang_watchdog.h"
 #include "launch/output_merger.h"
+#include "launch/rendezvous.h"
 #include "launch/root_cause.h"
 #include "launch/signals.h"
 #include "launch/tag_template.h"
@@ -31,6 +39,14 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kReportWindow{5000};
 // How often it looks for their error files meanwhile.
 constexpr std::chrono::milliseconds kReportPoll{50};
+// How long a hang report waits for the workers' stack dumps.
+constexpr std::chrono::milliseconds kStackDumpWait{3000};
+
+namespace {
+std::string stack_dump_file(const AttemptConfig& c, int rank) {
+  return fmt::format("{}/stacks_attempt{}_rank{}.txt", c.error_dir, c.attempt, rank);
+}
+}  // namespace
 
 std::vector<std::string> worker_environment(const AttemptConfig& c, int local_rank) {
   const LaunchOptions& o = *c.options;
@@ -57,6 +73,7 @@ std::vector<std::string> worker_environment(const AttemptConfig& c, int local_ra
   set("TORCHELASTIC_USE_AGENT_STORE", "True");
   set("RANKWISE_ERROR_FILE",
       fmt::format("{}/error_attempt{}_rank{}.json", c.error_dir, c.attempt, rank));
+  set("RANKWISE_STACK_DUMP_FILE", stack_dump_file(c, rank));
   // A flag wins over the same variable in the launcher's own environment.
   auto replace = [&](const std::string& name, const std::string& value) {
     env.erase(std::remove_if(env.begin(), env.end(),
@@ -120,6 +137,10 @@ class AttemptRunner {
     log_fds_ = mo.log_fds;
     merger_.emplace(std::move(mo));
     job_start_ = Clock::now();
+    if (c_.rendezvous) {
+      watchdog_.emplace(o_.hang_timeout);
+      next_hang_check_ = job_start_ + hang_check_interval();
+    }
 
     for (int l = 0; l < n; ++l) {
       WorkerRecord rec;
@@ -154,7 +175,13 @@ class AttemptRunner {
       result.signal = signal_;
     } else if (failed_) {
       for (auto& w : workers_) w.error = read_worker_error(w.error_file);
-      const std::size_t root = pick_root_cause(workers_).value_or(0);
+      std::size_t root = pick_root_cause(workers_).value_or(0);
+      // A hang: the first local rank that held the others up.
+      for (std::size_t i = workers_.size(); i-- > 0;) {
+        WorkerRecord& w = workers_[i];
+        w.held_up_others = std::find(hang_ranks_.begin(), hang_ranks_.end(), w.rank) != hang_ranks_.end();
+        if (w.held_up_others) root = i;
+      }
       result.outcome = AttemptResult::Outcome::kFailed;
       FailureReport r;
       r.attempt = c_.attempt;
@@ -165,6 +192,7 @@ class AttemptRunner {
       r.root_stderr_tail = merger_->stderr_tail(root);
       r.workers = workers_;
       r.job_start = job_start_;
+      r.hang = hang_;
       result.failure = std::move(r);
     }
     return result;
@@ -284,6 +312,90 @@ class AttemptRunner {
     p.fd = -1;
   }
 
+  std::chrono::milliseconds hang_check_interval() const {
+    return std::clamp<std::chrono::milliseconds>(o_.hang_timeout / 4, std::chrono::milliseconds(100),
+                                                 std::chrono::milliseconds(1000));
+  }
+
+  bool hang_check_due() const {
+    return watchdog_ && !failed_ && !stopping_ && !killed_ && signal_ == 0 && !report_deadline_;
+  }
+
+  // What the store and this node's processes say about every rank.
+  std::vector<RankView> observe_ranks() {
+    std::vector<RankView> views;
+    const std::string prefix = detail::attempt_prefix(c_.attempt) + "/";
+    for (int r = 0; r < o_.world_size(); ++r) {
+      RankView v;
+      v.rank = r;
+      if (auto text = c_.rendezvous->try_get(prefix + detail::progress_key(r))) {
+        v.progress = detail::decode_progress(*text);
+      }
+      const int local = r - o_.node_rank * o_.nproc_per_node;
+      if (local >= 0 && static_cast<std::size_t>(local) < workers_.size()) {
+        const WorkerRecord& w = workers_[static_cast<std::size_t>(local)];
+        v.local = true;
+        v.ended = w.state != WorkerState::kRunning;
+        v.stopped = !v.ended && is_stopped(w.pid);
+      }
+      views.push_back(std::move(v));
+    }
+    return views;
+  }
+
+  void check_hang() {
+    next_hang_check_ = Clock::now() + hang_check_interval();
+    const std::vector<RankView> views = observe_ranks();
+    const int64_t now_ms = detail::unix_ms_now();
+    if (!watchdog_->observe(views, Clock::now(), now_ms)) return;
+    write_all(2, format_hang_report(views, now_ms, o_.hang_timeout));
+    dump_stacks(views);
+    hang_ranks_ = ranks_holding_up(views, now_ms);
+    hang_ = hang_ranks_.size() == views.size()
+                ? "every rank waited in a collective no other rank completed (a deadlock)"
+                : detail::rank_list(hang_ranks_) + " held the others up";
+    failed_ = true;
+    stop_all(SIGTERM);
+  }
+
+  // Asks every local worker that can (running, not stopped, its handler
+  // installed) for its threads' stacks and prints them.
+  void dump_stacks(const std::vector<RankView>& views) {
+    std::vector<std::pair<const RankView*, std::string>> asked;
+    for (const RankView& v : views) {
+      if (!v.local || v.ended || v.stopped || !v.progress || !v.progress->stack_dump) continue;
+      const WorkerRecord& w =
+          workers_[static_cast<std::size_t>(v.rank - o_.node_rank * o_.nproc_per_node)];
+      const std::string file = stack_dump_file(c_, v.rank);
+      ::unlink(file.c_str());
+      if (::kill(w.pid, detail::kStackDumpSignal) == 0) asked.emplace_back(&v, file);
+    }
+    auto read = [](const std::string& file) {
+      std::ifstream in(file);
+      std::stringstream text;
+      text << in.rdbuf();
+      return text.str();
+    };
+    auto complete = [&](const std::string& file) {
+      return read(file).find(detail::kStackDumpEnd) != std::string::npos;
+    };
+    const auto deadline = Clock::now() + kStackDumpWait;
+    while (Clock::now() < deadline &&
+           !std::all_of(asked.begin(), asked.end(), [&](const auto& a) { return complete(a.second); })) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (const auto& [view, file] : asked) {
+      const std::string raw = read(file);
+      if (raw.empty()) {
+        write_all(2, fmt::format("rankwise-run: rank {} wrote no stack dump within {:.0f} s\n",
+                                 view->rank, kStackDumpWait.count() / 1000.0));
+        continue;
+      }
+      write_all(2, fmt::format("rankwise-run: stacks of rank {}:\n", view->rank) +
+                       format_stack_dump(raw, "rankwise-run:   "));
+    }
+  }
+
   void loop() {
     std::vector<pollfd> pfds;
     for (;;) {
@@ -303,6 +415,7 @@ class AttemptRunner {
       if (stopping_ && !killed_) timeout = std::min(timeout, until(kill_deadline_));
       if (report_deadline_ && !stopping_) timeout = std::min(timeout, kReportPoll);
       if (all_reaped_) timeout = std::min(timeout, until(drain_deadline_));
+      if (hang_check_due()) timeout = std::min(timeout, until(next_hang_check_));
 
       pfds.clear();
       pfds.push_back({signal_pipe_fd(), POLLIN, 0});
@@ -325,6 +438,7 @@ class AttemptRunner {
           (Clock::now() >= *report_deadline_ || running_worker_reported())) {
         stop_all(SIGTERM);
       }
+      if (hang_check_due() && Clock::now() >= next_hang_check_) check_hang();
       if (stopping_ && !killed_ && Clock::now() >= kill_deadline_ && any_running()) {
         stop_all(SIGKILL);
       }
@@ -358,6 +472,10 @@ class AttemptRunner {
   Clock::time_point kill_deadline_;
   Clock::time_point drain_deadline_;
   Clock::time_point job_start_;
+  std::optional<HangWatchdog> watchdog_;  // with --hang-timeout (and a store)
+  Clock::time_point next_hang_check_;
+  std::vector<int> hang_ranks_;  // after a hang: the ranks that held the others up
+  std::string hang_;             // ... and the summary's line about it
 };
 
 }  // namespace

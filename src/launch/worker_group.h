@@ -13,6 +13,8 @@
 namespace rankwise {
 namespace launch {
 
+class NodeRendezvous;
+
 /// Inputs of one attempt.
 struct AttemptConfig {
   const LaunchOptions* options = nullptr;
@@ -21,6 +23,9 @@ struct AttemptConfig {
   std::string host;          ///< this node's host name
   std::string error_dir;     ///< where RANKWISE_ERROR_FILE paths live
   std::vector<std::string> base_env;  ///< launcher's env minus the variables we set
+  /// The job's store, read for the workers' progress (--hang-timeout); null:
+  /// no hang check.
+  NodeRendezvous* rendezvous = nullptr;
 };
 
 /// How an attempt ended.

@@ -1,7 +1,9 @@
 // torch_hang_cases: the mistakes that used to leave ranks waiting silently,
 // for the hang-report tests (tests/unit/test_hang_reports.cpp). Run under
-// rankwise-run; every mode uses a 3 s collective timeout and prints the line
-// of its key collective as "site LINE" from rank 0 before it starts.
+// rankwise-run; every mode uses a 3 s collective timeout (HANG_CASE_TIMEOUT_S
+// seconds when set: the launcher's --hang-timeout tests use a long one) and
+// prints the line of its key collective as "site LINE" from rank 0 before it
+// starts.
 //
 //   torch_hang_cases rank0-barrier [return]
 //       Every rank does one all_reduce; then rank 0 calls barrier() inside
@@ -19,6 +21,9 @@
 //   torch_hang_cases monitored [all]
 //       4 ranks: ranks 1 and 2 sleep 30 s; ranks 0 and 3 call
 //       monitored_barrier("eval-done", 2 s, wait_all_ranks = `all`).
+//   torch_hang_cases solo-work
+//       2 ranks: rank 0 works 4 s outside any collective while rank 1 waits in
+//       a barrier; then rank 0 joins it and both succeed (not a hang).
 //   torch_hang_cases monitored-exit
 //       2 ranks: rank 1 returns from main; rank 0 calls
 //       monitored_barrier("eval-done", 20 s) and should fail at once.
@@ -26,6 +31,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -44,7 +50,9 @@ void site(int line) {
 }
 
 int run(const std::string& mode, const std::string& variant) {
-  auto& group = rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(3)));
+  const char* timeout_s = std::getenv("HANG_CASE_TIMEOUT_S");
+  auto& group = rankwise::init(
+      rankwise::InitOptions().timeout(std::chrono::seconds(timeout_s ? std::atoi(timeout_s) : 3)));
   const int rank = group.rank();
   auto one = torch::ones({2});
   if (mode == "rank0-barrier") {
@@ -99,6 +107,12 @@ int run(const std::string& mode, const std::string& variant) {
     }
     site(__LINE__ + 1);
     group.monitored_barrier("eval-done", std::chrono::seconds(2), variant == "all");
+    return 0;
+  }
+  if (mode == "solo-work") {
+    group.all_reduce(one);
+    if (rank == 0) sleep_s(4);
+    group.barrier();
     return 0;
   }
   if (mode == "monitored-exit") {
