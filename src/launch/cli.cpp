@@ -52,6 +52,11 @@ std::chrono::milliseconds seconds_to_ms(double s, const char* flag, bool allow_z
     throw UsageError(fmt::format("{} {}: must be {} seconds", flag, s,
                                  allow_zero ? "zero or more" : "a positive number of"));
   }
+  // Beyond this, milliseconds and the clocks' nanoseconds would overflow.
+  constexpr double kMaxSeconds = 1e9;  // about 31 years
+  if (s > kMaxSeconds) {
+    throw UsageError(fmt::format("{} {}: too large; the most is {} seconds", flag, s, kMaxSeconds));
+  }
   return std::chrono::milliseconds(static_cast<long long>(std::llround(s * 1000.0)));
 }
 

@@ -16,29 +16,48 @@
 namespace rankwise {
 namespace launch {
 
-RankActivity activity_of(const RankView& v, int64_t now_ms) {
+RankActivity activity_of(const RankView& v) {
   if (v.ended || (v.progress && v.progress->exited)) return RankActivity::kEnded;
-  if (v.stopped) return RankActivity::kStopped;
+  if (v.stopped || v.heartbeat_stale) return RankActivity::kStopped;
   if (!v.progress) return RankActivity::kWorking;
-  if (detail::heartbeat_stale(*v.progress, now_ms)) return RankActivity::kStopped;
   if (v.progress->entered > 0 && v.progress->ended_ms == 0) return RankActivity::kInCollective;
   return RankActivity::kWorking;
 }
 
-bool HangWatchdog::observe(const std::vector<RankView>& ranks,
-                           std::chrono::steady_clock::time_point now, int64_t now_ms) {
+bool HangWatchdog::observe(std::vector<RankView>& ranks,
+                           std::chrono::steady_clock::time_point now) {
+  heartbeats_.resize(ranks.size());
+  stopped_since_.resize(ranks.size());
+  bool stopped_too_long = false;
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    RankView& v = ranks[r];
+    Heartbeat& h = heartbeats_[r];
+    if (v.progress && v.progress->heartbeat_ms != h.value) {
+      h.value = v.progress->heartbeat_ms;
+      h.changed = now;
+    }
+    v.heartbeat_stale = v.progress && !v.progress->exited &&
+                        now - h.changed > std::chrono::milliseconds(detail::kStaleHeartbeatMs);
+    if (activity_of(v) == RankActivity::kStopped) {
+      if (!stopped_since_[r]) stopped_since_[r] = now;
+      stopped_too_long = stopped_too_long || now - *stopped_since_[r] >= timeout_;
+    } else {
+      stopped_since_[r].reset();
+    }
+  }
   bool all_blocked = !ranks.empty();
   bool any_waiting = false;
   std::vector<uint64_t> completed;
   completed.reserve(ranks.size());
   for (const RankView& v : ranks) {
-    const RankActivity a = activity_of(v, now_ms);
+    const RankActivity a = activity_of(v);
     if (a == RankActivity::kWorking) all_blocked = false;
     if (a == RankActivity::kInCollective) any_waiting = true;
     completed.push_back(v.progress ? v.progress->completed : 0);
   }
   const bool progressed = completed != completed_;
   completed_ = std::move(completed);
+  if (ranks.size() > 1 && stopped_too_long) return true;
   if (!all_blocked || !any_waiting) {
     blocked_since_.reset();
     return false;
@@ -47,12 +66,12 @@ bool HangWatchdog::observe(const std::vector<RankView>& ranks,
   return now - *blocked_since_ >= timeout_;
 }
 
-std::vector<int> ranks_holding_up(const std::vector<RankView>& ranks, int64_t now_ms) {
+std::vector<int> ranks_holding_up(const std::vector<RankView>& ranks) {
   std::vector<int> stopped, ended, all;
   std::optional<uint64_t> lowest;
   for (const RankView& v : ranks) {
     all.push_back(v.rank);
-    switch (activity_of(v, now_ms)) {
+    switch (activity_of(v)) {
       case RankActivity::kStopped: stopped.push_back(v.rank); break;
       case RankActivity::kEnded: ended.push_back(v.rank); break;
       case RankActivity::kInCollective:
@@ -66,7 +85,7 @@ std::vector<int> ranks_holding_up(const std::vector<RankView>& ranks, int64_t no
   std::vector<int> behind;
   bool all_same = true;
   for (const RankView& v : ranks) {
-    if (activity_of(v, now_ms) != RankActivity::kInCollective) continue;
+    if (activity_of(v) != RankActivity::kInCollective) continue;
     if (v.progress->entered == *lowest) {
       behind.push_back(v.rank);
     } else {
@@ -118,11 +137,11 @@ std::string format_frame(const std::string& line) {
 std::string format_hang_report(const std::vector<RankView>& ranks, int64_t now_ms,
                                std::chrono::milliseconds timeout) {
   std::string out = fmt::format(
-      "rankwise-run: hang: for {:.1f} s no rank completed a collective and none was working "
-      "outside one (--hang-timeout {:g}):\n",
-      timeout.count() / 1000.0, timeout.count() / 1000.0);
+      "rankwise-run: hang: no rank can make progress (for {:g} s every rank was blocked with no "
+      "collective completed, or a rank was stopped; --hang-timeout):\n",
+      timeout.count() / 1000.0);
   for (const RankView& v : ranks) {
-    const RankActivity a = activity_of(v, now_ms);
+    const RankActivity a = activity_of(v);
     const std::string pid =
         v.progress ? fmt::format("pid {}{}", v.progress->pid,
                                  v.progress->host.empty() ? "" : " on " + v.progress->host)
@@ -130,7 +149,7 @@ std::string format_hang_report(const std::vector<RankView>& ranks, int64_t now_m
     out += fmt::format("rankwise-run:   rank {} ({}, {}): {}\n", v.rank, pid, state_word(v, a),
                        detail::describe_progress(v.progress, now_ms));
   }
-  const std::vector<int> culprits = ranks_holding_up(ranks, now_ms);
+  const std::vector<int> culprits = ranks_holding_up(ranks);
   const bool everyone = culprits.size() == ranks.size() && ranks.size() > 1;
   out += everyone ? "rankwise-run: every rank waits inside a collective that no other rank "
                     "completes: a deadlock (e.g. ranks calling different collectives; "

@@ -7,8 +7,9 @@
 ///
 /// The job is hung when, for the whole timeout, every rank was blocked and no
 /// rank completed a collective: a rank is blocked while it waits inside a
-/// collective, is stopped (SIGSTOP, a debugger; or its heartbeat stopped) or
-/// has ended, and at least one rank waits in a collective. A rank that works
+/// collective, is stopped (SIGSTOP, a debugger; or its heartbeat stopped
+/// changing) or has ended, and at least one rank waits in a collective. It is
+/// hung too when one rank of several was stopped for the whole timeout. A rank that works
 /// outside collectives (one rank evaluating while the others wait in a
 /// barrier) is not blocked, so a long phase of uneven work is never called a
 /// hang; that is the collective timeout's job (InitOptions::timeout).
@@ -31,27 +32,33 @@ struct RankView {
   bool local = false;    ///< a worker of this node: the two flags below are known
   bool stopped = false;  ///< local and in state T (is_stopped)
   bool ended = false;    ///< local and its process ended
+  /// Its heartbeat has not changed for detail::kStaleHeartbeatMs of the
+  /// launcher's own clock (set by HangWatchdog::observe: comparing the
+  /// worker's clock with the launcher's would call every rank of a node
+  /// whose clock is off "not responding").
+  bool heartbeat_stale = false;
 };
 
 /// What a rank was doing, as the hang report's per-rank line shows it.
 enum class RankActivity { kWorking, kInCollective, kStopped, kEnded };
 
-/// The activity of `view` at `now_ms` (Unix ms): ended (its process ended or
-/// its record says exited), stopped (state T, or heartbeat stale), inside a
-/// collective (entered and not yet ended), else working (no record is working:
-/// it may still be loading its data).
-RankActivity activity_of(const RankView& view, int64_t now_ms);
+/// The activity of `view`: ended (its process ended or its record says
+/// exited), stopped (state T, or heartbeat_stale), inside a collective
+/// (entered and not yet ended), else working (no record is working: it may
+/// still be loading its data).
+RankActivity activity_of(const RankView& view);
 
 /// Feeds observations, one per check, and says when the job is hung.
 class HangWatchdog {
  public:
   explicit HangWatchdog(std::chrono::milliseconds timeout) : timeout_(timeout) {}
 
-  /// One observation of every rank (index = rank) at steady time `now` and
-  /// Unix time `now_ms`. Returns true once every rank has been blocked, with no
-  /// collective completed anywhere, for the whole timeout.
-  bool observe(const std::vector<RankView>& ranks, std::chrono::steady_clock::time_point now,
-               int64_t now_ms);
+  /// One observation of every rank (index = rank) at steady time `now`; sets
+  /// each view's heartbeat_stale. Returns true once every rank has been
+  /// blocked, with no collective completed anywhere, for the whole timeout, or
+  /// one rank has been stopped for the whole timeout (whatever the others do:
+  /// inside DDP's backward they wait in collectives the recorder cannot see).
+  bool observe(std::vector<RankView>& ranks, std::chrono::steady_clock::time_point now);
 
   std::chrono::milliseconds timeout() const { return timeout_; }
 
@@ -59,13 +66,19 @@ class HangWatchdog {
   std::chrono::milliseconds timeout_;
   std::optional<std::chrono::steady_clock::time_point> blocked_since_;
   std::vector<uint64_t> completed_;  // each rank's last completed, last time
+  struct Heartbeat {
+    int64_t value = -1;  // heartbeat_ms last seen
+    std::chrono::steady_clock::time_point changed;
+  };
+  std::vector<Heartbeat> heartbeats_;
+  std::vector<std::optional<std::chrono::steady_clock::time_point>> stopped_since_;
 };
 
 /// The ranks that held the others up: those stopped, else those ended, else
 /// those inside the collective with the lowest sequence number (the ranks
 /// furthest behind); every rank when all wait in the same one (a deadlock,
 /// e.g. mismatched collectives).
-std::vector<int> ranks_holding_up(const std::vector<RankView>& ranks, int64_t now_ms);
+std::vector<int> ranks_holding_up(const std::vector<RankView>& ranks);
 
 /// The hang report, one line per rank after a headline, each starting with
 /// "rankwise-run: ": state (running, stopped, ended), pid, and what its

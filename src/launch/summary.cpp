@@ -47,8 +47,8 @@ std::string describe_root_cause(const WorkerRecord& w) {
   if (w.state != WorkerState::kTerminated) return describe_exit(w);
   const std::string how = w.term_signal != 0 ? signal_name(w.term_signal)
                                              : fmt::format("exit code {}", w.exit_code);
-  if (w.held_up_others) {
-    return fmt::format("held the others up in a hang{}, then was stopped by the launcher ({})",
+  if (!w.hang_role.empty()) {
+    return fmt::format("{}{}, then was stopped by the launcher ({})", w.hang_role,
                        w.was_stopped ? " (it was stopped: SIGSTOP or a debugger)" : "", how);
   }
   return fmt::format("reported an error, then was stopped by the launcher ({})", how);

@@ -38,9 +38,10 @@ struct WorkerRecord {
   /// It was stopped (SIGSTOP, a debugger: state T in /proc) when the launcher
   /// first asked it to stop; the summary says so.
   bool was_stopped = false;
-  /// The launcher's hang check (--hang-timeout) found that this rank held the
-  /// others up, and stopped the job.
-  bool held_up_others = false;
+  /// Set when the launcher's hang check (--hang-timeout) stopped the job:
+  /// "held the others up in a hang" or "was in a deadlock with every other
+  /// rank"; "" otherwise.
+  std::string hang_role;
   std::string error_file;  ///< its RANKWISE_ERROR_FILE
   std::optional<WorkerError> error;  ///< what it wrote there, read when the attempt ended
 };

@@ -177,10 +177,13 @@ class AttemptRunner {
       for (auto& w : workers_) w.error = read_worker_error(w.error_file);
       std::size_t root = pick_root_cause(workers_).value_or(0);
       // A hang: the first local rank that held the others up.
+      const bool deadlock = static_cast<int>(hang_ranks_.size()) == o_.world_size();
       for (std::size_t i = workers_.size(); i-- > 0;) {
         WorkerRecord& w = workers_[i];
-        w.held_up_others = std::find(hang_ranks_.begin(), hang_ranks_.end(), w.rank) != hang_ranks_.end();
-        if (w.held_up_others) root = i;
+        if (std::find(hang_ranks_.begin(), hang_ranks_.end(), w.rank) == hang_ranks_.end()) continue;
+        w.hang_role = deadlock ? "was in a deadlock with every other rank (see the hang report)"
+                               : "held the others up in a hang";
+        root = i;
       }
       result.outcome = AttemptResult::Outcome::kFailed;
       FailureReport r;
@@ -321,6 +324,22 @@ class AttemptRunner {
     return watchdog_ && !failed_ && !stopping_ && !killed_ && signal_ == 0 && !report_deadline_;
   }
 
+  const WorkerRecord* local_worker(int rank) const {
+    const int local = rank - o_.node_rank * o_.nproc_per_node;
+    if (local < 0 || static_cast<std::size_t>(local) >= workers_.size()) return nullptr;
+    return &workers_[static_cast<std::size_t>(local)];
+  }
+
+  // The process of worker `w` that published `v`'s record: the worker itself,
+  // or one in its process group (the worker may be a wrapper such as
+  // `sh -c 'train; echo done'`); -1 when neither.
+  static pid_t rankwise_process(const WorkerRecord& w, const RankView& v) {
+    if (!v.progress || v.progress->pid <= 0) return -1;
+    const pid_t pid = static_cast<pid_t>(v.progress->pid);
+    if (pid == w.pid || ::getpgid(pid) == w.pid) return pid;
+    return -1;
+  }
+
   // What the store and this node's processes say about every rank.
   std::vector<RankView> observe_ranks() {
     std::vector<RankView> views;
@@ -331,12 +350,11 @@ class AttemptRunner {
       if (auto text = c_.rendezvous->try_get(prefix + detail::progress_key(r))) {
         v.progress = detail::decode_progress(*text);
       }
-      const int local = r - o_.node_rank * o_.nproc_per_node;
-      if (local >= 0 && static_cast<std::size_t>(local) < workers_.size()) {
-        const WorkerRecord& w = workers_[static_cast<std::size_t>(local)];
+      if (const WorkerRecord* w = local_worker(r)) {
         v.local = true;
-        v.ended = w.state != WorkerState::kRunning;
-        v.stopped = !v.ended && is_stopped(w.pid);
+        v.ended = w->state != WorkerState::kRunning;
+        const pid_t rankwise_pid = rankwise_process(*w, v);
+        v.stopped = !v.ended && (is_stopped(w->pid) || (rankwise_pid > 0 && is_stopped(rankwise_pid)));
       }
       views.push_back(std::move(v));
     }
@@ -345,12 +363,15 @@ class AttemptRunner {
 
   void check_hang() {
     next_hang_check_ = Clock::now() + hang_check_interval();
-    const std::vector<RankView> views = observe_ranks();
-    const int64_t now_ms = detail::unix_ms_now();
-    if (!watchdog_->observe(views, Clock::now(), now_ms)) return;
-    write_all(2, format_hang_report(views, now_ms, o_.hang_timeout));
-    dump_stacks(views);
-    hang_ranks_ = ranks_holding_up(views, now_ms);
+    std::vector<RankView> views = observe_ranks();
+    if (!watchdog_->observe(views, Clock::now())) return;
+    std::string report = format_hang_report(views, detail::unix_ms_now(), o_.hang_timeout);
+    write_all(2, report);
+    report += dump_stacks(views);
+    if (!o_.log_dir.empty()) {  // the evidence, beside the logs
+      std::ofstream(fmt::format("{}/attempt_{}/hang_report.txt", o_.log_dir, c_.attempt)) << report;
+    }
+    hang_ranks_ = ranks_holding_up(views);
     hang_ = hang_ranks_.size() == views.size()
                 ? "every rank waited in a collective no other rank completed (a deadlock)"
                 : detail::rank_list(hang_ranks_) + " held the others up";
@@ -359,16 +380,17 @@ class AttemptRunner {
   }
 
   // Asks every local worker that can (running, not stopped, its handler
-  // installed) for its threads' stacks and prints them.
-  void dump_stacks(const std::vector<RankView>& views) {
+  // installed) for its threads' stacks, prints them and returns what it printed.
+  std::string dump_stacks(const std::vector<RankView>& views) {
     std::vector<std::pair<const RankView*, std::string>> asked;
     for (const RankView& v : views) {
       if (!v.local || v.ended || v.stopped || !v.progress || !v.progress->stack_dump) continue;
-      const WorkerRecord& w =
-          workers_[static_cast<std::size_t>(v.rank - o_.node_rank * o_.nproc_per_node)];
+      // Only the process that installed the handler gets the signal.
+      const pid_t pid = rankwise_process(*local_worker(v.rank), v);
+      if (pid <= 0) continue;
       const std::string file = stack_dump_file(c_, v.rank);
       ::unlink(file.c_str());
-      if (::kill(w.pid, detail::kStackDumpSignal) == 0) asked.emplace_back(&v, file);
+      if (::kill(pid, detail::kStackDumpSignal) == 0) asked.emplace_back(&v, file);
     }
     auto read = [](const std::string& file) {
       std::ifstream in(file);
@@ -384,16 +406,17 @@ class AttemptRunner {
            !std::all_of(asked.begin(), asked.end(), [&](const auto& a) { return complete(a.second); })) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    std::string printed;
     for (const auto& [view, file] : asked) {
       const std::string raw = read(file);
-      if (raw.empty()) {
-        write_all(2, fmt::format("rankwise-run: rank {} wrote no stack dump within {:.0f} s\n",
-                                 view->rank, kStackDumpWait.count() / 1000.0));
-        continue;
-      }
-      write_all(2, fmt::format("rankwise-run: stacks of rank {}:\n", view->rank) +
-                       format_stack_dump(raw, "rankwise-run:   "));
+      printed += raw.empty()
+                     ? fmt::format("rankwise-run: rank {} wrote no stack dump within {:.0f} s\n",
+                                   view->rank, kStackDumpWait.count() / 1000.0)
+                     : fmt::format("rankwise-run: stacks of rank {}:\n", view->rank) +
+                           format_stack_dump(raw, "rankwise-run:   ");
     }
+    write_all(2, printed);
+    return printed;
   }
 
   void loop() {

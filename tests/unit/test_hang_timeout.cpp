@@ -6,7 +6,12 @@
 
 #include <signal.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
 
 #include "support/launcher.h"
@@ -20,10 +25,14 @@ const std::string kCases = std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/torch_han
 // (SIGTERM, 1 s grace) on a slow 2-core machine.
 constexpr double kMargin = 10.0;
 
-Result run_case(const std::string& hang_timeout, const std::string& mode) {
-  return run({"--nproc-per-node", "2", "--grace-period", "1", "--hang-timeout", hang_timeout,
-              kCases, mode},
-             {{"HANG_CASE_TIMEOUT_S", "60"}});
+Result run_case(const std::string& hang_timeout, const std::string& mode,
+                const std::vector<std::string>& more_flags = {}) {
+  std::vector<std::string> args{"--nproc-per-node", "2", "--grace-period", "1", "--hang-timeout",
+                                hang_timeout};
+  args.insert(args.end(), more_flags.begin(), more_flags.end());
+  args.push_back(kCases);
+  args.push_back(mode);
+  return run(args, {{"HANG_CASE_TIMEOUT_S", "60"}});
 }
 
 bool has(const std::string& text, const std::string& part) {
@@ -44,7 +53,9 @@ TEST(HangTimeout, StoppedRankIsReportedWithItsLastCollectiveAndTheJobEnds) {
   EXPECT_GE(r.seconds, 2.0);
   EXPECT_LT(r.seconds, 2.0 + kMargin) << r.err;  // not the 60 s collective timeout
   const std::string at = site(r);
-  EXPECT_TRUE(has(r.err, "rankwise-run: hang: for 2.0 s no rank completed a collective")) << r.err;
+  EXPECT_TRUE(has(r.err, "rankwise-run: hang: no rank can make progress (for 2 s every rank was "
+                         "blocked with no collective completed, or a rank was stopped"))
+      << r.err;
   std::smatch m0, m1;
   ASSERT_TRUE(std::regex_search(
       r.err, m0, std::regex("rank 0 \\(pid (\\d+) on [^,]+, waiting in a collective\\): last in "
@@ -91,6 +102,38 @@ TEST(HangTimeout, RanksInDifferentCollectivesAreADeadlock) {
   EXPECT_TRUE(has(r.err, "stacks of rank 0:")) << r.err;
   EXPECT_TRUE(has(r.err, "stacks of rank 1:")) << r.err;
   EXPECT_TRUE(has(r.err, "rankwise::ProcessGroup::broadcast(")) << r.err;
+  // The summary says the same: no single culprit.
+  EXPECT_TRUE(has(r.err, "rank 0 (local rank 0) on host")) << r.err;
+  EXPECT_TRUE(has(r.err, "was in a deadlock with every other rank (see the hang report), then "
+                         "was stopped by the launcher"))
+      << r.err;
+  EXPECT_FALSE(has(r.err, "held the others up")) << r.err;
+}
+
+TEST(HangTimeout, AWrappedProgramIsFoundAndItsWrapperGetsNoSignal) {
+  // Each worker is `sh -c 'torch_hang_cases op; echo wrapper-exit $?'`: the
+  // stack dump request goes to the rankwise process inside, never to the
+  // shell (which would die of SIGUSR2).
+  const Result r = run({"--nproc-per-node", "2", "--grace-period", "1", "--hang-timeout", "2",
+                        "sh", "-c", kCases + " op; echo wrapper-exit $?"},
+                       {{"HANG_CASE_TIMEOUT_S", "60"}});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "stacks of rank 0:")) << r.err;
+  EXPECT_TRUE(has(r.err, "stacks of rank 1:")) << r.err;
+  EXPECT_FALSE(has(r.err, "wrote no stack dump")) << r.err;
+  EXPECT_FALSE(has(r.err, "SIGUSR2")) << r.err;
+}
+
+TEST(HangTimeout, WithALogDirTheReportAndStacksAreKept) {
+  const std::string dir = testing::TempDir() + "hang_timeout_logs_" + std::to_string(::getpid());
+  const Result r = run_case("2", "op", {"--log-dir", dir});
+  EXPECT_EQ(r.code, 1) << r.err;
+  std::ifstream in(dir + "/attempt_0/hang_report.txt");
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_TRUE(has(text.str(), "rankwise-run: hang: no rank can make progress")) << text.str();
+  EXPECT_TRUE(has(text.str(), "stacks of rank 1:")) << text.str();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(HangTimeout, RankBehindInTheSequenceHeldTheOthersUp) {
@@ -120,10 +163,15 @@ TEST(HangTimeout, ZeroTurnsTheCheckOff) {
   EXPECT_TRUE(has(r.err, "failed after a timeout of 3000 ms")) << r.err;
 }
 
-TEST(HangTimeout, NegativeIsAUsageError) {
-  const Result r = run({"--hang-timeout", "-1", kCases, "op"}, {});
-  EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_TRUE(has(r.err, "--hang-timeout")) << r.err;
+TEST(HangTimeout, NegativeOrHugeIsAUsageError) {
+  const Result negative = run({"--hang-timeout", "-1", kCases, "op"}, {});
+  EXPECT_EQ(negative.code, 2) << negative.err;
+  EXPECT_TRUE(has(negative.err, "--hang-timeout -1: must be zero or more seconds")) << negative.err;
+  // Would overflow the clocks (and once silently turned the check off).
+  const Result huge = run({"--hang-timeout", "1e10", kCases, "op"}, {});
+  EXPECT_EQ(huge.code, 2) << huge.err;
+  EXPECT_TRUE(has(huge.err, "--hang-timeout 10000000000: too large; the most is 1000000000 seconds"))
+      << huge.err;
 }
 
 }  // namespace
