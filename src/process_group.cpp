@@ -133,7 +133,8 @@ bool debug_detail(const LaunchEnv& env) {
 
 std::string store_prefix(const LaunchEnv& env) {
   // A prefix per restart keeps keys of a failed attempt from leaking into the next.
-  return detail::attempt_prefix(env.restart_count);
+  return detail::attempt_prefix(env.restart_count,
+                                get_env(detail::kJobKeyVariable).value_or(""));
 }
 
 std::vector<std::optional<detail::ProgressRecord>> read_progress(c10d::Store& store,

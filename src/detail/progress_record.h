@@ -31,9 +31,15 @@ struct ProgressRecord {
 };
 
 /// The prefix of every key the workers of restart `restart_count` (attempt)
-/// write in the job's store ("rankwise/<n>"), so that one attempt never reads
-/// another's keys.
-std::string attempt_prefix(int restart_count);
+/// write in the job's store: "rankwise/<n>", or "rankwise/<job_key>/<n>"
+/// with the secret job key rankwise-run hands its workers (RANKWISE_JOB_KEY),
+/// so that one attempt never reads another's keys and a client of the store
+/// that does not know the key cannot write keys the workers read.
+std::string attempt_prefix(int restart_count, const std::string& job_key);
+
+/// The environment variable through which rankwise-run hands its workers
+/// the job key.
+constexpr const char* kJobKeyVariable = "RANKWISE_JOB_KEY";
 
 /// The store key (under the attempt's prefix) of rank `rank`'s record.
 std::string progress_key(int rank);

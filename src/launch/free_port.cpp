@@ -7,19 +7,24 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstring>
 #include <stdexcept>
 
 namespace rankwise {
 namespace launch {
+namespace {
 
-int find_free_port(const std::string& addr) {
+// A socket bound to the first address of `addr` that binds at `port`; its
+// port is written to `bound_port`. Throws std::runtime_error.
+int bind_socket(const std::string& addr, int port, int& bound_port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* res = nullptr;
-  const int rc = ::getaddrinfo(addr.c_str(), "0", &hints, &res);
+  const std::string service = std::to_string(port);
+  const int rc = ::getaddrinfo(addr.c_str(), service.c_str(), &hints, &res);
   if (rc != 0) {
     throw std::runtime_error(fmt::format("cannot resolve master address '{}': {}; check "
                                          "--master-addr", addr, ::gai_strerror(rc)));
@@ -28,25 +33,51 @@ int find_free_port(const std::string& addr) {
   for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
     const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) continue;
-    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-      sockaddr_storage ss{};
-      socklen_t len = sizeof(ss);
-      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
-        const int port = ss.ss_family == AF_INET6
-                             ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
-                             : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-        ::close(fd);
-        ::freeaddrinfo(res);
-        return port;
-      }
+    const int one = 1;
+    if (port != 0) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+      bound_port = ss.ss_family == AF_INET6
+                       ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                       : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+      ::freeaddrinfo(res);
+      return fd;
     }
     last_error = std::strerror(errno);
     ::close(fd);
   }
   ::freeaddrinfo(res);
-  throw std::runtime_error(fmt::format("cannot bind a free port on master address '{}': {}; "
-                                       "check --master-addr (it must be this node's address)",
-                                       addr, last_error));
+  throw std::runtime_error(last_error);
+}
+
+}  // namespace
+
+int find_free_port(const std::string& addr) {
+  int port = 0;
+  int fd = -1;
+  try {
+    fd = bind_socket(addr, 0, port);
+  } catch (const std::runtime_error& e) {
+    if (std::strncmp(e.what(), "cannot resolve", 14) == 0) throw;
+    throw std::runtime_error(fmt::format("cannot bind a free port on master address '{}': {}; "
+                                         "check --master-addr (it must be this node's address)",
+                                         addr, e.what()));
+  }
+  ::close(fd);
+  return port;
+}
+
+int listening_socket(const std::string& addr, int port) {
+  int bound = 0;
+  const int fd = bind_socket(addr, port, bound);
+  if (::listen(fd, SOMAXCONN) != 0) {
+    const std::string error = std::strerror(errno);
+    ::close(fd);
+    throw std::runtime_error(error);
+  }
+  return fd;
 }
 
 }  // namespace launch

@@ -1,6 +1,7 @@
 #pragma once
 /// \file free_port.h
-/// Choosing a free TCP port for the rendezvous store.
+/// Binding TCP sockets on the master address: a free port for the rendezvous
+/// store, and the store's own listening socket.
 
 #include <string>
 
@@ -11,6 +12,14 @@ namespace launch {
 /// port the kernel chose and releases it. Throws std::runtime_error naming the
 /// address when it cannot be resolved or bound.
 int find_free_port(const std::string& addr);
+
+/// A socket bound to `addr`:`port` (the first address `addr` resolves to that
+/// can be bound) and listening, close-on-exec; for the store to take over
+/// (c10d::TCPStoreOptions::masterListenFd), so that it listens on that
+/// address only, not on every interface. Throws std::runtime_error with the
+/// reason (errno text: "Address already in use", "Cannot assign requested
+/// address" when `addr` is not this node's) when it cannot.
+int listening_socket(const std::string& addr, int port);
 
 }  // namespace launch
 }  // namespace rankwise

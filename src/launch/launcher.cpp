@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <set>
 
@@ -35,7 +36,7 @@ const std::set<std::string> kWorkerVariables = {
     "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANKWISE_RESTART_COUNT",
     "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
     "RANKWISE_AGENT_STORE", "TORCHELASTIC_USE_AGENT_STORE", "RANKWISE_ERROR_FILE",
-    "RANKWISE_STACK_DUMP_FILE"};
+    "RANKWISE_STACK_DUMP_FILE", "RANKWISE_JOB_KEY"};
 
 void say(const std::string& text) { write_all(2, "rankwise-run: " + text + "\n"); }
 
@@ -111,6 +112,28 @@ class ErrorDir {
   std::string path_;
 };
 
+// The secret prefix of the workers' store keys. Anyone who can reach the
+// store can read and write it (c10d's TCPStore has no authentication, as with
+// torchrun), but keys under a prefix it cannot guess are out of reach of
+// writes, so a stray or hostile client cannot feed the workers addresses or
+// spoil a restart. One node: 128 random bits, handed only to this launcher's
+// workers. Several nodes: every launcher must use the same, so it is
+// RANKWISE_JOB_KEY from the environment when the user sets it on every node
+// (documented), else none.
+std::string job_key(const LaunchOptions& o) {
+  const char* given = std::getenv("RANKWISE_JOB_KEY");
+  if (given && *given) return given;
+  if (o.nnodes > 1) return "";
+  unsigned char bytes[16];
+  std::ifstream random("/dev/urandom", std::ios::binary);
+  if (!random.read(reinterpret_cast<char*>(bytes), sizeof(bytes))) {
+    throw std::runtime_error("cannot read /dev/urandom for the job key");
+  }
+  std::string key;
+  for (unsigned char b : bytes) key += fmt::format("{:02x}", b);
+  return key;
+}
+
 std::string one_line_cause(const FailureReport& r) {
   return fmt::format("rank {} {}", r.root_cause.rank, describe_root_cause(r.root_cause));
 }
@@ -170,6 +193,7 @@ int run(const LaunchOptions& o) {
   config.error_dir = error_dir.path();
   config.base_env = std::move(base_env);
   if (o.hang_timeout.count() > 0 && o.world_size() > 1) config.rendezvous = rdzv.get();
+  config.job_key = job_key(o);
 
   const int code = run_attempts(o, config);
   // Exit barrier: a node whose workers succeeded waits for the others, so node 0

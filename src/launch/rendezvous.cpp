@@ -8,11 +8,37 @@
 #include <vector>
 
 #include "detail/join.h"
+#include "launch/free_port.h"
 
 namespace rankwise {
 namespace launch {
 
 std::string node_key(int node_rank) { return fmt::format("rankwise/nodes/{}", node_rank); }
+
+namespace {
+// libtorch 2.x's store takes over a socket the launcher bound itself
+// (masterListenFd); 1.13's has no such option and listens on every interface.
+template <typename Options>
+constexpr bool kStoreTakesASocket = requires(Options o) { o.masterListenFd = 0; };
+
+// Where the store can take a socket: one bound to the master address only
+// (loopback for a one-node job), not every interface. When it cannot be bound
+// here (not an address of this node, the port in use), the store binds as
+// c10d does and reports what is wrong.
+template <typename Options>
+void listen_on_master_address_only(Options& o, const std::string& addr, int port) {
+  if constexpr (kStoreTakesASocket<Options>) {
+    try {
+      o.masterListenFd = listening_socket(addr, port);
+    } catch (const std::runtime_error&) {
+    }
+  }
+}
+}  // namespace
+
+bool store_listens_on_master_address_only() {
+  return kStoreTakesASocket<c10d::TCPStoreOptions>;
+}
 
 NodeRendezvous::NodeRendezvous(const std::string& addr, int port, bool host_store,
                                std::chrono::milliseconds timeout)
@@ -22,6 +48,7 @@ NodeRendezvous::NodeRendezvous(const std::string& addr, int port, bool host_stor
   o.isServer = host_store;
   o.waitWorkers = false;
   o.timeout = timeout;
+  if (host_store) listen_on_master_address_only(o, addr, port);
   try {
     store_ = std::make_unique<c10d::TCPStore>(addr, o);
   } catch (const std::exception& e) {

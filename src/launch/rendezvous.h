@@ -64,6 +64,12 @@ class NodeRendezvous {
   int port_;
 };
 
+/// Whether the store node 0 hosts listens on the master address only (the
+/// loopback address for a one-node job): true with libtorch 2.x, whose store
+/// takes a socket the launcher bound; false with 1.13, whose store listens on
+/// every interface.
+bool store_listens_on_master_address_only();
+
 /// The store key under which node `node_rank` registers.
 std::string node_key(int node_rank);
 

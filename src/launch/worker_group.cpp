@@ -74,6 +74,7 @@ std::vector<std::string> worker_environment(const AttemptConfig& c, int local_ra
   set("RANKWISE_ERROR_FILE",
       fmt::format("{}/error_attempt{}_rank{}.json", c.error_dir, c.attempt, rank));
   set("RANKWISE_STACK_DUMP_FILE", stack_dump_file(c, rank));
+  if (!c.job_key.empty()) set(detail::kJobKeyVariable, c.job_key);
   // A flag wins over the same variable in the launcher's own environment.
   auto replace = [&](const std::string& name, const std::string& value) {
     env.erase(std::remove_if(env.begin(), env.end(),
@@ -343,7 +344,7 @@ class AttemptRunner {
   // What the store and this node's processes say about every rank.
   std::vector<RankView> observe_ranks() {
     std::vector<RankView> views;
-    const std::string prefix = detail::attempt_prefix(c_.attempt) + "/";
+    const std::string prefix = detail::attempt_prefix(c_.attempt, c_.job_key) + "/";
     for (int r = 0; r < o_.world_size(); ++r) {
       RankView v;
       v.rank = r;

@@ -26,6 +26,9 @@ struct AttemptConfig {
   /// The job's store, read for the workers' progress (--hang-timeout); null:
   /// no hang check.
   NodeRendezvous* rendezvous = nullptr;
+  /// The secret under which the workers keep their store keys (see
+  /// job_key() in launcher.cpp); "" for none.
+  std::string job_key;
 };
 
 /// How an attempt ended.
