@@ -61,10 +61,11 @@ TEST(HangTimeout, StoppedRankIsReportedWithItsLastCollectiveAndTheJobEnds) {
       r.err, m0, std::regex("rank 0 \\(pid (\\d+) on [^,]+, waiting in a collective\\): last in "
                             "all_reduce #6 \\(Float \\[2\\], sum\\) at " + at + " \\(entered")))
       << r.err;
+  // "stopped" comes from /proc; whether its heartbeat is already older than
+  // 2.5 s when the report is printed (2-3 s after the stop) varies.
   ASSERT_TRUE(std::regex_search(
       r.err, m1, std::regex("rank 1 \\(pid (\\d+) on [^,]+, stopped\\): last in all_reduce #5 "
-                            "\\(Float \\[2\\], sum\\) at " + at + " \\(completed [0-9.]+ s ago\\); "
-                            "heartbeat stopped")))
+                            "\\(Float \\[2\\], sum\\) at " + at + " \\(completed [0-9.]+ s ago\\)")))
       << r.err;
   EXPECT_TRUE(has(r.err, "rankwise-run: rank 1 held the others up\n")) << r.err;
   // Rank 0's stacks: its main thread waits in rankwise's all_reduce; every
