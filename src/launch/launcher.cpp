@@ -122,7 +122,18 @@ class ErrorDir {
 // (documented), else none.
 std::string job_key(const LaunchOptions& o) {
   const char* given = std::getenv("RANKWISE_JOB_KEY");
-  if (given && *given) return given;
+  if (given && *given) {
+    const std::string key = given;
+    // Keys of c10d's 2.x store are at most 8192 bytes; a key is a path part.
+    if (key.size() > 256 || key.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                  "0123456789-_.") != std::string::npos) {
+      throw UsageError(fmt::format(
+          "RANKWISE_JOB_KEY: {} characters, or characters other than letters, digits, '-', '_' "
+          "and '.'; use at most 256 of those, e.g. RANKWISE_JOB_KEY=$(openssl rand -hex 16)",
+          key.size()));
+    }
+    return key;
+  }
   if (o.nnodes > 1) return "";
   unsigned char bytes[16];
   std::ifstream random("/dev/urandom", std::ios::binary);
@@ -154,12 +165,13 @@ int run(const LaunchOptions& o) {
   std::vector<std::string> base_env = base_environment();
 
   // Rendezvous store: hosted by node 0 before any worker starts.
+  const std::string key = job_key(o);
   std::unique_ptr<NodeRendezvous> rdzv;
   const bool host_store = o.node_rank == 0;
   if (o.master_port) {
     try {
       rdzv = std::make_unique<NodeRendezvous>(o.master_addr, *o.master_port, host_store,
-                                              o.rendezvous_timeout);
+                                              o.rendezvous_timeout, key);
     } catch (const RendezvousError& e) {
       if (host_store) throw UsageError(e.what());  // port in use: configuration
       throw;
@@ -168,7 +180,8 @@ int run(const LaunchOptions& o) {
     for (int tries = 0; !rdzv; ++tries) {
       const int port = find_free_port(o.master_addr);
       try {
-        rdzv = std::make_unique<NodeRendezvous>(o.master_addr, port, true, o.rendezvous_timeout);
+        rdzv = std::make_unique<NodeRendezvous>(o.master_addr, port, true, o.rendezvous_timeout,
+                                                key);
       } catch (const RendezvousError&) {
         if (tries >= 4) throw;  // someone took the port between the probe and the bind
       }
@@ -192,8 +205,8 @@ int run(const LaunchOptions& o) {
   config.host = host;
   config.error_dir = error_dir.path();
   config.base_env = std::move(base_env);
-  if (o.hang_timeout.count() > 0 && o.world_size() > 1) config.rendezvous = rdzv.get();
-  config.job_key = job_key(o);
+  config.hang_check = o.hang_timeout.count() > 0 && o.world_size() > 1;
+  config.job_key = key;
 
   const int code = run_attempts(o, config);
   // Exit barrier: a node whose workers succeeded waits for the others, so node 0
@@ -208,6 +221,11 @@ int run(const LaunchOptions& o) {
       return false;
     });
   }
+  // The store is left to the process's exit, not destroyed: c10d's server
+  // joins its thread, which a client that sent half a message keeps in a
+  // blocking read with libtorch 1.13 (the launcher would outlive its job until
+  // that client closed). Exiting closes every socket just the same.
+  static_cast<void>(rdzv.release());
   return code;
 }
 

@@ -13,7 +13,9 @@
 namespace rankwise {
 namespace launch {
 
-std::string node_key(int node_rank) { return fmt::format("rankwise/nodes/{}", node_rank); }
+std::string node_key(const std::string& job_key, int node_rank) {
+  return fmt::format("rankwise/{}nodes/{}", job_key.empty() ? "" : job_key + "/", node_rank);
+}
 
 namespace {
 // libtorch 2.x's store takes over a socket the launcher bound itself
@@ -41,8 +43,8 @@ bool store_listens_on_master_address_only() {
 }
 
 NodeRendezvous::NodeRendezvous(const std::string& addr, int port, bool host_store,
-                               std::chrono::milliseconds timeout)
-    : addr_(addr), port_(port) {
+                               std::chrono::milliseconds timeout, const std::string& job_key)
+    : addr_(addr), port_(port), job_key_(job_key) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(port);
   o.isServer = host_store;
@@ -74,9 +76,9 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
                           const std::function<bool()>& interrupted) {
   const std::string value = host;
   try {
-    store_->set(node_key(node_rank), std::vector<uint8_t>(value.begin(), value.end()));
+    store_->set(node_key(job_key_, node_rank), std::vector<uint8_t>(value.begin(), value.end()));
     std::vector<std::string> keys;
-    for (int r = 0; r < nnodes; ++r) keys.push_back(node_key(r));
+    for (int r = 0; r < nnodes; ++r) keys.push_back(node_key(job_key_, r));
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       if (store_->check(keys)) return true;
@@ -86,7 +88,7 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
     }
     std::vector<int> missing;
     for (int r = 0; r < nnodes; ++r) {
-      if (!store_->check({node_key(r)})) missing.push_back(r);
+      if (!store_->check({node_key(job_key_, r)})) missing.push_back(r);
     }
     throw RendezvousError(fmt::format(
         "rendezvous timed out after {} s at {}:{}: node rank(s) {} of {} never arrived; start "
@@ -102,35 +104,16 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
   }
 }
 
-std::optional<std::string> NodeRendezvous::try_get(const std::string& key) {
-  try {
-    if (!reader_) {
-      // A client of its own with a short timeout: the launcher's main loop
-      // reads through it, and must not wait on the store for long.
-      c10d::TCPStoreOptions o;
-      o.port = static_cast<std::uint16_t>(port_);
-      o.isServer = false;
-      o.waitWorkers = false;
-      o.timeout = std::chrono::milliseconds(2000);
-      reader_ = std::make_unique<c10d::TCPStore>(addr_, o);
-    }
-    if (!reader_->check({key})) return std::nullopt;
-    const std::vector<uint8_t> value = reader_->get(key);
-    return std::string(value.begin(), value.end());
-  } catch (const std::exception&) {
-    reader_.reset();  // reconnect next time
-    return std::nullopt;
-  }
-}
-
 void NodeRendezvous::leave(int nnodes, std::chrono::milliseconds timeout,
                            const std::function<bool()>& interrupted) {
   try {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::int64_t done = store_->add("rankwise/finished", 1);
+    const std::string finished_key =
+        fmt::format("rankwise/{}finished", job_key_.empty() ? "" : job_key_ + "/");
+    std::int64_t done = store_->add(finished_key, 1);
     while (done < nnodes && std::chrono::steady_clock::now() < deadline && !interrupted()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      done = store_->add("rankwise/finished", 0);
+      done = store_->add(finished_key, 0);
     }
   } catch (const std::exception&) {
     // Node 0 already closed the store: nothing left to wait for.

@@ -33,7 +33,7 @@ class NodeRendezvous {
   /// when the port cannot be bound. Other nodes: connect to addr:port,
   /// retrying until `timeout`; throws RendezvousError when unreachable.
   NodeRendezvous(const std::string& addr, int port, bool host_store,
-                 std::chrono::milliseconds timeout);
+                 std::chrono::milliseconds timeout, const std::string& job_key = "");
   ~NodeRendezvous();
   NodeRendezvous(const NodeRendezvous&) = delete;
   NodeRendezvous& operator=(const NodeRendezvous&) = delete;
@@ -50,18 +50,14 @@ class NodeRendezvous {
   /// `interrupted` returns true or the store is gone; never throws.
   void leave(int nnodes, std::chrono::milliseconds timeout, const std::function<bool()>& interrupted);
 
-  /// The value of `key`, or nullopt when it is not set or the store cannot
-  /// be read (never blocks longer than the store's timeout; never throws).
-  std::optional<std::string> try_get(const std::string& key);
-
   /// Port of the store.
   int port() const { return port_; }
 
  private:
   std::unique_ptr<c10d::TCPStore> store_;
-  std::unique_ptr<c10d::TCPStore> reader_;  // try_get's client
   std::string addr_;
   int port_;
+  std::string job_key_;  // see node_key
 };
 
 /// Whether the store node 0 hosts listens on the master address only (the
@@ -70,8 +66,10 @@ class NodeRendezvous {
 /// every interface.
 bool store_listens_on_master_address_only();
 
-/// The store key under which node `node_rank` registers.
-std::string node_key(int node_rank);
+/// The store key under which node `node_rank` registers: under the job key
+/// when there is one ("rankwise/<job key>/nodes/<n>"), so that a client
+/// without it cannot register a node that never came.
+std::string node_key(const std::string& job_key, int node_rank);
 
 }  // namespace launch
 }  // namespace rankwise

@@ -22,7 +22,7 @@
 #include "launch/error_file.h"
 #include "launch/hang_watchdog.h"
 #include "launch/output_merger.h"
-#include "launch/rendezvous.h"
+#include "launch/progress_reader.h"
 #include "launch/root_cause.h"
 #include "launch/signals.h"
 #include "launch/tag_template.h"
@@ -138,7 +138,10 @@ class AttemptRunner {
     log_fds_ = mo.log_fds;
     merger_.emplace(std::move(mo));
     job_start_ = Clock::now();
-    if (c_.rendezvous) {
+    if (c_.hang_check) {
+      reader_.emplace(o_.master_addr, c_.master_port,
+                      detail::attempt_prefix(c_.attempt, c_.job_key), o_.world_size(),
+                      hang_check_interval());
       watchdog_.emplace(o_.hang_timeout);
       next_hang_check_ = job_start_ + hang_check_interval();
     }
@@ -341,16 +344,14 @@ class AttemptRunner {
     return -1;
   }
 
-  // What the store and this node's processes say about every rank.
-  std::vector<RankView> observe_ranks() {
+  // What the store (`records`, index = rank) and this node's processes say
+  // about every rank.
+  std::vector<RankView> observe_ranks(const std::vector<std::optional<detail::ProgressRecord>>& records) {
     std::vector<RankView> views;
-    const std::string prefix = detail::attempt_prefix(c_.attempt, c_.job_key) + "/";
     for (int r = 0; r < o_.world_size(); ++r) {
       RankView v;
       v.rank = r;
-      if (auto text = c_.rendezvous->try_get(prefix + detail::progress_key(r))) {
-        v.progress = detail::decode_progress(*text);
-      }
+      if (static_cast<std::size_t>(r) < records.size()) v.progress = records[static_cast<std::size_t>(r)];
       if (const WorkerRecord* w = local_worker(r)) {
         v.local = true;
         v.ended = w->state != WorkerState::kRunning;
@@ -364,7 +365,12 @@ class AttemptRunner {
 
   void check_hang() {
     next_hang_check_ = Clock::now() + hang_check_interval();
-    std::vector<RankView> views = observe_ranks();
+    // Only a new complete read of the store counts: while the store does not
+    // answer (a stuck client on libtorch 1.13), nothing is concluded.
+    ProgressReader::Snapshot snapshot = reader_->latest();
+    if (snapshot.generation == last_generation_) return;
+    last_generation_ = snapshot.generation;
+    std::vector<RankView> views = observe_ranks(snapshot.records);
     if (!watchdog_->observe(views, Clock::now())) return;
     std::string report = format_hang_report(views, detail::unix_ms_now(), o_.hang_timeout);
     write_all(2, report);
@@ -496,7 +502,9 @@ class AttemptRunner {
   Clock::time_point kill_deadline_;
   Clock::time_point drain_deadline_;
   Clock::time_point job_start_;
-  std::optional<HangWatchdog> watchdog_;  // with --hang-timeout (and a store)
+  std::optional<ProgressReader> reader_;  // with --hang-timeout (several ranks)
+  uint64_t last_generation_ = 0;         // of the last snapshot observed
+  std::optional<HangWatchdog> watchdog_;
   Clock::time_point next_hang_check_;
   std::vector<int> hang_ranks_;  // after a hang: the ranks that held the others up
   std::string hang_;             // ... and the summary's line about it

@@ -13,8 +13,6 @@
 namespace rankwise {
 namespace launch {
 
-class NodeRendezvous;
-
 /// Inputs of one attempt.
 struct AttemptConfig {
   const LaunchOptions* options = nullptr;
@@ -23,9 +21,9 @@ struct AttemptConfig {
   std::string host;          ///< this node's host name
   std::string error_dir;     ///< where RANKWISE_ERROR_FILE paths live
   std::vector<std::string> base_env;  ///< launcher's env minus the variables we set
-  /// The job's store, read for the workers' progress (--hang-timeout); null:
-  /// no hang check.
-  NodeRendezvous* rendezvous = nullptr;
+  /// Read the workers' progress from the job's store (at master_addr and
+  /// master_port) and look for hangs (--hang-timeout).
+  bool hang_check = false;
   /// The secret under which the workers keep their store keys (see
   /// job_key() in launcher.cpp); "" for none.
   std::string job_key;

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -52,6 +53,81 @@ std::vector<std::string> listening_addresses(int port) {
   return found;
 }
 
+// As soon as the store on `port` is up: connects and sends one byte of a
+// query type and half a length, then leaves the socket open. -1 when the
+// store never came up.
+int send_partial_message(int port) {
+  for (auto deadline = Clock::now() + std::chrono::seconds(10); Clock::now() < deadline;) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+      const unsigned char partial[] = {0, 5, 0, 0};
+      if (::send(fd, partial, sizeof(partial), 0) == static_cast<ssize_t>(sizeof(partial))) return fd;
+    }
+    ::close(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
+c10d::TCPStore client_of(int port) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(port);
+  options.isServer = false;
+  options.waitWorkers = false;
+  options.timeout = std::chrono::seconds(10);
+  return c10d::TCPStore("127.0.0.1", options);  // retries until the store is up
+}
+
+TEST(StoreExposure, AStuckClientDoesNotHoldUpTheLaunchersSignals) {
+  // Even where the store stalls on a partial message (libtorch 1.13), the
+  // launcher's loop never waits on the store (the hang check reads it on a
+  // thread of its own): SIGINT still stops the job at once. Before, on 1.13,
+  // the launcher answered only when the client closed.
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  Launcher launcher({"--nproc-per-node", "2", "--master-port", std::to_string(port),
+                     "--grace-period", "1", "sleep", "20"});
+  const int fd = send_partial_message(port);
+  ASSERT_GE(fd, 0) << "the store never came up on port " << port;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the hang check runs
+  ::kill(launcher.pid(), SIGINT);
+  const Result r = launcher.wait(60);
+  ::close(fd);
+  EXPECT_EQ(r.code, 130) << r.err;
+  EXPECT_LT(r.seconds, 1.5 + 1.0 + 4.0) << r.err;  // SIGINT, the grace period, slack
+}
+
+TEST(StoreExposure, ANodeRegisteredWithoutTheJobKeyDoesNotCount) {
+  // Two nodes sharing RANKWISE_JOB_KEY; node 1 never comes. A client that
+  // registers it under the key name of old ("rankwise/nodes/1") must not end
+  // node 0's wait: the rendezvous times out naming node 1.
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  auto job = std::async(std::launch::async, [&] {
+    return run({"--nnodes", "2", "--node-rank", "0", "--master-port", std::to_string(port),
+                "--rendezvous-timeout", "3", "sleep", "1"},
+               {{"RANKWISE_JOB_KEY", "s3cret"}});
+  });
+  c10d::TCPStore hostile = client_of(port);
+  const std::string value = "evil";
+  hostile.set("rankwise/nodes/1", std::vector<uint8_t>(value.begin(), value.end()));
+  const Result r = job.get();
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("node rank(s) 1 of 2 never arrived"), std::string::npos) << r.err;
+}
+
+TEST(StoreExposure, AJobKeyTooLongOrWithOtherCharactersIsAUsageError) {
+  for (const std::string key : {std::string(300, 'k'), std::string("a/b")}) {
+    const Result r = run({"--nproc-per-node", "2", "sleep", "0"}, {{"RANKWISE_JOB_KEY", key}});
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("RANKWISE_JOB_KEY: " + std::to_string(key.size()) + " characters"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
 TEST(StoreExposure, GuessedKeysCannotSpoilARestart) {
   // Rank 1 fails attempt 0 after 1.5 s; attempt 1 runs a process group. A
   // client writes garbage under the keys Gloo's rendezvous of attempt 1 would
@@ -65,12 +141,7 @@ TEST(StoreExposure, GuessedKeysCannotSpoilARestart) {
                 "if [ \"$RANKWISE_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then sleep 1.5; "
                 "exit 3; fi; exec " + probe});
   });
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(port);
-  options.isServer = false;
-  options.waitWorkers = false;
-  options.timeout = std::chrono::seconds(10);
-  c10d::TCPStore hostile("127.0.0.1", options);  // retries until the store is up
+  c10d::TCPStore hostile = client_of(port);
   const std::string garbage = "garbage";
   for (int r = 0; r < 2; ++r) {
     for (const std::string& key : {"rankwise/1/0/" + std::to_string(r), "rankwise/1/0/rank_" +
@@ -119,22 +190,8 @@ TEST(StoreExposure, APartialMessageHeldOpenDoesNotStallTheJob) {
                 std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/torch_hang_cases", "solo-work"},
                {{"HANG_CASE_TIMEOUT_S", "60"}});
   });
-  // As soon as the store is up: one byte of a query type and half a length.
-  int fd = -1;
-  for (auto deadline = Clock::now() + std::chrono::seconds(10); Clock::now() < deadline;) {
-    fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) break;
-    ::close(fd);
-    fd = -1;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const int fd = send_partial_message(port);
   ASSERT_GE(fd, 0) << "the store never came up on port " << port;
-  const unsigned char partial[] = {0, 5, 0, 0};
-  ASSERT_EQ(::send(fd, partial, sizeof(partial), 0), static_cast<ssize_t>(sizeof(partial)));
   // The socket stays open until the job is over (the launcher exits with it open).
   const Result r = job.get();
   ::close(fd);
