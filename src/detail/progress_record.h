@@ -30,6 +30,10 @@ struct ProgressRecord {
   bool stack_dump = false;
 };
 
+/// "rankwise/<job_key>/", or "rankwise/" without a job key: the root of
+/// every key of one job in its store (the launchers' and the workers').
+std::string job_prefix(const std::string& job_key);
+
 /// The prefix of every key the workers of restart `restart_count` (attempt)
 /// write in the job's store: "rankwise/<n>", or "rankwise/<job_key>/<n>"
 /// with the secret job key rankwise-run hands its workers (RANKWISE_JOB_KEY),

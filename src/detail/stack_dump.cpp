@@ -43,17 +43,24 @@ void put(const char* s, std::size_t n) {
   }
 }
 void put(const char* s) { put(s, std::strlen(s)); }
-void put_number(long v) {
-  char buf[24];
-  int i = sizeof(buf);
-  const bool negative = v < 0;
-  unsigned long u = negative ? static_cast<unsigned long>(-v) : static_cast<unsigned long>(v);
+
+// Writes the decimal digits of `v` (>= 0) to `out` (room for 20) and returns
+// how many; no allocation, no locale (snprintf is not async-signal-safe).
+std::size_t format_number(long v, char* out) {
+  char reversed[20];
+  std::size_t n = 0;
+  unsigned long u = static_cast<unsigned long>(v);
   do {
-    buf[--i] = static_cast<char>('0' + u % 10);
+    reversed[n++] = static_cast<char>('0' + u % 10);
     u /= 10;
   } while (u > 0);
-  if (negative) buf[--i] = '-';
-  put(buf + i, sizeof(buf) - static_cast<std::size_t>(i));
+  for (std::size_t i = 0; i < n; ++i) out[i] = reversed[n - 1 - i];
+  return n;
+}
+
+void put_number(long v) {
+  char digits[20];
+  put(digits, format_number(v, digits));
 }
 
 // "thread 1234 (name):" then the frames below the signal handler.
@@ -61,11 +68,8 @@ __attribute__((noinline)) void write_own_stack(pid_t tid) {
   put("thread ");
   put_number(tid);
   char path[64] = "/proc/self/task/";
-  char digits[24];
-  int n = 0;
-  for (long t = tid; t > 0; t /= 10) digits[n++] = static_cast<char>('0' + t % 10);
   std::size_t len = std::strlen(path);
-  while (n > 0) path[len++] = digits[--n];
+  len += format_number(tid, path + len);
   std::memcpy(path + len, "/comm", 6);
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {

@@ -150,8 +150,7 @@ std::string format_hang_report(const std::vector<RankView>& ranks, int64_t now_m
                        detail::describe_progress(v.progress, now_ms));
   }
   const std::vector<int> culprits = ranks_holding_up(ranks);
-  const bool everyone = culprits.size() == ranks.size() && ranks.size() > 1;
-  out += everyone ? "rankwise-run: every rank waits inside a collective that no other rank "
+  out += is_deadlock(culprits, static_cast<int>(ranks.size())) ? "rankwise-run: every rank waits inside a collective that no other rank "
                     "completes: a deadlock (e.g. ranks calling different collectives; "
                     "RANKWISE_DEBUG=detail names them)\n"
                   : fmt::format("rankwise-run: {} held the others up\n",

@@ -80,6 +80,12 @@ class HangWatchdog {
 /// e.g. mismatched collectives).
 std::vector<int> ranks_holding_up(const std::vector<RankView>& ranks);
 
+/// Whether `culprits` (ranks_holding_up) of a job of `world_size` ranks is a
+/// deadlock: several ranks, every one of them holding the others up.
+inline bool is_deadlock(const std::vector<int>& culprits, int world_size) {
+  return world_size > 1 && static_cast<int>(culprits.size()) == world_size;
+}
+
 /// The hang report, one line per rank after a headline, each starting with
 /// "rankwise-run: ": state (running, stopped, ended), pid, and what its
 /// record says (detail::describe_progress), then who held the others up.

@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "detail/join.h"
+#include "detail/progress_record.h"
 #include "launch/free_port.h"
 
 namespace rankwise {
 namespace launch {
 
 std::string node_key(const std::string& job_key, int node_rank) {
-  return fmt::format("rankwise/{}nodes/{}", job_key.empty() ? "" : job_key + "/", node_rank);
+  return fmt::format("{}nodes/{}", rankwise::detail::job_prefix(job_key), node_rank);
 }
 
 namespace {
@@ -108,8 +109,7 @@ void NodeRendezvous::leave(int nnodes, std::chrono::milliseconds timeout,
                            const std::function<bool()>& interrupted) {
   try {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    const std::string finished_key =
-        fmt::format("rankwise/{}finished", job_key_.empty() ? "" : job_key_ + "/");
+    const std::string finished_key = rankwise::detail::job_prefix(job_key_) + "finished";
     std::int64_t done = store_->add(finished_key, 1);
     while (done < nnodes && std::chrono::steady_clock::now() < deadline && !interrupted()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

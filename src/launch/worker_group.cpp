@@ -43,6 +43,10 @@ constexpr std::chrono::milliseconds kReportPoll{50};
 constexpr std::chrono::milliseconds kStackDumpWait{3000};
 
 namespace {
+// Files in the launcher's temporary directory, per attempt and rank.
+std::string error_file(const AttemptConfig& c, int rank) {
+  return fmt::format("{}/error_attempt{}_rank{}.json", c.error_dir, c.attempt, rank);
+}
 std::string stack_dump_file(const AttemptConfig& c, int rank) {
   return fmt::format("{}/stacks_attempt{}_rank{}.txt", c.error_dir, c.attempt, rank);
 }
@@ -71,8 +75,7 @@ std::vector<std::string> worker_environment(const AttemptConfig& c, int local_ra
   set("TORCHELASTIC_RUN_ID", o.run_id);
   set("RANKWISE_AGENT_STORE", "1");
   set("TORCHELASTIC_USE_AGENT_STORE", "True");
-  set("RANKWISE_ERROR_FILE",
-      fmt::format("{}/error_attempt{}_rank{}.json", c.error_dir, c.attempt, rank));
+  set("RANKWISE_ERROR_FILE", error_file(c, rank));
   set("RANKWISE_STACK_DUMP_FILE", stack_dump_file(c, rank));
   if (!c.job_key.empty()) set(detail::kJobKeyVariable, c.job_key);
   // A flag wins over the same variable in the launcher's own environment.
@@ -152,7 +155,7 @@ class AttemptRunner {
       rec.rank = o_.node_rank * n + l;
       WorkerSpec spec{o_.program, o_.program_argv, worker_environment(c_, l),
                       linux_sched_policy(o_.cpu_sched)};
-      rec.error_file = fmt::format("{}/error_attempt{}_rank{}.json", c_.error_dir, c_.attempt, rec.rank);
+      rec.error_file = error_file(c_, rec.rank);
       ::unlink(rec.error_file.c_str());
       SpawnedWorker sw;
       try {
@@ -181,7 +184,7 @@ class AttemptRunner {
       for (auto& w : workers_) w.error = read_worker_error(w.error_file);
       std::size_t root = pick_root_cause(workers_).value_or(0);
       // A hang: the first local rank that held the others up.
-      const bool deadlock = static_cast<int>(hang_ranks_.size()) == o_.world_size();
+      const bool deadlock = is_deadlock(hang_ranks_, o_.world_size());
       for (std::size_t i = workers_.size(); i-- > 0;) {
         WorkerRecord& w = workers_[i];
         if (std::find(hang_ranks_.begin(), hang_ranks_.end(), w.rank) == hang_ranks_.end()) continue;
@@ -379,7 +382,7 @@ class AttemptRunner {
       std::ofstream(fmt::format("{}/attempt_{}/hang_report.txt", o_.log_dir, c_.attempt)) << report;
     }
     hang_ranks_ = ranks_holding_up(views);
-    hang_ = hang_ranks_.size() == views.size()
+    hang_ = is_deadlock(hang_ranks_, o_.world_size())
                 ? "every rank waited in a collective no other rank completed (a deadlock)"
                 : detail::rank_list(hang_ranks_) + " held the others up";
     failed_ = true;
