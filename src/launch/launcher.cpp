@@ -167,6 +167,15 @@ int run(const LaunchOptions& o) {
   // Rendezvous store: hosted by node 0 before any worker starts.
   const std::string key = job_key(o);
   std::unique_ptr<NodeRendezvous> rdzv;
+  // The store is left to the process's exit, never destroyed, on every path
+  // out of here: c10d's server joins its thread, which a client that sent half
+  // a message keeps in a blocking read with libtorch 1.13 (the launcher would
+  // outlive its job until that client closed). Exiting closes every socket
+  // just the same.
+  struct LeftToExit {
+    std::unique_ptr<NodeRendezvous>& rdzv;
+    ~LeftToExit() { static_cast<void>(rdzv.release()); }
+  } left_to_exit{rdzv};
   const bool host_store = o.node_rank == 0;
   if (o.master_port) {
     try {
@@ -221,11 +230,6 @@ int run(const LaunchOptions& o) {
       return false;
     });
   }
-  // The store is left to the process's exit, not destroyed: c10d's server
-  // joins its thread, which a client that sent half a message keeps in a
-  // blocking read with libtorch 1.13 (the launcher would outlive its job until
-  // that client closed). Exiting closes every socket just the same.
-  static_cast<void>(rdzv.release());
   return code;
 }
 

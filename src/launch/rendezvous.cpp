@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -72,30 +74,89 @@ NodeRendezvous::NodeRendezvous(const std::string& addr, int port, bool host_stor
 
 NodeRendezvous::~NodeRendezvous() = default;
 
+namespace {
+using SteadyClock = std::chrono::steady_clock;
+
+// Runs `work` (store operations) on a thread of its own and waits for it,
+// polling `interrupted` every 100 ms, at most until `deadline`. The
+// launcher's loop must never wait inside a store call: libtorch 1.13's server
+// blocks on any client that sent half a message, and every other call waits
+// with it (for the client's whole timeout). Returns true when `work` ended
+// (rethrowing what it threw), false when interrupted or past the deadline; the
+// thread is then told to stop (`cancel`) and left to end, or to stay blocked,
+// on its own: it shares ownership of the store, so nothing it uses goes away.
+bool run_off_thread(std::function<void(const std::atomic<bool>& cancel)> work,
+                    SteadyClock::time_point deadline, const std::function<bool()>& interrupted) {
+  struct Shared {
+    std::atomic<bool> cancel{false};
+    std::promise<void> done;
+  };
+  auto shared = std::make_shared<Shared>();
+  std::future<void> done = shared->done.get_future();
+  std::thread([shared, work = std::move(work)] {
+    try {
+      work(shared->cancel);
+      shared->done.set_value();
+    } catch (...) {
+      shared->done.set_exception(std::current_exception());
+    }
+  }).detach();
+  for (;;) {
+    if (done.wait_for(std::chrono::milliseconds(100)) == std::future_status::ready) {
+      done.get();
+      return true;
+    }
+    if (interrupted() || SteadyClock::now() >= deadline) {
+      shared->cancel = true;
+      return false;
+    }
+  }
+}
+
+// Nodes in [0, nnodes) not registered under `job_key` in `store`.
+std::vector<int> missing_nodes(c10d::TCPStore& store, const std::string& job_key, int nnodes) {
+  std::vector<int> missing;
+  for (int r = 0; r < nnodes; ++r) {
+    if (!store.check({node_key(job_key, r)})) missing.push_back(r);
+  }
+  return missing;
+}
+}  // namespace
+
 bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
                           std::chrono::milliseconds timeout,
                           const std::function<bool()>& interrupted) {
-  const std::string value = host;
+  // One node has nobody to wait for. Touching the store would only expose the
+  // launcher to another client's stall (above).
+  if (nnodes == 1) return !interrupted();
+  const auto deadline = SteadyClock::now() + timeout;
+  auto missing = std::make_shared<std::vector<int>>();
   try {
-    store_->set(node_key(job_key_, node_rank), std::vector<uint8_t>(value.begin(), value.end()));
-    std::vector<std::string> keys;
-    for (int r = 0; r < nnodes; ++r) keys.push_back(node_key(job_key_, r));
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      if (store_->check(keys)) return true;
-      if (interrupted()) return false;
-      if (std::chrono::steady_clock::now() >= deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const bool ended = run_off_thread(
+        [store = store_, key = job_key_, node_rank, nnodes, host, deadline,
+         missing](const std::atomic<bool>& cancel) {
+          store->set(node_key(key, node_rank), std::vector<uint8_t>(host.begin(), host.end()));
+          std::vector<std::string> keys;
+          for (int r = 0; r < nnodes; ++r) keys.push_back(node_key(key, r));
+          while (!store->check(keys)) {
+            if (cancel) return;
+            if (SteadyClock::now() >= deadline) {
+              *missing = missing_nodes(*store, key, nnodes);
+              return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
+        },
+        // The thread decides the timeout and names the missing nodes; a
+        // store that stops answering is given 5 s more.
+        deadline + std::chrono::seconds(5), interrupted);
+    if (!ended && interrupted()) return false;
+    if (!ended) {
+      throw RendezvousError(fmt::format(
+          "rendezvous store {}:{} stopped answering; a client may hold it (libtorch 1.13's "
+          "store waits for a client that sent part of a message)",
+          addr_, port_));
     }
-    std::vector<int> missing;
-    for (int r = 0; r < nnodes; ++r) {
-      if (!store_->check({node_key(job_key_, r)})) missing.push_back(r);
-    }
-    throw RendezvousError(fmt::format(
-        "rendezvous timed out after {} s at {}:{}: node rank(s) {} of {} never arrived; start "
-        "rankwise-run on those nodes with the same --nnodes/--master-addr/--master-port, or "
-        "raise --rendezvous-timeout",
-        timeout.count() / 1000.0, addr_, port_, rankwise::detail::join_list(missing), nnodes));
   } catch (const RendezvousError&) {
     throw;
   } catch (const std::exception& e) {
@@ -103,18 +164,30 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
     throw RendezvousError(fmt::format("rendezvous store {}:{} failed: {}", addr_, port_,
                                       what.substr(0, what.find('\n'))));
   }
+  if (missing->empty()) return true;
+  throw RendezvousError(fmt::format(
+      "rendezvous timed out after {} s at {}:{}: node rank(s) {} of {} never arrived; start "
+      "rankwise-run on those nodes with the same --nnodes/--master-addr/--master-port, or "
+      "raise --rendezvous-timeout",
+      timeout.count() / 1000.0, addr_, port_, rankwise::detail::join_list(*missing), nnodes));
 }
 
 void NodeRendezvous::leave(int nnodes, std::chrono::milliseconds timeout,
                            const std::function<bool()>& interrupted) {
+  const auto deadline = SteadyClock::now() + timeout;
   try {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    const std::string finished_key = rankwise::detail::job_prefix(job_key_) + "finished";
-    std::int64_t done = store_->add(finished_key, 1);
-    while (done < nnodes && std::chrono::steady_clock::now() < deadline && !interrupted()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      done = store_->add(finished_key, 0);
-    }
+    run_off_thread(
+        [store = store_, finished_key = rankwise::detail::job_prefix(job_key_) + "finished",
+         nnodes, deadline](const std::atomic<bool>& cancel) {
+          std::int64_t done = store->add(finished_key, 1);
+          while (done < nnodes && SteadyClock::now() < deadline && !cancel) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            done = store->add(finished_key, 0);
+          }
+        },
+        // Telling the others this node finished gets 2 s even after a failure
+        // (timeout 0); a store that does not answer by then is not waited for.
+        deadline + std::chrono::seconds(2), interrupted);
   } catch (const std::exception&) {
     // Node 0 already closed the store: nothing left to wait for.
   }

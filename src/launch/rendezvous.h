@@ -39,8 +39,12 @@ class NodeRendezvous {
   NodeRendezvous& operator=(const NodeRendezvous&) = delete;
 
   /// Registers this node and waits until nodes [0, nnodes) all registered.
-  /// `interrupted` is polled every 100 ms; when it returns true join() returns
-  /// false. Throws RendezvousError naming the missing node ranks at `timeout`.
+  /// With one node it touches no store (there is nobody to wait for).
+  /// The store is called on a thread of its own, so that `interrupted`, polled
+  /// every 100 ms, is answered even while the store does not answer; when it
+  /// returns true join() returns false. Throws RendezvousError naming the
+  /// missing node ranks at `timeout`, or saying that the store stopped
+  /// answering.
   bool join(int node_rank, int nnodes, const std::string& host, std::chrono::milliseconds timeout,
             const std::function<bool()>& interrupted);
 
@@ -54,7 +58,9 @@ class NodeRendezvous {
   int port() const { return port_; }
 
  private:
-  std::unique_ptr<c10d::TCPStore> store_;
+  // Shared with the threads that call it (join, leave), which may outlive a
+  // call that stopped waiting for them.
+  std::shared_ptr<c10d::TCPStore> store_;
   std::string addr_;
   int port_;
   std::string job_key_;  // see node_key

@@ -100,6 +100,26 @@ TEST(StoreExposure, AStuckClientDoesNotHoldUpTheLaunchersSignals) {
   EXPECT_LT(r.seconds, 1.5 + 1.0 + 4.0) << r.err;  // SIGINT, the grace period, slack
 }
 
+TEST(StoreExposure, AStuckClientDoesNotHoldUpTheRendezvous) {
+  // Node 0 of two waits for node 1, which never comes, while a client holds
+  // half a message. The launcher calls the store on a thread of its own, so
+  // SIGINT ends the wait at once. Before, on 1.13, the launcher sat in the
+  // store's check() until its own client timed out (the rendezvous timeout).
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  Launcher launcher({"--nnodes", "2", "--node-rank", "0", "--master-port", std::to_string(port),
+                     "--rendezvous-timeout", "30", "sleep", "1"},
+                    {{"RANKWISE_JOB_KEY", "s3cret"}});
+  const int fd = send_partial_message(port);
+  ASSERT_GE(fd, 0) << "the store never came up on port " << port;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  ::kill(launcher.pid(), SIGINT);
+  const Result r = launcher.wait(60);
+  ::close(fd);
+  EXPECT_EQ(r.code, 130) << r.err;
+  EXPECT_NE(r.err.find("received SIGINT during the rendezvous"), std::string::npos) << r.err;
+  EXPECT_LT(r.seconds, 1.0 + 4.0) << r.err;  // SIGINT, slack
+}
+
 TEST(StoreExposure, ANodeRegisteredWithoutTheJobKeyDoesNotCount) {
   // Two nodes sharing RANKWISE_JOB_KEY; node 1 never comes. A client that
   // registers it under the key name of old ("rankwise/nodes/1") must not end
