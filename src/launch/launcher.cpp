@@ -146,10 +146,11 @@ std::string job_key(const LaunchOptions& o) {
 }
 
 std::string one_line_cause(const FailureReport& r) {
+  if (r.remote) return r.remote->root_cause;
   return fmt::format("rank {} {}", r.root_cause.rank, describe_root_cause(r.root_cause));
 }
 
-int run_attempts(const LaunchOptions& o, AttemptConfig& config);
+int run_attempts(const LaunchOptions& o, AttemptConfig& config, NodeRendezvous& rdzv);
 
 int run(const LaunchOptions& o) {
   install_signal_pipe();
@@ -217,12 +218,14 @@ int run(const LaunchOptions& o) {
   config.hang_check = o.hang_timeout.count() > 0 && o.world_size() > 1;
   config.job_key = key;
 
-  const int code = run_attempts(o, config);
+  const int code = run_attempts(o, config, *rdzv);
   // Exit barrier: a node whose workers succeeded waits for the others, so node 0
   // keeps the store up while their workers may still use it. After a failure,
-  // closing the store at once helps the other nodes' workers fail fast.
+  // node 0 waits for the others a little (they read the failure's details
+  // from its store); the other nodes do not wait.
   if (o.nnodes > 1) {
-    const auto wait = code == kExitOk ? o.rendezvous_timeout : std::chrono::milliseconds(0);
+    auto wait = code == kExitOk ? o.rendezvous_timeout : std::chrono::milliseconds(0);
+    if (code != kExitOk && host_store) wait = o.grace_period + std::chrono::seconds(10);
     rdzv->leave(o.nnodes, wait, [] {
       for (int sig : drain_signals()) {
         if (sig != SIGCHLD) return true;
@@ -233,32 +236,59 @@ int run(const LaunchOptions& o) {
   return code;
 }
 
-int run_attempts(const LaunchOptions& o, AttemptConfig& config) {
-  for (int attempt = 0;; ++attempt) {
+// The attempts of this node's workers. On a multi-node job every node runs
+// the same attempts: a failure anywhere ends the attempt on every node
+// (group_failure.h), and each restart starts with a rendezvous round of every
+// node (a node that does not come back is named). When this node leaves the
+// job, it says why in the store, so that nodes waiting for a restart stop.
+int run_attempts(const LaunchOptions& o, AttemptConfig& config, NodeRendezvous& rdzv) {
+  const auto leave_job = [&](int code, const std::string& why) {
+    if (o.nnodes > 1) {
+      rdzv.close(fmt::format("node {} (host {}) left the job: {}", o.node_rank, config.host, why));
+    }
+    return code;
+  };
+  const auto interrupted = [] {
     for (int sig : drain_signals()) {
-      if (sig != SIGCHLD) {
-        say(fmt::format("received {} between attempts; exiting", signal_name(sig)));
-        return 128 + sig;
+      if (sig != SIGCHLD) return sig;
+    }
+    return 0;
+  };
+  for (int attempt = 0;; ++attempt) {
+    if (const int sig = interrupted()) {
+      say(fmt::format("received {} between attempts; exiting", signal_name(sig)));
+      return leave_job(128 + sig, "it received " + signal_name(sig));
+    }
+    if (attempt > 0 && o.nnodes > 1) {
+      int pending = 0;
+      const bool joined = rdzv.join(o.node_rank, o.nnodes, config.host, o.rendezvous_timeout,
+                                    [&] { return (pending = interrupted()) != 0; }, attempt);
+      if (!joined) {
+        say(fmt::format("received {} during the rendezvous for restart {}; exiting",
+                        signal_name(pending), attempt));
+        return leave_job(128 + pending, "it received " + signal_name(pending));
       }
     }
     config.attempt = attempt;
     const AttemptResult result = run_attempt(config);
     switch (result.outcome) {
       case AttemptResult::Outcome::kSucceeded:
-        return kExitOk;
+        return leave_job(kExitOk, "its workers succeeded");
       case AttemptResult::Outcome::kSignaled:
         say(fmt::format("stopped every worker after {}; exit code {}", signal_name(result.signal),
                         128 + result.signal));
-        return 128 + result.signal;
+        return leave_job(128 + result.signal, "it received " + signal_name(result.signal));
       case AttemptResult::Outcome::kFailed:
         if (attempt < o.max_restarts) {
-          say(fmt::format("attempt {} failed ({}); restarting ({}/{})", attempt,
-                          one_line_cause(*result.failure), attempt + 1, o.max_restarts));
+          say(fmt::format("attempt {} failed ({}); restarting ({}/{}){}", attempt,
+                          one_line_cause(*result.failure), attempt + 1, o.max_restarts,
+                          o.nnodes > 1 ? " with every node" : ""));
           continue;
         }
         write_all(2, format_failure_summary(*result.failure));
         if (o.max_restarts > 0) say(fmt::format("giving up after {} restarts", o.max_restarts));
-        return kExitWorkerFailed;
+        return leave_job(kExitWorkerFailed,
+                         fmt::format("it gave up ({} restarts allowed)", o.max_restarts));
     }
   }
 }

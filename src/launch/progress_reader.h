@@ -1,20 +1,18 @@
 #pragma once
 /// \file progress_reader.h
 /// Reads every rank's progress record (detail/progress_record.h) from the
-/// job's store on a thread of its own, with a store client of its own, so
-/// that the launcher's main loop (output, signals, the grace period) never
-/// waits on the store: with libtorch 1.13 a client that sends half a message
-/// stalls every store call until it closes.
+/// job's store on a thread of its own (a StorePoller), so that the launcher's
+/// main loop never waits on the store.
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "detail/progress_record.h"
+#include "launch/store_poller.h"
 
 namespace rankwise {
 namespace launch {
@@ -31,11 +29,6 @@ class ProgressReader {
   /// (detail::attempt_prefix) from the store at addr:port, every `interval`.
   ProgressReader(const std::string& addr, int port, const std::string& prefix, int world_size,
                  std::chrono::milliseconds interval);
-  /// Stops the thread, waiting for it at most 1 s (one stuck on the store is
-  /// left to end with the process; it owns what it uses).
-  ~ProgressReader();
-  ProgressReader(const ProgressReader&) = delete;
-  ProgressReader& operator=(const ProgressReader&) = delete;
 
   /// The latest complete read; never blocks on the store.
   Snapshot latest() const;
@@ -44,7 +37,7 @@ class ProgressReader {
 
  private:
   std::shared_ptr<State> state_;
-  std::thread thread_;
+  StorePoller poller_;  // after state_, which it uses
 };
 
 }  // namespace launch

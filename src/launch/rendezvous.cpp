@@ -16,8 +16,13 @@
 namespace rankwise {
 namespace launch {
 
-std::string node_key(const std::string& job_key, int node_rank) {
-  return fmt::format("{}nodes/{}", rankwise::detail::job_prefix(job_key), node_rank);
+std::string node_key(const std::string& job_key, int node_rank, int round) {
+  if (round == 0) return fmt::format("{}nodes/{}", rankwise::detail::job_prefix(job_key), node_rank);
+  return fmt::format("{}round_{}/nodes/{}", rankwise::detail::job_prefix(job_key), round, node_rank);
+}
+
+std::string closed_key(const std::string& job_key) {
+  return rankwise::detail::job_prefix(job_key) + "closed";
 }
 
 namespace {
@@ -113,35 +118,47 @@ bool run_off_thread(std::function<void(const std::atomic<bool>& cancel)> work,
   }
 }
 
-// Nodes in [0, nnodes) not registered under `job_key` in `store`.
-std::vector<int> missing_nodes(c10d::TCPStore& store, const std::string& job_key, int nnodes) {
+// Nodes in [0, nnodes) not registered in `round` under `job_key` in `store`.
+std::vector<int> missing_nodes(c10d::TCPStore& store, const std::string& job_key, int nnodes,
+                               int round) {
   std::vector<int> missing;
   for (int r = 0; r < nnodes; ++r) {
-    if (!store.check({node_key(job_key, r)})) missing.push_back(r);
+    if (!store.check({node_key(job_key, r, round)})) missing.push_back(r);
   }
   return missing;
 }
+
+std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 }  // namespace
 
 bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
                           std::chrono::milliseconds timeout,
-                          const std::function<bool()>& interrupted) {
+                          const std::function<bool()>& interrupted, int round) {
   // One node has nobody to wait for. Touching the store would only expose the
   // launcher to another client's stall (above).
   if (nnodes == 1) return !interrupted();
   const auto deadline = SteadyClock::now() + timeout;
   auto missing = std::make_shared<std::vector<int>>();
+  auto closed = std::make_shared<std::string>();
+  const std::string what = round == 0 ? std::string("rendezvous")
+                                      : fmt::format("rendezvous for restart {}", round);
   try {
     const bool ended = run_off_thread(
-        [store = store_, key = job_key_, node_rank, nnodes, host, deadline,
-         missing](const std::atomic<bool>& cancel) {
-          store->set(node_key(key, node_rank), std::vector<uint8_t>(host.begin(), host.end()));
+        [store = store_, key = job_key_, node_rank, nnodes, host, deadline, round, missing,
+         closed](const std::atomic<bool>& cancel) {
+          store->set(node_key(key, node_rank, round),
+                     std::vector<uint8_t>(host.begin(), host.end()));
           std::vector<std::string> keys;
-          for (int r = 0; r < nnodes; ++r) keys.push_back(node_key(key, r));
+          for (int r = 0; r < nnodes; ++r) keys.push_back(node_key(key, r, round));
           while (!store->check(keys)) {
             if (cancel) return;
+            // A node that left the job will not come (see close()).
+            if (store->check({closed_key(key)})) {
+              *closed = text(store->get(closed_key(key)));
+              return;
+            }
             if (SteadyClock::now() >= deadline) {
-              *missing = missing_nodes(*store, key, nnodes);
+              *missing = missing_nodes(*store, key, nnodes, round);
               return;
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -153,23 +170,39 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
     if (!ended && interrupted()) return false;
     if (!ended) {
       throw RendezvousError(fmt::format(
-          "rendezvous store {}:{} stopped answering; a client may hold it (libtorch 1.13's "
+          "{}: the store {}:{} stopped answering; a client may hold it (libtorch 1.13's "
           "store waits for a client that sent part of a message)",
-          addr_, port_));
+          what, addr_, port_));
     }
   } catch (const RendezvousError&) {
     throw;
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    throw RendezvousError(fmt::format("rendezvous store {}:{} failed: {}", addr_, port_,
-                                      what.substr(0, what.find('\n'))));
+    const std::string message = e.what();
+    throw RendezvousError(fmt::format("{}: the store {}:{} failed: {}", what, addr_, port_,
+                                      message.substr(0, message.find('\n'))));
+  }
+  if (!closed->empty()) {
+    throw RendezvousError(fmt::format("{} cannot complete: {}", what, *closed));
   }
   if (missing->empty()) return true;
   throw RendezvousError(fmt::format(
-      "rendezvous timed out after {} s at {}:{}: node rank(s) {} of {} never arrived; start "
+      "{} timed out after {} s at {}:{}: node rank(s) {} of {} never arrived; start "
       "rankwise-run on those nodes with the same --nnodes/--master-addr/--master-port, or "
       "raise --rendezvous-timeout",
-      timeout.count() / 1000.0, addr_, port_, rankwise::detail::join_list(*missing), nnodes));
+      what, timeout.count() / 1000.0, addr_, port_, rankwise::detail::join_list(*missing),
+      nnodes));
+}
+
+void NodeRendezvous::close(const std::string& reason) {
+  try {
+    run_off_thread(
+        [store = store_, key = closed_key(job_key_), reason](const std::atomic<bool>&) {
+          store->compareSet(key, {}, std::vector<uint8_t>(reason.begin(), reason.end()));
+        },
+        SteadyClock::now() + std::chrono::seconds(2), [] { return false; });
+  } catch (const std::exception&) {
+    // Node 0 already closed the store: nobody is left to tell.
+  }
 }
 
 void NodeRendezvous::leave(int nnodes, std::chrono::milliseconds timeout,

@@ -45,8 +45,17 @@ class NodeRendezvous {
   /// returns true join() returns false. Throws RendezvousError naming the
   /// missing node ranks at `timeout`, or saying that the store stopped
   /// answering.
+  /// `round` 0 is the job's start; round n > 0 is the rendezvous before
+  /// restart n, which every node joins after its workers of attempt n - 1
+  /// ended (so no old worker outlives the round). A node that left the job
+  /// (close()) ends the wait at once with RendezvousError giving its reason.
   bool join(int node_rank, int nnodes, const std::string& host, std::chrono::milliseconds timeout,
-            const std::function<bool()>& interrupted);
+            const std::function<bool()>& interrupted, int round = 0);
+
+  /// Multi-node: marks the job closed (the first reason stays), so that a node
+  /// waiting for a restart round stops waiting; e.g. "node 0 (host n0) left
+  /// the job: its workers succeeded". Waits at most 2 s; never throws.
+  void close(const std::string& reason);
 
   /// Exit barrier (multi-node): marks this node finished and waits until all
   /// `nnodes` nodes did, at most `timeout`, so that node 0 keeps the store up
@@ -72,10 +81,11 @@ class NodeRendezvous {
 /// every interface.
 bool store_listens_on_master_address_only();
 
-/// The store key under which node `node_rank` registers: under the job key
-/// when there is one ("rankwise/<job key>/nodes/<n>"), so that a client
-/// without it cannot register a node that never came.
-std::string node_key(const std::string& job_key, int node_rank);
+/// The store key under which node `node_rank` registers in rendezvous
+/// `round`: under the job key when there is one ("rankwise/<job key>/nodes/<n>",
+/// "rankwise/<job key>/round_<r>/nodes/<n>"), so that a client without it
+/// cannot register a node that never came.
+std::string node_key(const std::string& job_key, int node_rank, int round = 0);
 
 }  // namespace launch
 }  // namespace rankwise

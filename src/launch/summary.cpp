@@ -54,6 +54,11 @@ std::string describe_root_cause(const WorkerRecord& w) {
   return fmt::format("reported an error, then was stopped by the launcher ({})", how);
 }
 
+std::string root_cause_headline(const WorkerRecord& w, const std::string& host, int node_rank) {
+  return fmt::format("rank {} (local rank {}) on host {} (node {}) {}", w.rank, w.local_rank, host,
+                     node_rank, describe_root_cause(w));
+}
+
 namespace {
 double seconds_between(std::chrono::steady_clock::time_point a,
                        std::chrono::steady_clock::time_point b) {
@@ -123,13 +128,36 @@ std::string fate_of(const WorkerRecord& o) {
 }
 }  // namespace
 
+namespace {
+constexpr const char* kSummaryTop = "rankwise-run: ================ job failed ================\n";
+constexpr const char* kSummaryEnd = "rankwise-run: ==========================================\n";
+
+// The summary of a node that stopped its workers for another node's failure.
+std::string format_remote_failure(const FailureReport& r) {
+  const NodeFailure& f = *r.remote;
+  std::string out = kSummaryTop;
+  out += fmt::format("rankwise-run: root cause (first failure): {}\n", f.root_cause);
+  if (!f.error.empty()) append_field(out, "error:", f.error);
+  out += fmt::format("  reported:   by node {}'s launcher; its summary has the details\n",
+                     f.node_rank);
+  out += fmt::format("  this node:  node {} (host {}) stopped its workers when node {}'s failure "
+                     "was reported (attempt {})\n",
+                     r.node_rank, r.host, f.node_rank, r.attempt);
+  out += "  local ranks:\n";
+  for (const auto& o : r.workers) {
+    out += fmt::format("    rank {} (pid {}): {}\n", o.rank, o.pid, fate_of(o));
+  }
+  out += kSummaryEnd;
+  return out;
+}
+}  // namespace
+
 std::string format_failure_summary(const FailureReport& r) {
+  if (r.remote) return format_remote_failure(r);
   const WorkerRecord& w = r.root_cause;
-  std::string out;
-  out += "rankwise-run: ================ job failed ================\n";
-  out += fmt::format("rankwise-run: root cause (first failure): rank {} (local rank {}) on host {} "
-                     "(node {}) {}\n",
-                     w.rank, w.local_rank, r.host, r.node_rank, describe_root_cause(w));
+  std::string out = kSummaryTop;
+  out += fmt::format("rankwise-run: root cause (first failure): {}\n",
+                     root_cause_headline(w, r.host, r.node_rank));
   out += fmt::format("  rank:       {} of world size {}\n", w.rank, r.world_size);
   out += fmt::format("  local rank: {}\n", w.local_rank);
   out += fmt::format("  host:       {} (node {})\n", r.host, r.node_rank);
@@ -172,7 +200,7 @@ std::string format_failure_summary(const FailureReport& r) {
     header = true;
     out += fmt::format("    rank {} (pid {}): {}\n", o.rank, o.pid, fate_of(o));
   }
-  out += "rankwise-run: ==========================================\n";
+  out += kSummaryEnd;
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "launch/error_file.h"
+#include "launch/group_failure.h"
 
 namespace rankwise {
 namespace launch {
@@ -59,6 +60,11 @@ std::string describe_exit(const WorkerRecord& w);
 /// debugger), then was stopped by the launcher (SIGTERM)".
 std::string describe_root_cause(const WorkerRecord& w);
 
+/// "rank 3 (local rank 1) on host n1 (node 1) " + describe_root_cause(w):
+/// the summary's root cause line, which a multi-node job's other launchers
+/// repeat (NodeFailure::root_cause).
+std::string root_cause_headline(const WorkerRecord& w, const std::string& host, int node_rank);
+
 /// Everything the summary shows.
 struct FailureReport {
   int attempt = 0;
@@ -71,13 +77,18 @@ struct FailureReport {
   std::chrono::steady_clock::time_point job_start;
   /// When the launcher ended a hang (--hang-timeout): who held the others up.
   std::string hang;
+  /// Multi-node: the job's first failure was on another node, whose launcher
+  /// published it (group_failure.h); this node stopped its workers for it.
+  /// `root_cause` is then unused.
+  std::optional<NodeFailure> remote;
 };
 
 /// Multi-line summary naming the root cause (rank, local rank, host, pid,
 /// exit code or signal, elapsed time, its error message once, its error file
 /// and when the error happened, its stderr tail without run_main's line that
-/// repeats the message) and the fate of the other local workers. Ends with a
-/// newline.
+/// repeats the message) and the fate of the other local workers. With
+/// `remote`, the other node's root cause line and error, and the fate of
+/// every local worker. Ends with a newline.
 std::string format_failure_summary(const FailureReport& report);
 
 }  // namespace launch

@@ -20,6 +20,7 @@
 #include "detail/progress_record.h"
 #include "detail/stack_dump.h"
 #include "launch/error_file.h"
+#include "launch/group_failure.h"
 #include "launch/hang_watchdog.h"
 #include "launch/output_merger.h"
 #include "launch/progress_reader.h"
@@ -41,6 +42,10 @@ constexpr std::chrono::milliseconds kReportWindow{5000};
 constexpr std::chrono::milliseconds kReportPoll{50};
 // How long a hang report waits for the workers' stack dumps.
 constexpr std::chrono::milliseconds kStackDumpWait{3000};
+// Multi-node: how often the launcher looks for another node's failure, and
+// how long it waits for the store to take or give a failure's details.
+constexpr std::chrono::milliseconds kGroupPoll{250};
+constexpr std::chrono::milliseconds kGroupWait{2000};
 
 namespace {
 // Files in the launcher's temporary directory, per attempt and rank.
@@ -148,6 +153,10 @@ class AttemptRunner {
       watchdog_.emplace(o_.hang_timeout);
       next_hang_check_ = job_start_ + hang_check_interval();
     }
+    if (o_.nnodes > 1) {
+      group_.emplace(o_.master_addr, c_.master_port, detail::attempt_prefix(c_.attempt, c_.job_key),
+                     kGroupPoll);
+    }
 
     for (int l = 0; l < n; ++l) {
       WorkerRecord rec;
@@ -180,35 +189,105 @@ class AttemptRunner {
     if (signal_ != 0) {
       result.outcome = AttemptResult::Outcome::kSignaled;
       result.signal = signal_;
-    } else if (failed_) {
-      for (auto& w : workers_) w.error = read_worker_error(w.error_file);
-      std::size_t root = pick_root_cause(workers_).value_or(0);
-      // A hang: the first local rank that held the others up.
-      const bool deadlock = is_deadlock(hang_ranks_, o_.world_size());
-      for (std::size_t i = workers_.size(); i-- > 0;) {
-        WorkerRecord& w = workers_[i];
-        if (std::find(hang_ranks_.begin(), hang_ranks_.end(), w.rank) == hang_ranks_.end()) continue;
-        w.hang_role = deadlock ? "was in a deadlock with every other rank (see the hang report)"
-                               : "held the others up in a hang";
-        root = i;
-      }
+    } else if (failed_ || remote_) {
       result.outcome = AttemptResult::Outcome::kFailed;
-      FailureReport r;
-      r.attempt = c_.attempt;
-      r.host = c_.host;
-      r.node_rank = o_.node_rank;
-      r.world_size = o_.world_size();
-      r.root_cause = workers_[root];
-      r.root_stderr_tail = merger_->stderr_tail(root);
-      r.workers = workers_;
-      r.job_start = job_start_;
-      r.hang = hang_;
+      FailureReport r = failure_report();
+      if (group_) settle_group_failure(r);
       result.failure = std::move(r);
     }
     return result;
   }
 
  private:
+  // The attempt's failure as this node sees it (the workers' error files
+  // read now): its root cause, and what happened to every local worker.
+  FailureReport failure_report() {
+    for (auto& w : workers_) w.error = read_worker_error(w.error_file);
+    std::size_t root = pick_root_cause(workers_).value_or(0);
+    // A hang: the first local rank that held the others up.
+    const bool deadlock = is_deadlock(hang_ranks_, o_.world_size());
+    for (std::size_t i = workers_.size(); i-- > 0;) {
+      WorkerRecord& w = workers_[i];
+      if (std::find(hang_ranks_.begin(), hang_ranks_.end(), w.rank) == hang_ranks_.end()) continue;
+      w.hang_role = deadlock ? "was in a deadlock with every other rank (see the hang report)"
+                             : "held the others up in a hang";
+      root = i;
+    }
+    FailureReport r;
+    r.attempt = c_.attempt;
+    r.host = c_.host;
+    r.node_rank = o_.node_rank;
+    r.world_size = o_.world_size();
+    r.root_cause = workers_[root];
+    r.root_stderr_tail = merger_->stderr_tail(root);
+    r.workers = workers_;
+    r.job_start = job_start_;
+    r.hang = hang_;
+    return r;
+  }
+
+  NodeFailure node_failure(const FailureReport& r) const {
+    NodeFailure f;
+    f.node_rank = o_.node_rank;
+    f.root_cause = root_cause_headline(r.root_cause, r.host, r.node_rank);
+    if (r.root_cause.error) {
+      const std::string& m = r.root_cause.error->message;
+      f.error = m.substr(0, m.find('\n'));
+    }
+    return f;
+  }
+
+  // This node's workers failed (not for another node's failure): stops them
+  // and, on a multi-node job, tells the other launchers.
+  void stop_for_local_failure() {
+    stop_all(SIGTERM);
+    if (group_ && !remote_) group_->report(node_failure(failure_report()));
+  }
+
+  // Multi-node: another node's failure came first; stop this node's workers.
+  void check_group() {
+    if (!group_ || remote_) return;
+    const std::optional<NodeFailure> first = group_->first();
+    if (!first || first->node_rank == o_.node_rank) return;
+    remote_ = first;
+    if (signal_ != 0 || killed_) return;
+    write_all(2, fmt::format("rankwise-run: node {} failed: {}; stopping this node's workers\n",
+                             first->node_rank, first->root_cause));
+    if (!stopping_) stop_all(SIGTERM);
+  }
+
+  // Polls group_->first() until `done` holds for it, at most `timeout`.
+  template <typename Done>
+  std::optional<NodeFailure> wait_for_group(Done done, std::chrono::milliseconds timeout) {
+    const auto deadline = Clock::now() + timeout;
+    std::optional<NodeFailure> f = group_->first();
+    while (!done(f) && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      f = group_->first();
+    }
+    return f;
+  }
+
+  // At the end of a failed multi-node attempt: which node's failure was first
+  // decides the root cause every launcher names. The first node publishes its
+  // summary's root cause; the others wait for it (its workers end within its
+  // grace period), else name what it published when it stopped them.
+  void settle_group_failure(FailureReport& r) {
+    if (!remote_) {
+      group_->flush(kGroupWait);
+      const auto first = wait_for_group([](const auto& f) { return f.has_value(); }, kGroupWait);
+      if (first && first->node_rank != o_.node_rank) remote_ = first;
+    }
+    if (!remote_) {
+      group_->report_final(node_failure(r));
+      group_->flush(kGroupWait);
+      return;
+    }
+    const auto final = wait_for_group([](const auto& f) { return f && f->final; },
+                                      o_.grace_period + kGroupWait + kGroupWait);
+    r.remote = final ? final : remote_;
+  }
+
   bool any_running() const {
     return std::any_of(workers_.begin(), workers_.end(),
                        [](const WorkerRecord& w) { return w.state == WorkerState::kRunning; });
@@ -276,7 +355,7 @@ class AttemptRunner {
       if (!report_deadline_) report_deadline_ = Clock::now() + kReportWindow;
       return;
     }
-    stop_all(SIGTERM);
+    stop_for_local_failure();
   }
 
   // During the report window: a running worker has written its error file.
@@ -386,7 +465,7 @@ class AttemptRunner {
                 ? "every rank waited in a collective no other rank completed (a deadlock)"
                 : detail::rank_list(hang_ranks_) + " held the others up";
     failed_ = true;
-    stop_all(SIGTERM);
+    stop_for_local_failure();
   }
 
   // Asks every local worker that can (running, not stopped, its handler
@@ -449,6 +528,7 @@ class AttemptRunner {
       if (report_deadline_ && !stopping_) timeout = std::min(timeout, kReportPoll);
       if (all_reaped_) timeout = std::min(timeout, until(drain_deadline_));
       if (hang_check_due()) timeout = std::min(timeout, until(next_hang_check_));
+      if (group_ && !remote_) timeout = std::min(timeout, kGroupPoll);
 
       pfds.clear();
       pfds.push_back({signal_pipe_fd(), POLLIN, 0});
@@ -469,8 +549,9 @@ class AttemptRunner {
       }
       if (report_deadline_ && !stopping_ && !killed_ &&
           (Clock::now() >= *report_deadline_ || running_worker_reported())) {
-        stop_all(SIGTERM);
+        stop_for_local_failure();
       }
+      check_group();
       if (hang_check_due() && Clock::now() >= next_hang_check_) check_hang();
       if (stopping_ && !killed_ && Clock::now() >= kill_deadline_ && any_running()) {
         stop_all(SIGKILL);
@@ -511,6 +592,8 @@ class AttemptRunner {
   Clock::time_point next_hang_check_;
   std::vector<int> hang_ranks_;  // after a hang: the ranks that held the others up
   std::string hang_;             // ... and the summary's line about it
+  std::optional<GroupFailureWatch> group_;  // multi-node
+  std::optional<NodeFailure> remote_;       // another node failed first (check_group)
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# multinode_netns.sh RUN PROGRAM [MAIN_JOB]
+# multinode_netns.sh RUN PROGRAM [MAIN_JOB [RESUME_TRAINER]]
 #
 # Two "nodes" on one machine: two network namespaces created here, joined by a
 # veth pair (10.231.0.1/24 <-> 10.231.0.2/24, addresses that exist only inside
@@ -13,12 +13,18 @@
 #      names node rank 1;
 #   3. node 0 never arrives: node 1 fails within the timeout, naming node 0's store;
 #   4. (with MAIN_JOB, examples/fashion_mnist) the main job on 2 nodes x 2 ranks
-#      prints the same epoch line (loss, accuracy, F1) as on one node x 4 ranks.
+#      prints the same epoch line (loss, accuracy, F1) as on one node x 4 ranks;
+#   5. (with RESUME_TRAINER, tests/programs/torch_resume_trainer) rank 3 on
+#      node 1 SIGKILLs itself mid epoch 2: with --max-restarts 1 both launchers
+#      stop their workers within 10 s, all 4 ranks restart together and resume
+#      from the checkpoint, ending bit for bit where an uninterrupted run ends;
+#      without restarts both launchers exit 1 naming the same root cause.
 # Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN); otherwise it prints why and exits
 # 77, which ctest reports as skipped (SKIP_RETURN_CODE 77). The namespaces are
 # removed on exit (trap).
 set -uo pipefail
-run=$1; program=$2; main_job=${3:-}
+run=$1; program=$2; main_job=${3:-}; trainer=${4:-}
+here=$(cd "$(dirname "$0")" && pwd)
 tag=rw$$
 ns0=${tag}n0; ns1=${tag}n1
 work=$(mktemp -d "${TMPDIR:-/tmp}/rankwise-netns-XXXXXX")
@@ -119,5 +125,54 @@ if [ -n "$main_job" ]; then
   [ -n "$single" ] && [ "$single" = "$multi" ] || fail "main job differs between 1 node and 2 nodes"
   grep -q 'on 4 ranks$' "$work/main0.out" || fail "main job world size on 2 nodes"
   echo "ok: main job on 2 nodes equals 1 node"
+fi
+
+# stamped FILE: copies stdin to FILE, each line after its arrival time (s).
+stamped() { while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done >"$1"; }
+# first_time FILE PATTERN: the arrival time of FILE's first line matching PATTERN.
+first_time() { grep -m1 -- "$2" "$1" | cut -d' ' -f1; }
+
+# 5. A rank on node 1 dies: both nodes stop, restart together and resume.
+if [ -n "$trainer" ]; then
+  timeout 200 "$run" --nproc-per-node 4 "$trainer" adamw "$work/rA" >"$work/rA.out" 2>&1 \
+    || fail "uninterrupted 4-rank run"
+  kill_at=11  # 7 steps per epoch at 4 ranks: mid epoch 2, after the checkpoint of step 8
+  two_nodes() {  # two_nodes DIR [OPTION...]: both nodes; output in DIR.node{0,1}
+    local dir=$1; shift
+    ( timeout 200 ip netns exec "$ns0" "$run" "${common[@]}" --node-rank 0 --rendezvous-timeout 60 \
+        "$@" "$trainer" adamw "$dir" "$kill_at" 2>&1 | stamped "$dir.node0" ) &
+    local p0=$!
+    ( timeout 200 ip netns exec "$ns1" "$run" "${common[@]}" --node-rank 1 --rendezvous-timeout 60 \
+        --iface veth1 "$@" "$trainer" adamw "$dir" "$kill_at" 2>&1 | stamped "$dir.node1" ) &
+    local p1=$!
+    wait "$p0"; rc0=$?
+    wait "$p1"; rc1=$?
+    cat "$dir.node0" "$dir.node1"
+  }
+  export RANKWISE_JOB_KEY=netns-group-$$
+  two_nodes "$work/rB" --max-restarts 1
+  [ "$rc0" = 0 ] && [ "$rc1" = 0 ] || fail "restarted job: node 0 exited $rc0, node 1 $rc1"
+  killed=$(stat -c %.9Y "$work/rB/killed") || fail "rank 3 never killed itself"
+  for node in 0 1; do
+    t=$(first_time "$work/rB.node$node" "attempt 0 failed (.*rank 3.*was killed by SIGKILL (signal 9)); restarting (1/1) with every node")
+    [ -n "$t" ] || fail "node $node did not restart for rank 3's death"
+    awk -v a="$killed" -v b="$t" 'BEGIN { exit !(b - a < 10) }' \
+      || fail "node $node restarted $(awk -v a="$killed" -v b="$t" 'BEGIN { print b - a }') s after the kill"
+    echo "ok: node $node stopped its workers and restarted $(awk -v a="$killed" -v b="$t" 'BEGIN { printf "%.2f", b - a }') s after rank 3 died"
+  done
+  grep -q "resumed at step" "$work/rB.node0" || fail "the restarted job did not resume"
+  "${RANKWISE_PYTHON:-/usr/bin/python3}" "$here/compare_checkpoints.py" "$work/rA/final.pt" "$work/rB/final.pt" \
+    || fail "the job restarted on 2 nodes differs from the uninterrupted run"
+  echo "ok: restarted together on 2 nodes, ends equal to the uninterrupted run"
+
+  two_nodes "$work/rC"
+  [ "$rc0" = 1 ] && [ "$rc1" = 1 ] || fail "failed job: node 0 exited $rc0, node 1 $rc1 (expected 1, 1)"
+  cause0=$(grep -o 'root cause (first failure): .*' "$work/rC.node0")
+  cause1=$(grep -o 'root cause (first failure): .*' "$work/rC.node1")
+  echo "node 0: $cause0"; echo "node 1: $cause1"
+  grep -q "rank 3 (local rank 1) on host .* (node 1) was killed by SIGKILL" <<<"$cause0" \
+    || fail "node 0 does not name rank 3's death"
+  [ "$cause0" = "$cause1" ] || fail "the two launchers name different root causes"
+  echo "ok: without restarts both launchers exit 1 naming rank 3"
 fi
 echo PASS

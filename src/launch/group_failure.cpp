@@ -1,0 +1,81 @@
+#include "launch/group_failure.h"
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <mutex>
+#include <vector>
+
+namespace rankwise {
+namespace launch {
+
+std::string encode_failure(const NodeFailure& f) {
+  return nlohmann::json{{"node_rank", f.node_rank}, {"root_cause", f.root_cause}, {"error", f.error}}
+      .dump();
+}
+
+std::optional<NodeFailure> decode_failure(const std::string& text) {
+  const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return std::nullopt;
+  try {
+    NodeFailure f;
+    f.node_rank = j.at("node_rank").get<int>();
+    f.root_cause = j.at("root_cause").get<std::string>();
+    f.error = j.at("error").get<std::string>();
+    return f;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  }
+}
+
+struct GroupFailureWatch::State {
+  std::mutex mutex;
+  std::optional<NodeFailure> first;
+};
+
+namespace {
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+}  // namespace
+
+GroupFailureWatch::GroupFailureWatch(const std::string& addr, int port,
+                                     const std::string& attempt_prefix,
+                                     std::chrono::milliseconds interval)
+    : failure_key_(attempt_prefix + "/launchers/failure"),
+      final_key_(attempt_prefix + "/launchers/failure_final"),
+      state_(std::make_shared<State>()),
+      poller_(addr, port, interval,
+              [state = state_, failure_key = failure_key_, final_key = final_key_](
+                  c10d::TCPStore& store) {
+                std::optional<NodeFailure> first;
+                if (store.check({final_key})) {
+                  first = decode_failure(text(store.get(final_key)));
+                  if (first) first->final = true;
+                } else if (store.check({failure_key})) {
+                  first = decode_failure(text(store.get(failure_key)));
+                }
+                std::lock_guard<std::mutex> lock(state->mutex);
+                if (first) state->first = first;
+              }) {}
+
+void GroupFailureWatch::report(const NodeFailure& failure) {
+  poller_.post([key = failure_key_, value = encode_failure(failure)](c10d::TCPStore& store) {
+    // Sets the key only where it is absent; either way returns what it holds.
+    store.compareSet(key, {}, bytes(value));
+  });
+}
+
+void GroupFailureWatch::report_final(const NodeFailure& failure) {
+  poller_.post([key = final_key_, value = encode_failure(failure)](c10d::TCPStore& store) {
+    store.set(key, bytes(value));
+  });
+}
+
+std::optional<NodeFailure> GroupFailureWatch::first() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->first;
+}
+
+}  // namespace launch
+}  // namespace rankwise

@@ -1,0 +1,174 @@
+// A multi-node job fails and restarts as one group (launch/group_failure.h):
+// a worker failing on node 1 stops node 0's workers within seconds, both
+// launchers name the same root cause, and with --max-restarts every node
+// restarts together after a rendezvous round; a node that leaves the job is
+// named. The two nodes are two launchers on the loopback address; the
+// network-namespace version with the main job is e2e.multinode_netns.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "launch/free_port.h"
+#include "launch/group_failure.h"
+#include "support/launcher.h"
+
+namespace {
+
+using namespace rankwise::test;
+using rankwise::launch::GroupFailureWatch;
+using rankwise::launch::NodeFailure;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string this_host() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+// Polls `watch` until its first failure satisfies `done`, at most 10 s.
+template <typename Done>
+std::optional<NodeFailure> first_when(const GroupFailureWatch& watch, Done done) {
+  for (auto deadline = Clock::now() + std::chrono::seconds(10); Clock::now() < deadline;) {
+    const auto f = watch.first();
+    if (done(f)) return f;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return watch.first();
+}
+
+TEST(GroupFailure, TheFirstFailureStaysAndItsFinalDetailsReplaceIt) {
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(port);
+  o.isServer = true;
+  o.waitWorkers = false;
+  c10d::TCPStore server("127.0.0.1", o);
+  const auto interval = std::chrono::milliseconds(50);
+  GroupFailureWatch node0("127.0.0.1", port, "rankwise/k/0", interval);
+  GroupFailureWatch node1("127.0.0.1", port, "rankwise/k/0", interval);
+  GroupFailureWatch other_attempt("127.0.0.1", port, "rankwise/k/1", interval);
+  EXPECT_FALSE(node0.first());
+
+  node1.report({1, "rank 3 (local rank 1) on host h1 (node 1) was killed by SIGKILL (signal 9)", ""});
+  ASSERT_TRUE(node1.flush(std::chrono::seconds(5)));
+  node0.report({0, "rank 0 (local rank 0) on host h0 (node 0) exited with code 1", "peer gone"});
+  ASSERT_TRUE(node0.flush(std::chrono::seconds(5)));
+  for (const GroupFailureWatch* w : {&node0, &node1}) {
+    const auto f = first_when(*w, [](const auto& f) { return f.has_value(); });
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->node_rank, 1);  // node 0's later report did not replace it
+    EXPECT_EQ(f->root_cause, "rank 3 (local rank 1) on host h1 (node 1) was killed by SIGKILL (signal 9)");
+    EXPECT_FALSE(f->final);
+  }
+
+  node1.report_final({1, "rank 2 (local rank 0) on host h1 (node 1) exited with code 3", "boom"});
+  const auto f = first_when(node0, [](const auto& f) { return f && f->final; });
+  ASSERT_TRUE(f && f->final);
+  EXPECT_EQ(f->root_cause, "rank 2 (local rank 0) on host h1 (node 1) exited with code 3");
+  EXPECT_EQ(f->error, "boom");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(other_attempt.first());  // another attempt's keys
+}
+
+TEST(GroupFailure, EncodedFailuresRoundTripAndOtherTextIsRefused) {
+  const NodeFailure f{2, "rank 5 (local rank 1) on host \"x\" (node 2) exited with code 1", "a\tb"};
+  const auto back = rankwise::launch::decode_failure(rankwise::launch::encode_failure(f));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->node_rank, 2);
+  EXPECT_EQ(back->root_cause, f.root_cause);
+  EXPECT_EQ(back->error, "a\tb");
+  for (const std::string bad : {"", "{", "[]", "{\"node_rank\": \"one\"}", "{\"node_rank\": 1}"}) {
+    EXPECT_FALSE(rankwise::launch::decode_failure(bad)) << bad;
+  }
+}
+
+// Two launchers, nodes 0 and 1 of a 2 x 2 job on the loopback address,
+// running `script` (sh -c) with `extra` options for each node.
+struct TwoNodes {
+  Result node0, node1;
+};
+TwoNodes run_two_nodes(const std::string& script, const std::vector<std::string>& extra0,
+                       const std::vector<std::string>& extra1) {
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  auto args = [&](int node, const std::vector<std::string>& extra) {
+    std::vector<std::string> a = {"--nnodes", "2", "--nproc-per-node", "2", "--master-addr",
+                                  "127.0.0.1", "--master-port", std::to_string(port),
+                                  "--rendezvous-timeout", "20", "--grace-period", "2",
+                                  "--node-rank", std::to_string(node)};
+    a.insert(a.end(), extra.begin(), extra.end());
+    a.insert(a.end(), {"sh", "-c", script});
+    return a;
+  };
+  const std::map<std::string, std::string> env = {{"RANKWISE_JOB_KEY", "group-failure-test"}};
+  Launcher node1(args(1, extra1), env);
+  Launcher node0(args(0, extra0), env);
+  TwoNodes r;
+  r.node0 = node0.wait(90);
+  r.node1 = node1.wait(90);
+  return r;
+}
+
+// Rank 3 (node 1) kills itself in attempt 0; the other ranks wait 30 s (as
+// in a collective that never completes), or in later attempts say so and end.
+const std::string kRankThreeDies =
+    "if [ \"$RANKWISE_RESTART_COUNT\" = 0 ]; then"
+    "  if [ \"$RANK\" = 3 ]; then kill -9 $$; fi; exec sleep 30;"
+    " fi; echo \"rank $RANK attempt $RANKWISE_RESTART_COUNT\"";
+
+TEST(GroupFailure, AWorkerFailingOnNodeOneStopsNodeZerosWorkersAndBothNameIt) {
+  const TwoNodes r = run_two_nodes(kRankThreeDies, {}, {});
+  const std::string cause = "root cause (first failure): rank 3 (local rank 1) on host " +
+                            this_host() + " (node 1) was killed by SIGKILL (signal 9)\n";
+  EXPECT_EQ(r.node0.code, 1) << r.node0.err;
+  EXPECT_EQ(r.node1.code, 1) << r.node1.err;
+  EXPECT_TRUE(contains(r.node0.err, cause)) << r.node0.err;
+  EXPECT_TRUE(contains(r.node1.err, cause)) << r.node1.err;
+  EXPECT_TRUE(contains(r.node0.err, "rankwise-run: node 1 failed: rank 3 (local rank 1)")) << r.node0.err;
+  EXPECT_TRUE(contains(r.node0.err, "reported:   by node 1's launcher")) << r.node0.err;
+  EXPECT_TRUE(contains(r.node0.err, "stopped its workers when node 1's failure was reported")) << r.node0.err;
+  EXPECT_TRUE(contains(r.node0.err, "rank 0 (pid ")) << r.node0.err;
+  EXPECT_TRUE(contains(r.node0.err, "rank 1 (pid ")) << r.node0.err;
+  // Without the group, node 0's workers would have slept their 30 s.
+  EXPECT_LT(r.node0.seconds, 10.0) << r.node0.err;
+  EXPECT_LT(r.node1.seconds, 10.0) << r.node1.err;
+}
+
+TEST(GroupFailure, WithMaxRestartsEveryNodeRestartsTogether) {
+  const TwoNodes r = run_two_nodes(kRankThreeDies, {"--max-restarts", "1"}, {"--max-restarts", "1"});
+  ASSERT_EQ(r.node0.code, 0) << r.node0.err;
+  ASSERT_EQ(r.node1.code, 0) << r.node1.err;
+  const std::string restart = "attempt 0 failed (rank 3 (local rank 1) on host " + this_host() +
+                              " (node 1) was killed by SIGKILL (signal 9)); restarting (1/1) with "
+                              "every node";
+  EXPECT_TRUE(contains(r.node0.err, restart)) << r.node0.err;
+  EXPECT_TRUE(contains(r.node1.err, "attempt 0 failed (rank 3 was killed by SIGKILL (signal 9)); "
+                                    "restarting (1/1) with every node"))
+      << r.node1.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    const Result& node = rank < 2 ? r.node0 : r.node1;
+    EXPECT_TRUE(contains(node.out, "rank " + std::to_string(rank) + " attempt 1\n")) << node.out;
+  }
+  EXPECT_LT(r.node0.seconds, 15.0) << r.node0.err;
+}
+
+TEST(GroupFailure, ANodeThatDoesNotComeBackForTheRestartIsNamed) {
+  // Node 1 may not restart: it gives up and leaves; node 0, which may, stops
+  // waiting for the restart's rendezvous at once and names it.
+  const TwoNodes r = run_two_nodes(kRankThreeDies, {"--max-restarts", "1"}, {});
+  EXPECT_EQ(r.node1.code, 1) << r.node1.err;
+  EXPECT_EQ(r.node0.code, 1) << r.node0.err;
+  EXPECT_TRUE(contains(r.node0.err, "rendezvous for restart 1 cannot complete: node 1 (host " +
+                                        this_host() + ") left the job: it gave up (0 restarts allowed)"))
+      << r.node0.err;
+  EXPECT_LT(r.node0.seconds, 15.0) << r.node0.err;  // not the rendezvous timeout (20 s)
+}
+
+}  // namespace
