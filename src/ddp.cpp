@@ -125,16 +125,26 @@ struct DataParallelEngine::Impl {
   void shadow_gradient_all_reduce() {
     reducer->rebuild_buckets();
     if (options.broadcast_buffers() && require_forward_param_sync) broadcast_states(buffers);
+    // On c10d's group directly, as the training ranks' Reducer: neither side
+    // records these in the flight recorder nor checks them in debug mode.
+    auto all_reduce = [this](at::Tensor zeros) {
+      std::vector<at::Tensor> tensors{zeros};
+      try {
+        group->c10d_group()->allreduce(tensors)->wait();
+      } catch (const std::exception& e) {
+        throw PeerError("rankwise: " + where(*group) +
+                        ": DistributedDataParallel: join()'s all_reduce of zero gradients "
+                        "failed; a peer probably exited. Original error: " + message_of(e));
+      }
+    };
     for (auto& bucket : reducer->get_grad_buckets(/*return_zero_tensors=*/true)) {
-      auto zeros = bucket.getBufferRef();
-      group->all_reduce(zeros, ReduceOp::kSum);
+      all_reduce(bucket.getBufferRef());
     }
     // With find_unused_parameters the training ranks also all_reduce their
     // map of used parameters after the last bucket (PyTorch's
     // _match_unused_params_allreduce).
     if (options.find_unused_parameters() && !options.static_graph()) {
-      auto used = torch::zeros_like(reducer->get_local_used_map_on_device());
-      group->all_reduce(used, ReduceOp::kSum);
+      all_reduce(torch::zeros_like(reducer->get_local_used_map_on_device()));
     }
   }
 };

@@ -328,6 +328,15 @@ void ProcessGroup::recorded(CollectiveRecord call,
   if (publisher_) publisher_->notify();
 }
 
+void ProcessGroup::record_launched(CollectiveRecord call,
+                                   const c10::intrusive_ptr<c10::ivalue::Future>& done) {
+  const uint64_t sequence = recorder_->enter(std::move(call));
+  if (publisher_) publisher_->notify();  // its heartbeat publishes the completion
+  done->addCallback([recorder = recorder_, sequence](c10::ivalue::Future& f) {
+    recorder->end(sequence, !f.hasError());
+  });
+}
+
 std::string ProcessGroup::explain_failure(uint64_t sequence) {
   recorder_->end(sequence, false);  // so that the progress and the dump say "failed"
   std::string text;

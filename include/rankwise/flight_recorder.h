@@ -37,7 +37,9 @@ struct CollectiveRecord {
   std::vector<int64_t> sizes;  ///< the tensor's shape; empty when it has no tensor
   std::string reduce_op;  ///< "sum", "avg", "min", "max" for all_reduce, else ""
   int root = -1;          ///< broadcast's root, else -1
-  std::string name;       ///< monitored_barrier's name, else ""
+  /// monitored_barrier's name, or what one of rankwise's own collectives is
+  /// for ("DistributedDataParallel step 10: ranks with inputs"), else "".
+  std::string name;
   std::string file;       ///< the caller's source file (std::source_location)
   uint32_t line = 0;      ///< the caller's line
   /// Wall-clock times (system_clock, so that ranks can be compared): when the

@@ -49,6 +49,11 @@
 #include "rankwise/env.h"
 #include "rankwise/flight_recorder.h"
 
+namespace c10 {
+namespace ivalue {
+struct Future;
+}
+}  // namespace c10
 namespace c10d {
 class ProcessGroup;
 class Store;
@@ -182,6 +187,14 @@ class ProcessGroup {
 
   /// This rank's flight recorder (flight_recorder.h).
   const FlightRecorder& flight_recorder() const { return *recorder_; }
+
+  /// For a collective launched on c10d_group() directly, from the same code
+  /// on every rank (rankwise's DistributedDataParallel launches its per-step
+  /// count of ranks that still have inputs so): records `call` as entered now
+  /// and as completed or failed when `done` (the work's future) completes,
+  /// on whichever thread completes it. Such collectives are not checked in
+  /// debug mode (check_collectives), as c10d's Reducer's buckets are not.
+  void record_launched(CollectiveRecord call, const c10::intrusive_ptr<c10::ivalue::Future>& done);
 
   /// The underlying c10d objects, for code that needs more than the above.
   const c10::intrusive_ptr<c10d::ProcessGroup>& c10d_group() const { return group_; }

@@ -1,6 +1,9 @@
 #include "detail/ddp_join.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <source_location>
 
 #include "detail/c10d_text.h"
 #include "detail/join.h"
@@ -18,13 +21,30 @@ DdpJoin::DdpJoin(ProcessGroup& group, UnevenInputs mode) : group_(&group), mode_
 
 void DdpJoin::start_training_step(int64_t iterations) {
   check_inputs_count(iterations);
-  launch_inputs_count();
+  inputs_count_ = torch::ones({1}, torch::kInt64);
+  inputs_work_ = launch_count(
+      inputs_count_, fmt::format("DistributedDataParallel step {}: ranks with inputs", iterations + 1));
 }
 
-void DdpJoin::launch_inputs_count() {
-  inputs_count_ = torch::ones({1}, torch::kInt64);
-  std::vector<at::Tensor> tensors{inputs_count_};
-  inputs_work_ = group_->c10d_group()->allreduce(tensors);
+// One all_reduce (sum) of `count` on c10d's group, recorded in the flight
+// recorder under `what`. Training ranks and ranks in join() launch it from
+// here alike, so every rank records the same sequence; like the Reducer's
+// buckets it is not checked in debug mode (a rank in join() cannot know what
+// the others' Reducer does).
+c10::intrusive_ptr<c10d::Work> DdpJoin::launch_count(torch::Tensor count, std::string what) {
+  std::vector<at::Tensor> tensors{count};
+  auto work = group_->c10d_group()->allreduce(tensors);
+  CollectiveRecord call;
+  call.operation = "all_reduce";
+  call.dtype = c10::toString(count.scalar_type());
+  call.sizes = count.sizes().vec();
+  call.reduce_op = "sum";
+  call.name = std::move(what);
+  const auto site = std::source_location::current();
+  call.file = site.file_name();
+  call.line = site.line();
+  group_->record_launched(std::move(call), work->getFuture());
+  return work;
 }
 
 // How many ranks had inputs at the last training step (the world size
@@ -32,13 +52,7 @@ void DdpJoin::launch_inputs_count() {
 int64_t DdpJoin::last_inputs_count() {
   if (!inputs_work_) return group_->world_size();
   auto work = std::move(inputs_work_);
-  try {
-    work->wait();
-  } catch (const std::exception& e) {
-    throw PeerError("rankwise: " + where(*group_) +
-                    ": DistributedDataParallel: the all_reduce of the previous step failed; a "
-                    "peer probably exited. Original error: " + message_of(e));
-  }
+  wait_for(*work, "the all_reduce of the previous step");
   return inputs_count_.item<int64_t>();
 }
 
@@ -49,11 +63,22 @@ void DdpJoin::check_inputs_count(int64_t iterations) {
 }
 
 // A rank in join(): one all_reduce of a 0, matching a training rank's
-// launch_inputs_count(); returns how many ranks still had inputs.
-int64_t DdpJoin::joined_inputs_count() {
+// start_training_step(); returns how many ranks still had inputs.
+int64_t DdpJoin::joined_inputs_count(int64_t iterations) {
   auto count = torch::zeros({1}, torch::kInt64);
-  group_->all_reduce(count, ReduceOp::kSum);
+  auto work = launch_count(
+      count, fmt::format("DistributedDataParallel join after step {}: ranks with inputs", iterations));
+  wait_for(*work, "the all_reduce of the ranks that still have inputs");
   return count.item<int64_t>();
+}
+
+void DdpJoin::wait_for(c10d::Work& work, const std::string& what) {
+  try {
+    work.wait();
+  } catch (const std::exception& e) {
+    throw PeerError("rankwise: " + where(*group_) + ": DistributedDataParallel: " + what +
+                    " failed; a peer probably exited. Original error: " + message_of(e));
+  }
 }
 
 std::vector<int> DdpJoin::joined_ranks() {
@@ -84,7 +109,7 @@ void DdpJoin::join(int64_t iterations, const std::function<void()>& shadow_step)
   group_->store()->set(key_prefix_ + std::to_string(group_->rank()), std::vector<uint8_t>{'1'});
   // Until no rank trains: kError raises (the training ranks raise in the
   // same step, after their forward); kJoin shadows their step.
-  while (joined_inputs_count() > 0) {
+  while (joined_inputs_count(iterations) > 0) {
     if (mode_ == UnevenInputs::kError) throw_uneven(joined_ranks(), iterations);
     shadow_step();
   }

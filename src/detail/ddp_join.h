@@ -35,7 +35,10 @@ class DdpJoin {
   void check_inputs_count(int64_t iterations);
   /// join() of a rank that ran out of inputs: marks it joined and, until no
   /// rank trains, calls `shadow_step` once per step the others still run
-  /// (kError: throws Error instead). Collective.
+  /// (kError: throws Error instead). Collective. The per-step counts are in
+  /// the flight recorder ("DistributedDataParallel step 10: ranks with
+  /// inputs"), the same on every rank; the Reducer's buckets and their
+  /// shadows are not.
   void join(int64_t iterations, const std::function<void()>& shadow_step);
   /// After join() on every rank: the rank whose replica every rank takes
   /// (the one with the most iterations, the lowest on a tie), or nullopt
@@ -43,9 +46,10 @@ class DdpJoin {
   std::optional<int> most_advanced_rank(int64_t iterations);
 
  private:
-  void launch_inputs_count();
+  c10::intrusive_ptr<c10d::Work> launch_count(torch::Tensor count, std::string what);
+  void wait_for(c10d::Work& work, const std::string& what);  // throws PeerError
   int64_t last_inputs_count();
-  int64_t joined_inputs_count();
+  int64_t joined_inputs_count(int64_t iterations);
   std::vector<int> joined_ranks();
   [[noreturn]] void throw_uneven(const std::vector<int>& joined, int64_t iterations);
 

@@ -1,0 +1,109 @@
+// DistributedDataParallel with checked collectives (debug mode, as under
+// rankwise::Fabric or RANKWISE_DEBUG=detail) and its steps in the flight
+// recorder: every rank records the same per-step count of ranks with inputs,
+// whether it trains or waits in join(), so sequence numbers stay equal and
+// the checks after a join pass; the record names the DDP step.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "ddp_test_support.h"
+#include "rankwise/ddp.h"
+#include "rankwise/error.h"
+#include "rankwise/process_group.h"
+
+namespace {
+
+using ddp_test::batch_of;
+using ddp_test::flat_parameters;
+
+int rank = 0;
+
+class DdpChecked : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(20)).check_collectives(true));
+    rank = rankwise::rank();
+  }
+};
+
+torch::nn::Sequential make_net() {
+  torch::manual_seed(0);
+  return torch::nn::Sequential(torch::nn::Linear(5, 8), torch::nn::ReLU(), torch::nn::Linear(8, 3));
+}
+
+// `batches` training steps of this rank (its own data); then join().
+template <typename Ddp>
+void train_then_join(Ddp& ddp, int batches) {
+  torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
+  for (int step = 0; step < batches; ++step) {
+    auto [x, y] = batch_of(rank, step);
+    opt.zero_grad();
+    torch::mse_loss(ddp.forward(x), y).backward();
+    opt.step();
+  }
+  ddp.join();
+}
+
+// This rank's last recorded collective with `name` in it, or "".
+std::string last_named(const std::string& part) {
+  std::string found;
+  for (const auto& r : rankwise::process_group().flight_recorder().entries()) {
+    if (r.name.find(part) != std::string::npos) found = rankwise::describe(r);
+  }
+  return found;
+}
+
+// How many of this rank's recorded collectives have `part` in their name.
+int count_named(const std::string& part) {
+  int n = 0;
+  for (const auto& r : rankwise::process_group().flight_recorder().entries()) {
+    n += r.name.find(part) != std::string::npos;
+  }
+  return n;
+}
+
+TEST_F(DdpChecked, JoinShadowsTheOthersStepsUnderCheckedCollectives) {
+  // Before: the rank in join() checked its shadow all_reduces (an all_gather
+  // first) while the training rank's Reducer did not: it timed out after 20 s.
+  auto net = make_net();
+  rankwise::DistributedDataParallel ddp(
+      net, rankwise::DistributedDataParallelOptions().uneven_inputs(rankwise::UnevenInputs::kJoin));
+  train_then_join(ddp, rank == 0 ? 6 : 4);  // rank 1 shadows steps 5 and 6
+  auto all = rankwise::all_gather(flat_parameters(*ddp.module()));  // checked: same sequence
+  EXPECT_TRUE(all[0].equal(all[1]));
+  // Rank 1 counted in join() three times (steps 5 and 6, then the end when
+  // rank 0 joined too), rank 0 in its steps 5 and 6 and its own join().
+  EXPECT_EQ(count_named(rank == 0 ? "DistributedDataParallel join after step 6"
+                                  : "DistributedDataParallel join after step 4"),
+            rank == 0 ? 1 : 3);
+  if (rank == 0) EXPECT_EQ(count_named("DistributedDataParallel step 6: ranks with inputs"), 1);
+  auto sequences = rankwise::all_gather(torch::tensor(
+      {static_cast<int64_t>(rankwise::process_group().flight_recorder().last_entered().sequence)}));
+  EXPECT_EQ(sequences[0].item<int64_t>(), sequences[1].item<int64_t>());
+}
+
+TEST_F(DdpChecked, UnevenInputsNameTheRankAndTheFlightRecorderTheStep) {
+  auto net = make_net();
+  rankwise::DistributedDataParallel ddp(net);
+  try {
+    train_then_join(ddp, rank == 0 ? 10 : 9);
+    FAIL() << "expected an uneven-inputs error";
+  } catch (const rankwise::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank(s) [1] ran out of batches"), std::string::npos)
+        << e.what();
+  }
+  // Rank 0 was in step 10's count, rank 1 in its join after step 9.
+  const std::string last = last_named("DistributedDataParallel");
+  EXPECT_NE(last.find(rank == 0 ? "all_reduce 'DistributedDataParallel step 10: ranks with inputs'"
+                                : "all_reduce 'DistributedDataParallel join after step 9: ranks "
+                                  "with inputs'"),
+            std::string::npos)
+      << last;
+  EXPECT_NE(last.find("(Long [1], sum)"), std::string::npos) << last;
+  rankwise::barrier();  // checked: every rank is at the same sequence
+}
+
+}  // namespace
