@@ -7,11 +7,25 @@
 #include <mutex>
 #include <vector>
 
+#include "detail/progress_record.h"
+
 namespace rankwise {
 namespace launch {
 
+std::string failure_key(const std::string& attempt_prefix) {
+  return attempt_prefix + "/launchers/failure";
+}
+
+std::string closed_key(const std::string& job_key) {
+  return rankwise::detail::job_prefix(job_key) + "closed";
+}
+
 std::string encode_failure(const NodeFailure& f) {
-  return nlohmann::json{{"node_rank", f.node_rank}, {"root_cause", f.root_cause}, {"error", f.error}}
+  return nlohmann::json{{"node_rank", f.node_rank},
+                        {"root_cause", f.root_cause},
+                        {"error", f.error},
+                        {"succeeded", f.succeeded},
+                        {"attempt", f.attempt}}
       .dump();
 }
 
@@ -23,6 +37,8 @@ std::optional<NodeFailure> decode_failure(const std::string& text) {
     f.node_rank = j.at("node_rank").get<int>();
     f.root_cause = j.at("root_cause").get<std::string>();
     f.error = j.at("error").get<std::string>();
+    f.succeeded = j.value("succeeded", false);
+    f.attempt = j.value("attempt", -1);
     return f;
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
@@ -41,19 +57,26 @@ std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 
 GroupFailureWatch::GroupFailureWatch(const std::string& addr, int port,
                                      const std::string& attempt_prefix,
+                                     const std::string& job_key,
                                      std::chrono::milliseconds interval)
-    : failure_key_(attempt_prefix + "/launchers/failure"),
-      final_key_(attempt_prefix + "/launchers/failure_final"),
+    : failure_key_(failure_key(attempt_prefix)),
+      final_key_(failure_key_ + "_final"),
+      closed_key_(closed_key(job_key)),
       state_(std::make_shared<State>()),
       poller_(addr, port, interval,
-              [state = state_, failure_key = failure_key_, final_key = final_key_](
-                  c10d::TCPStore& store) {
+              [state = state_, failure_key = failure_key_, final_key = final_key_,
+               closed = closed_key_](c10d::TCPStore& store) {
                 std::optional<NodeFailure> first;
                 if (store.check({final_key})) {
                   first = decode_failure(text(store.get(final_key)));
                   if (first) first->final = true;
                 } else if (store.check({failure_key})) {
                   first = decode_failure(text(store.get(failure_key)));
+                } else if (store.check({closed})) {
+                  // A node whose workers all succeeded is no failure.
+                  first = decode_failure(text(store.get(closed)));
+                  if (first && first->succeeded) first.reset();
+                  if (first) first->left = true;
                 }
                 std::lock_guard<std::mutex> lock(state->mutex);
                 if (first) state->first = first;

@@ -6,7 +6,9 @@
 /// poll interval, stops its own workers and names that failure as the job's
 /// root cause. Keys: `<attempt prefix>/launchers/failure` (what the failing
 /// node knew when it stopped its workers) and `.../failure_final` (its summary's
-/// root cause, once its attempt ended).
+/// root cause, once its attempt ended); `<job prefix>closed` (closed_key()):
+/// a launcher that leaves the job (its workers succeeded, it gave up, it got a
+/// signal) says so there, and the other nodes stop waiting for it.
 
 #include <chrono>
 #include <memory>
@@ -26,18 +28,35 @@ struct NodeFailure {
   std::string root_cause;
   std::string error;   ///< first line of the root cause's error, "" when none
   bool final = false;  ///< from the node's summary (its attempt had ended)
+  /// Not a worker's failure: the node's launcher left the job (closed_key());
+  /// `root_cause` says why, e.g. "node 1 (host n1) left the job: it received
+  /// SIGINT".
+  bool left = false;
+  /// With `left`: the node left because its workers succeeded (not a
+  /// failure, but it will not come to a restart).
+  bool succeeded = false;
+  /// With `left`: the last attempt the node ran (-1: none), so that a
+  /// rendezvous round knows whether the node left after it (it took part)
+  /// or before.
+  int attempt = -1;
 };
+
+/// The keys: `<attempt prefix>/launchers/failure`, and the job's
+/// "rankwise/[<job key>/]closed".
+std::string failure_key(const std::string& attempt_prefix);
+std::string closed_key(const std::string& job_key);
 
 /// JSON text; decode_failure returns nullopt for text that is not one.
 std::string encode_failure(const NodeFailure& f);
 std::optional<NodeFailure> decode_failure(const std::string& text);
 
 /// One attempt's view of the group's failure, read from the store at
-/// addr:port every `interval` on a thread of its own (StorePoller).
+/// addr:port every `interval` on a thread of its own (StorePoller): the first
+/// failure published in the attempt, else a node that left the job.
 class GroupFailureWatch {
  public:
   GroupFailureWatch(const std::string& addr, int port, const std::string& attempt_prefix,
-                    std::chrono::milliseconds interval);
+                    const std::string& job_key, std::chrono::milliseconds interval);
 
   /// Publishes this node's failure unless one was published before (a
   /// compareSet on one key: the first stays). Does not block.
@@ -46,7 +65,8 @@ class GroupFailureWatch {
   /// Does not block.
   void report_final(const NodeFailure& failure);
   /// The first failure published in this attempt (its final details when
-  /// they came), as of the last read; never blocks.
+  /// they came), else the node that left the job (`left`), as of the last
+  /// read; never blocks.
   std::optional<NodeFailure> first() const;
   /// Waits at most `timeout` until the reports above reached the store.
   bool flush(std::chrono::milliseconds timeout) { return poller_.flush(timeout); }
@@ -54,7 +74,7 @@ class GroupFailureWatch {
   struct State;  // shared with the poller's thread
 
  private:
-  std::string failure_key_, final_key_;
+  std::string failure_key_, final_key_, closed_key_;
   std::shared_ptr<State> state_;
   StorePoller poller_;  // last: it uses the members above
 };

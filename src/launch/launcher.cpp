@@ -15,6 +15,7 @@
 #include <memory>
 #include <set>
 
+#include "detail/progress_record.h"
 #include "launch/free_port.h"
 #include "launch/options.h"
 #include "launch/output_merger.h"
@@ -218,20 +219,40 @@ int run(const LaunchOptions& o) {
   config.hang_check = o.hang_timeout.count() > 0 && o.world_size() > 1;
   config.job_key = key;
 
-  const int code = run_attempts(o, config, *rdzv);
+  int code = kExitWorkerFailed;
+  try {
+    code = run_attempts(o, config, *rdzv);
+  } catch (const RendezvousError& e) {  // a restart's rendezvous
+    if (o.nnodes == 1) throw;
+    say(fmt::format("error: {}", e.what()));
+    rdzv->close(o.node_rank,
+                fmt::format("node {} (host {}) left the job: its rendezvous for restart {} failed",
+                            o.node_rank, host, config.attempt + 1),
+                false, config.attempt);
+  }
   // Exit barrier: a node whose workers succeeded waits for the others, so node 0
-  // keeps the store up while their workers may still use it. After a failure,
-  // node 0 waits for the others a little (they read the failure's details
-  // from its store); the other nodes do not wait.
+  // keeps the store up while their workers may still use it; it stops waiting
+  // when another node failed or left. After a failure, node 0 waits for the
+  // others a little (they read the failure's details from its store); the
+  // other nodes do not wait.
   if (o.nnodes > 1) {
     auto wait = code == kExitOk ? o.rendezvous_timeout : std::chrono::milliseconds(0);
     if (code != kExitOk && host_store) wait = o.grace_period + std::chrono::seconds(10);
-    rdzv->leave(o.nnodes, wait, [] {
-      for (int sig : drain_signals()) {
-        if (sig != SIGCHLD) return true;
-      }
-      return false;
-    });
+    const auto failure = rdzv->leave(
+        o.node_rank, o.nnodes, wait,
+        [] {
+          for (int sig : drain_signals()) {
+            if (sig != SIGCHLD) return true;
+          }
+          return false;
+        },
+        code == kExitOk ? rankwise::detail::attempt_prefix(config.attempt, key) : "");
+    if (code == kExitOk && failure) {
+      say(fmt::format("this node's workers succeeded, but the job failed: {}{}; exit code 1",
+                      failure->left ? "" : fmt::format("node {} failed: ", failure->node_rank),
+                      failure->root_cause));
+      return kExitWorkerFailed;
+    }
   }
   return code;
 }
@@ -242,9 +263,12 @@ int run(const LaunchOptions& o) {
 // node (a node that does not come back is named). When this node leaves the
 // job, it says why in the store, so that nodes waiting for a restart stop.
 int run_attempts(const LaunchOptions& o, AttemptConfig& config, NodeRendezvous& rdzv) {
+  int last_attempt = -1;  // the last attempt this node ran
   const auto leave_job = [&](int code, const std::string& why) {
     if (o.nnodes > 1) {
-      rdzv.close(fmt::format("node {} (host {}) left the job: {}", o.node_rank, config.host, why));
+      rdzv.close(o.node_rank,
+                 fmt::format("node {} (host {}) left the job: {}", o.node_rank, config.host, why),
+                 code == kExitOk, last_attempt);
     }
     return code;
   };
@@ -269,7 +293,7 @@ int run_attempts(const LaunchOptions& o, AttemptConfig& config, NodeRendezvous& 
         return leave_job(128 + pending, "it received " + signal_name(pending));
       }
     }
-    config.attempt = attempt;
+    config.attempt = last_attempt = attempt;
     const AttemptResult result = run_attempt(config);
     switch (result.outcome) {
       case AttemptResult::Outcome::kSucceeded:

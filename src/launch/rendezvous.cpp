@@ -12,6 +12,7 @@
 #include "detail/join.h"
 #include "detail/progress_record.h"
 #include "launch/free_port.h"
+#include "launch/group_failure.h"
 
 namespace rankwise {
 namespace launch {
@@ -21,9 +22,6 @@ std::string node_key(const std::string& job_key, int node_rank, int round) {
   return fmt::format("{}round_{}/nodes/{}", rankwise::detail::job_prefix(job_key), round, node_rank);
 }
 
-std::string closed_key(const std::string& job_key) {
-  return rankwise::detail::job_prefix(job_key) + "closed";
-}
 
 namespace {
 // libtorch 2.x's store takes over a socket the launcher bound itself
@@ -86,12 +84,13 @@ using SteadyClock = std::chrono::steady_clock;
 // polling `interrupted` every 100 ms, at most until `deadline`. The
 // launcher's loop must never wait inside a store call: libtorch 1.13's server
 // blocks on any client that sent half a message, and every other call waits
-// with it (for the client's whole timeout). Returns true when `work` ended
-// (rethrowing what it threw), false when interrupted or past the deadline; the
-// thread is then told to stop (`cancel`) and left to end, or to stay blocked,
-// on its own: it shares ownership of the store, so nothing it uses goes away.
-bool run_off_thread(std::function<void(const std::atomic<bool>& cancel)> work,
-                    SteadyClock::time_point deadline, const std::function<bool()>& interrupted) {
+// with it (for the client's whole timeout). Returns kDone when `work` ended
+// (rethrowing what it threw), else why it stopped waiting; the thread is then
+// told to stop (`cancel`) and left to end, or to stay blocked, on its own: it
+// shares ownership of the store, so nothing it uses goes away.
+enum class Waited { kDone, kInterrupted, kDeadline };
+Waited run_off_thread(std::function<void(const std::atomic<bool>& cancel)> work,
+                      SteadyClock::time_point deadline, const std::function<bool()>& interrupted) {
   struct Shared {
     std::atomic<bool> cancel{false};
     std::promise<void> done;
@@ -109,11 +108,12 @@ bool run_off_thread(std::function<void(const std::atomic<bool>& cancel)> work,
   for (;;) {
     if (done.wait_for(std::chrono::milliseconds(100)) == std::future_status::ready) {
       done.get();
-      return true;
+      return Waited::kDone;
     }
-    if (interrupted() || SteadyClock::now() >= deadline) {
+    const bool stop = interrupted();
+    if (stop || SteadyClock::now() >= deadline) {
       shared->cancel = true;
-      return false;
+      return stop ? Waited::kInterrupted : Waited::kDeadline;
     }
   }
 }
@@ -143,20 +143,30 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
   const std::string what = round == 0 ? std::string("rendezvous")
                                       : fmt::format("rendezvous for restart {}", round);
   try {
-    const bool ended = run_off_thread(
+    const Waited waited = run_off_thread(
         [store = store_, key = job_key_, node_rank, nnodes, host, deadline, round, missing,
          closed](const std::atomic<bool>& cancel) {
           store->set(node_key(key, node_rank, round),
                      std::vector<uint8_t>(host.begin(), host.end()));
           std::vector<std::string> keys;
           for (int r = 0; r < nnodes; ++r) keys.push_back(node_key(key, r, round));
-          while (!store->check(keys)) {
+          for (;;) {
             if (cancel) return;
-            // A node that left the job will not come (see close()).
+            // A node that left the job (see close()) before it ran this
+            // round's attempt will not come, or, when it registered before
+            // it left, will not run. One that left after it ran the attempt
+            // took part in this round.
+            std::optional<NodeFailure> left;
             if (store->check({closed_key(key)})) {
-              *closed = text(store->get(closed_key(key)));
+              left = decode_failure(text(store->get(closed_key(key))));
+              if (!left) left = NodeFailure{-1, "a node left the job", ""};
+            }
+            const bool all = store->check(keys);
+            if (left && !(all && left->attempt >= round)) {
+              *closed = left->root_cause;
               return;
             }
+            if (all) return;
             if (SteadyClock::now() >= deadline) {
               *missing = missing_nodes(*store, key, nnodes, round);
               return;
@@ -167,11 +177,11 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
         // The thread decides the timeout and names the missing nodes; a
         // store that stops answering is given 5 s more.
         deadline + std::chrono::seconds(5), interrupted);
-    if (!ended && interrupted()) return false;
-    if (!ended) {
+    if (waited == Waited::kInterrupted) return false;
+    if (waited == Waited::kDeadline) {
       throw RendezvousError(fmt::format(
-          "{}: the store {}:{} stopped answering; a client may hold it (libtorch 1.13's "
-          "store waits for a client that sent part of a message)",
+          "{}: the store {}:{} stopped answering (node 0's launcher may be gone, or a client "
+          "may hold the store)",
           what, addr_, port_));
     }
   } catch (const RendezvousError&) {
@@ -193,11 +203,18 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
       nnodes));
 }
 
-void NodeRendezvous::close(const std::string& reason) {
+void NodeRendezvous::close(int node_rank, const std::string& reason, bool succeeded,
+                           int last_attempt) {
+  NodeFailure left;
+  left.node_rank = node_rank;
+  left.root_cause = reason;
+  left.succeeded = succeeded;
+  left.attempt = last_attempt;
   try {
     run_off_thread(
-        [store = store_, key = closed_key(job_key_), reason](const std::atomic<bool>&) {
-          store->compareSet(key, {}, std::vector<uint8_t>(reason.begin(), reason.end()));
+        [store = store_, key = closed_key(job_key_),
+         value = encode_failure(left)](const std::atomic<bool>&) {
+          store->compareSet(key, {}, std::vector<uint8_t>(value.begin(), value.end()));
         },
         SteadyClock::now() + std::chrono::seconds(2), [] { return false; });
   } catch (const std::exception&) {
@@ -205,15 +222,34 @@ void NodeRendezvous::close(const std::string& reason) {
   }
 }
 
-void NodeRendezvous::leave(int nnodes, std::chrono::milliseconds timeout,
-                           const std::function<bool()>& interrupted) {
+std::optional<NodeFailure> NodeRendezvous::leave(int node_rank, int nnodes,
+                                                 std::chrono::milliseconds timeout,
+                                                 const std::function<bool()>& interrupted,
+                                                 const std::string& attempt_prefix) {
   const auto deadline = SteadyClock::now() + timeout;
+  auto failure = std::make_shared<std::optional<NodeFailure>>();
   try {
     run_off_thread(
         [store = store_, finished_key = rankwise::detail::job_prefix(job_key_) + "finished",
-         nnodes, deadline](const std::atomic<bool>& cancel) {
+         failed = attempt_prefix.empty() ? std::string() : failure_key(attempt_prefix),
+         closed = attempt_prefix.empty() ? std::string() : closed_key(job_key_), nnodes, node_rank,
+         deadline, failure](const std::atomic<bool>& cancel) {
           std::int64_t done = store->add(finished_key, 1);
-          while (done < nnodes && SteadyClock::now() < deadline && !cancel) {
+          for (;;) {
+            // Another node's failure, or its leaving, ends the wait: it will
+            // not finish. (Looked at once more after the last node finished:
+            // a node that failed marks itself finished too.)
+            for (const std::string& key : {failed, closed}) {
+              if (key.empty()) continue;
+              if (!store->check({key})) continue;
+              auto f = decode_failure(text(store->get(key)));
+              if (f && f->node_rank != node_rank && !f->succeeded) {
+                f->left = key == closed;
+                *failure = f;
+                return;
+              }
+            }
+            if (done >= nnodes || SteadyClock::now() >= deadline || cancel) return;
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
             done = store->add(finished_key, 0);
           }
@@ -224,6 +260,7 @@ void NodeRendezvous::leave(int nnodes, std::chrono::milliseconds timeout,
   } catch (const std::exception&) {
     // Node 0 already closed the store: nothing left to wait for.
   }
+  return *failure;
 }
 
 }  // namespace launch

@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "launch/group_failure.h"
+
 namespace c10d {
 class TCPStore;
 }
@@ -52,16 +54,24 @@ class NodeRendezvous {
   bool join(int node_rank, int nnodes, const std::string& host, std::chrono::milliseconds timeout,
             const std::function<bool()>& interrupted, int round = 0);
 
-  /// Multi-node: marks the job closed (the first reason stays), so that a node
-  /// waiting for a restart round stops waiting; e.g. "node 0 (host n0) left
-  /// the job: its workers succeeded". Waits at most 2 s; never throws.
-  void close(const std::string& reason);
+  /// Multi-node: marks the job closed by node `node_rank` (the first one
+  /// stays, see closed_key()), so that a node waiting for a restart round or
+  /// running an attempt stops; `reason` e.g. "node 0 (host n0) left the job:
+  /// its workers succeeded" (`succeeded`: not a failure, for the nodes still
+  /// running); `last_attempt`: the last attempt this node ran (-1: none).
+  /// Waits at most 2 s; never throws.
+  void close(int node_rank, const std::string& reason, bool succeeded, int last_attempt);
 
   /// Exit barrier (multi-node): marks this node finished and waits until all
   /// `nnodes` nodes did, at most `timeout`, so that node 0 keeps the store up
   /// while other nodes' workers may still use it. Returns early when
-  /// `interrupted` returns true or the store is gone; never throws.
-  void leave(int nnodes, std::chrono::milliseconds timeout, const std::function<bool()>& interrupted);
+  /// `interrupted` returns true or the store is gone (nullopt), or when
+  /// another node failed in the last attempt (`attempt_prefix`; "" not to
+  /// look) or left the job without success: then that failure, for this node
+  /// to report. Never throws.
+  std::optional<NodeFailure> leave(int node_rank, int nnodes, std::chrono::milliseconds timeout,
+                                   const std::function<bool()>& interrupted,
+                                   const std::string& attempt_prefix);
 
   /// Port of the store.
   int port() const { return port_; }

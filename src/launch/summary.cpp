@@ -44,6 +44,13 @@ std::string describe_exit(const WorkerRecord& w) {
 }
 
 std::string describe_root_cause(const WorkerRecord& w) {
+  if (w.state == WorkerState::kRunning) {  // a multi-node job's early report
+    if (!w.hang_role.empty()) {
+      return fmt::format("{}{}; the launcher is stopping it", w.hang_role,
+                         w.was_stopped ? " (it was stopped: SIGSTOP or a debugger)" : "");
+    }
+    return "reported an error; the launcher is stopping it";
+  }
   if (w.state != WorkerState::kTerminated) return describe_exit(w);
   const std::string how = w.term_signal != 0 ? signal_name(w.term_signal)
                                              : fmt::format("exit code {}", w.exit_code);

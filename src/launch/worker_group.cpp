@@ -155,7 +155,7 @@ class AttemptRunner {
     }
     if (o_.nnodes > 1) {
       group_.emplace(o_.master_addr, c_.master_port, detail::attempt_prefix(c_.attempt, c_.job_key),
-                     kGroupPoll);
+                     c_.job_key, kGroupPoll);
     }
 
     for (int l = 0; l < n; ++l) {
@@ -251,8 +251,11 @@ class AttemptRunner {
     if (!first || first->node_rank == o_.node_rank) return;
     remote_ = first;
     if (signal_ != 0 || killed_) return;
-    write_all(2, fmt::format("rankwise-run: node {} failed: {}; stopping this node's workers\n",
-                             first->node_rank, first->root_cause));
+    write_all(2, first->left ? fmt::format("rankwise-run: {}; stopping this node's workers\n",
+                                           first->root_cause)
+                             : fmt::format("rankwise-run: node {} failed: {}; stopping this node's "
+                                           "workers\n",
+                                           first->node_rank, first->root_cause));
     if (!stopping_) stop_all(SIGTERM);
   }
 
@@ -281,6 +284,10 @@ class AttemptRunner {
     if (!remote_) {
       group_->report_final(node_failure(r));
       group_->flush(kGroupWait);
+      return;
+    }
+    if (remote_->left) {  // a launcher that left publishes nothing more
+      r.remote = remote_;
       return;
     }
     const auto final = wait_for_group([](const auto& f) { return f && f->final; },

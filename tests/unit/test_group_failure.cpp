@@ -6,6 +6,7 @@
 // network-namespace version with the main job is e2e.multinode_netns.
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -52,9 +53,9 @@ TEST(GroupFailure, TheFirstFailureStaysAndItsFinalDetailsReplaceIt) {
   o.waitWorkers = false;
   c10d::TCPStore server("127.0.0.1", o);
   const auto interval = std::chrono::milliseconds(50);
-  GroupFailureWatch node0("127.0.0.1", port, "rankwise/k/0", interval);
-  GroupFailureWatch node1("127.0.0.1", port, "rankwise/k/0", interval);
-  GroupFailureWatch other_attempt("127.0.0.1", port, "rankwise/k/1", interval);
+  GroupFailureWatch node0("127.0.0.1", port, "rankwise/k/0", "k", interval);
+  GroupFailureWatch node1("127.0.0.1", port, "rankwise/k/0", "k", interval);
+  GroupFailureWatch other_attempt("127.0.0.1", port, "rankwise/k/1", "k", interval);
   EXPECT_FALSE(node0.first());
 
   node1.report({1, "rank 3 (local rank 1) on host h1 (node 1) was killed by SIGKILL (signal 9)", ""});
@@ -90,26 +91,53 @@ TEST(GroupFailure, EncodedFailuresRoundTripAndOtherTextIsRefused) {
   }
 }
 
+TEST(GroupFailure, ANodeThatLeftTheJobIsReadUnlessItSucceeded) {
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  c10d::TCPStoreOptions o;
+  o.port = static_cast<uint16_t>(port);
+  o.isServer = true;
+  o.waitWorkers = false;
+  c10d::TCPStore server("127.0.0.1", o);
+  auto close = [&](const NodeFailure& f) {
+    const std::string v = rankwise::launch::encode_failure(f);
+    server.set(rankwise::launch::closed_key("k"), std::vector<uint8_t>(v.begin(), v.end()));
+  };
+  GroupFailureWatch watch("127.0.0.1", port, "rankwise/k/0", "k", std::chrono::milliseconds(50));
+  NodeFailure done{1, "node 1 (host h1) left the job: its workers succeeded", ""};
+  done.succeeded = true;
+  close(done);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(watch.first());  // a node whose workers succeeded is no failure
+  close({1, "node 1 (host h1) left the job: it received SIGINT", ""});
+  const auto f = first_when(watch, [](const auto& f) { return f.has_value(); });
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(f->left);
+  EXPECT_EQ(f->root_cause, "node 1 (host h1) left the job: it received SIGINT");
+}
+
 // Two launchers, nodes 0 and 1 of a 2 x 2 job on the loopback address,
 // running `script` (sh -c) with `extra` options for each node.
+std::vector<std::string> node_args(int port, int node, const std::string& script,
+                                   const std::vector<std::string>& extra,
+                                   const std::string& grace_period = "2") {
+  std::vector<std::string> a = {"--nnodes", "2", "--nproc-per-node", "2", "--master-addr",
+                                "127.0.0.1", "--master-port", std::to_string(port),
+                                "--rendezvous-timeout", "20", "--grace-period", grace_period,
+                                "--node-rank", std::to_string(node)};
+  a.insert(a.end(), extra.begin(), extra.end());
+  a.insert(a.end(), {"sh", "-c", script});
+  return a;
+}
+const std::map<std::string, std::string> kJobKey = {{"RANKWISE_JOB_KEY", "group-failure-test"}};
+
 struct TwoNodes {
   Result node0, node1;
 };
 TwoNodes run_two_nodes(const std::string& script, const std::vector<std::string>& extra0,
                        const std::vector<std::string>& extra1) {
   const int port = rankwise::launch::find_free_port("127.0.0.1");
-  auto args = [&](int node, const std::vector<std::string>& extra) {
-    std::vector<std::string> a = {"--nnodes", "2", "--nproc-per-node", "2", "--master-addr",
-                                  "127.0.0.1", "--master-port", std::to_string(port),
-                                  "--rendezvous-timeout", "20", "--grace-period", "2",
-                                  "--node-rank", std::to_string(node)};
-    a.insert(a.end(), extra.begin(), extra.end());
-    a.insert(a.end(), {"sh", "-c", script});
-    return a;
-  };
-  const std::map<std::string, std::string> env = {{"RANKWISE_JOB_KEY", "group-failure-test"}};
-  Launcher node1(args(1, extra1), env);
-  Launcher node0(args(0, extra0), env);
+  Launcher node1(node_args(port, 1, script, extra1), kJobKey);
+  Launcher node0(node_args(port, 0, script, extra0), kJobKey);
   TwoNodes r;
   r.node0 = node0.wait(90);
   r.node1 = node1.wait(90);
@@ -169,6 +197,75 @@ TEST(GroupFailure, ANodeThatDoesNotComeBackForTheRestartIsNamed) {
                                         this_host() + ") left the job: it gave up (0 restarts allowed)"))
       << r.node0.err;
   EXPECT_LT(r.node0.seconds, 15.0) << r.node0.err;  // not the rendezvous timeout (20 s)
+}
+
+TEST(GroupFailure, ANodeWhoseWorkersSucceededReportsTheOthersLaterFailure) {
+  // Node 0's workers end at once; rank 3 on node 1 fails 2 s later. Before,
+  // node 0 exited 0 without a word.
+  const TwoNodes r = run_two_nodes(
+      "if [ \"$GROUP_RANK\" = 1 ]; then sleep 2; [ \"$RANK\" = 3 ] && exit 9; sleep 5; fi", {}, {});
+  EXPECT_EQ(r.node1.code, 1) << r.node1.err;
+  EXPECT_EQ(r.node0.code, 1) << r.node0.err;
+  EXPECT_TRUE(contains(r.node0.err, "this node's workers succeeded, but the job failed: node 1 "
+                                    "failed: rank 3 (local rank 1) on host " + this_host() +
+                                    " (node 1) exited with code 9"))
+      << r.node0.err;
+  EXPECT_LT(r.node0.seconds, 10.0) << r.node0.err;
+}
+
+TEST(GroupFailure, ALauncherThatIsStoppedStopsTheOtherNodesWorkers) {
+  // SIGTERM to node 1's launcher: node 0's workers (30 s) are stopped and
+  // node 0 names node 1. Before, node 0 ran its workers to their end, exit 0.
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  Launcher node0(node_args(port, 0, "exec sleep 30", {}), kJobKey);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // node 0's store is up
+  Launcher node1(node_args(port, 1, "exec sleep 30", {}), kJobKey);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // both nodes' workers run
+  ::kill(node1.pid(), SIGTERM);
+  const Result r1 = node1.wait(60), r0 = node0.wait(60);
+  EXPECT_EQ(r1.code, 143) << r1.err;
+  EXPECT_EQ(r0.code, 1) << r0.err;
+  const std::string left = "node 1 (host " + this_host() + ") left the job: it received SIGTERM";
+  EXPECT_TRUE(contains(r0.err, "rankwise-run: " + left + "; stopping this node's workers")) << r0.err;
+  EXPECT_TRUE(contains(r0.err, "root cause (first failure): " + left)) << r0.err;
+  EXPECT_LT(r0.seconds, 10.0) << r0.err;
+}
+
+TEST(GroupFailure, ANodeThatLeavesDuringTheRestartRoundIsNotRestartedWithout) {
+  // Node 1 is in the rendezvous for restart 1 (it registered) when its
+  // launcher gets SIGINT; node 0, still in its grace period (6 s: rank 0
+  // ignores SIGTERM), must not restart alone. Before, node 0 ran attempt 1 with its
+  // two ranks only and exited 0.
+  const std::string script =
+      "if [ \"$RANKWISE_RESTART_COUNT\" = 0 ]; then"
+      "  [ \"$RANK\" = 3 ] && exit 5; [ \"$RANK\" = 0 ] && trap '' TERM; sleep 30; exit 0;"
+      " fi; echo \"rank $RANK attempt $RANKWISE_RESTART_COUNT\"";
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  Launcher node0(node_args(port, 0, script, {"--max-restarts", "1"}, "6"), kJobKey);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // node 0's store is up
+  Launcher node1(node_args(port, 1, script, {"--max-restarts", "1"}), kJobKey);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // node 1 waits in round 1
+  ::kill(node1.pid(), SIGINT);
+  const Result r1 = node1.wait(60), r0 = node0.wait(60);
+  EXPECT_EQ(r1.code, 130) << r1.err;
+  EXPECT_TRUE(contains(r1.err, "received SIGINT during the rendezvous for restart 1")) << r1.err;
+  EXPECT_EQ(r0.code, 1) << r0.err;
+  EXPECT_TRUE(contains(r0.err, "rendezvous for restart 1 cannot complete: node 1 (host " +
+                                   this_host() + ") left the job: it received SIGINT"))
+      << r0.err;
+  EXPECT_FALSE(contains(r0.out, "attempt 1")) << r0.out;
+  EXPECT_LT(r0.seconds, 15.0) << r0.err;
+}
+
+TEST(GroupFailure, NodeZeroDoesNotOutwaitTheOthersAfterAFailure) {
+  // Node 0 gives up (no restarts) while node 1 may restart: node 1 learns
+  // that node 0 left and both exit soon after the failure, not after node
+  // 0's exit-barrier wait (the grace period + 10 s) ran out.
+  const TwoNodes r = run_two_nodes(kRankThreeDies, {}, {"--max-restarts", "1"});
+  EXPECT_EQ(r.node0.code, 1) << r.node0.err;
+  EXPECT_EQ(r.node1.code, 1) << r.node1.err;
+  EXPECT_TRUE(contains(r.node1.err, "rendezvous for restart 1 cannot complete: node 0")) << r.node1.err;
+  EXPECT_LT(r.node0.seconds, 8.0) << r.node0.err;
 }
 
 }  // namespace
