@@ -21,6 +21,7 @@ namespace {
 
 using ddp_test::batch_of;
 using ddp_test::flat_parameters;
+using ddp_test::train;
 using ddp_test::max_abs_diff;
 
 struct NetImpl : torch::nn::Module {
@@ -42,16 +43,6 @@ struct NetImpl : torch::nn::Module {
 };
 TORCH_MODULE(Net);
 
-// `steps` training steps of rank r on its own batches (see batch_of).
-template <typename Ddp, typename Optimizer>
-void train(Ddp& ddp, Optimizer& opt, int r, int steps) {
-  for (int step = 0; step < steps; ++step) {
-    auto [x, y] = batch_of(r, step);
-    opt.zero_grad();
-    torch::mse_loss(ddp.forward(x), y).backward();
-    opt.step();
-  }
-}
 
 template <typename Optimizer, typename Options>
 void expect_equivalent_to_single_process(const Options& options, int steps, bool accumulate) {

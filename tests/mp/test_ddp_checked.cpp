@@ -16,7 +16,6 @@
 
 namespace {
 
-using ddp_test::batch_of;
 using ddp_test::flat_parameters;
 
 int rank = 0;
@@ -38,12 +37,7 @@ torch::nn::Sequential make_net() {
 template <typename Ddp>
 void train_then_join(Ddp& ddp, int batches) {
   torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
-  for (int step = 0; step < batches; ++step) {
-    auto [x, y] = batch_of(rank, step);
-    opt.zero_grad();
-    torch::mse_loss(ddp.forward(x), y).backward();
-    opt.step();
-  }
+  ddp_test::train(ddp, opt, rank, batches);
   ddp.join();
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -45,13 +46,18 @@ std::optional<NodeFailure> first_when(const GroupFailureWatch& watch, Done done)
   return watch.first();
 }
 
-TEST(GroupFailure, TheFirstFailureStaysAndItsFinalDetailsReplaceIt) {
-  const int port = rankwise::launch::find_free_port("127.0.0.1");
+// A store on the loopback address, as node 0's launcher hosts it.
+std::unique_ptr<c10d::TCPStore> store_server(int port) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<uint16_t>(port);
   o.isServer = true;
   o.waitWorkers = false;
-  c10d::TCPStore server("127.0.0.1", o);
+  return std::make_unique<c10d::TCPStore>("127.0.0.1", o);
+}
+
+TEST(GroupFailure, TheFirstFailureStaysAndItsFinalDetailsReplaceIt) {
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  const auto server = store_server(port);
   const auto interval = std::chrono::milliseconds(50);
   GroupFailureWatch node0("127.0.0.1", port, "rankwise/k/0", "k", interval);
   GroupFailureWatch node1("127.0.0.1", port, "rankwise/k/0", "k", interval);
@@ -93,14 +99,10 @@ TEST(GroupFailure, EncodedFailuresRoundTripAndOtherTextIsRefused) {
 
 TEST(GroupFailure, ANodeThatLeftTheJobIsReadUnlessItSucceeded) {
   const int port = rankwise::launch::find_free_port("127.0.0.1");
-  c10d::TCPStoreOptions o;
-  o.port = static_cast<uint16_t>(port);
-  o.isServer = true;
-  o.waitWorkers = false;
-  c10d::TCPStore server("127.0.0.1", o);
+  const auto server = store_server(port);
   auto close = [&](const NodeFailure& f) {
     const std::string v = rankwise::launch::encode_failure(f);
-    server.set(rankwise::launch::closed_key("k"), std::vector<uint8_t>(v.begin(), v.end()));
+    server->set(rankwise::launch::closed_key("k"), std::vector<uint8_t>(v.begin(), v.end()));
   };
   GroupFailureWatch watch("127.0.0.1", port, "rankwise/k/0", "k", std::chrono::milliseconds(50));
   NodeFailure done{1, "node 1 (host h1) left the job: its workers succeeded", ""};
