@@ -61,7 +61,10 @@ NodeRendezvous::NodeRendezvous(const std::string& addr, int port, bool host_stor
     store_ = std::make_unique<c10d::TCPStore>(addr, o);
   } catch (const std::exception& e) {
     const std::string what = e.what();
-    const std::string first_line = what.substr(0, what.find('\n'));
+    std::string first_line = what.substr(0, what.find('\n'));
+    while (!first_line.empty() && (first_line.back() == '.' || first_line.back() == ' ')) {
+      first_line.pop_back();  // the message goes on after it
+    }
     if (host_store) {
       throw RendezvousError(fmt::format(
           "cannot host the rendezvous store on port {}: {}; the port may be in use: choose "
