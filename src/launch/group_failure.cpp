@@ -52,8 +52,12 @@ struct GroupFailureWatch::State {
 
 namespace {
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
-std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 }  // namespace
+
+void publish_first(c10d::TCPStore& store, const std::string& key, const NodeFailure& failure) {
+  // Sets the key only where it is absent; either way returns what it holds.
+  store.compareSet(key, {}, bytes(encode_failure(failure)));
+}
 
 GroupFailureWatch::GroupFailureWatch(const std::string& addr, int port,
                                      const std::string& attempt_prefix,
@@ -67,14 +71,14 @@ GroupFailureWatch::GroupFailureWatch(const std::string& addr, int port,
               [state = state_, failure_key = failure_key_, final_key = final_key_,
                closed = closed_key_](c10d::TCPStore& store) {
                 std::optional<NodeFailure> first;
-                if (store.check({final_key})) {
-                  first = decode_failure(text(store.get(final_key)));
+                if (auto text = read_if_set(store, final_key)) {
+                  first = decode_failure(*text);
                   if (first) first->final = true;
-                } else if (store.check({failure_key})) {
-                  first = decode_failure(text(store.get(failure_key)));
-                } else if (store.check({closed})) {
+                } else if (auto text = read_if_set(store, failure_key)) {
+                  first = decode_failure(*text);
+                } else if (auto text = read_if_set(store, closed)) {
                   // A node whose workers all succeeded is no failure.
-                  first = decode_failure(text(store.get(closed)));
+                  first = decode_failure(*text);
                   if (first && first->succeeded) first.reset();
                   if (first) first->left = true;
                 }
@@ -83,9 +87,8 @@ GroupFailureWatch::GroupFailureWatch(const std::string& addr, int port,
               }) {}
 
 void GroupFailureWatch::report(const NodeFailure& failure) {
-  poller_.post([key = failure_key_, value = encode_failure(failure)](c10d::TCPStore& store) {
-    // Sets the key only where it is absent; either way returns what it holds.
-    store.compareSet(key, {}, bytes(value));
+  poller_.post([key = failure_key_, failure](c10d::TCPStore& store) {
+    publish_first(store, key, failure);
   });
 }
 

@@ -50,6 +50,10 @@ std::string closed_key(const std::string& job_key);
 std::string encode_failure(const NodeFailure& f);
 std::optional<NodeFailure> decode_failure(const std::string& text);
 
+/// Stores `failure` under `key` unless the key is set already (a compareSet:
+/// the first one stays). Throws what the store throws.
+void publish_first(c10d::TCPStore& store, const std::string& key, const NodeFailure& failure);
+
 /// One attempt's view of the group's failure, read from the store at
 /// addr:port every `interval` on a thread of its own (StorePoller): the first
 /// failure published in the attempt, else a node that left the job.

@@ -199,12 +199,8 @@ int run(const LaunchOptions& o) {
     }
   }
   int pending_signal = 0;
-  const bool joined = rdzv->join(o.node_rank, o.nnodes, host, o.rendezvous_timeout, [&] {
-    for (int sig : drain_signals()) {
-      if (sig != SIGCHLD) pending_signal = sig;
-    }
-    return pending_signal != 0;
-  });
+  const bool joined = rdzv->join(o.node_rank, o.nnodes, host, o.rendezvous_timeout,
+                                 [&] { return (pending_signal = drain_stop_signal()) != 0; });
   if (!joined) {
     say(fmt::format("received {} during the rendezvous; exiting", signal_name(pending_signal)));
     return 128 + pending_signal;
@@ -239,13 +235,7 @@ int run(const LaunchOptions& o) {
     auto wait = code == kExitOk ? o.rendezvous_timeout : std::chrono::milliseconds(0);
     if (code != kExitOk && host_store) wait = o.grace_period + std::chrono::seconds(10);
     const auto failure = rdzv->leave(
-        o.node_rank, o.nnodes, wait,
-        [] {
-          for (int sig : drain_signals()) {
-            if (sig != SIGCHLD) return true;
-          }
-          return false;
-        },
+        o.node_rank, o.nnodes, wait, [] { return drain_stop_signal() != 0; },
         code == kExitOk ? rankwise::detail::attempt_prefix(config.attempt, key) : "");
     if (code == kExitOk && failure) {
       say(fmt::format("this node's workers succeeded, but the job failed: {}{}; exit code 1",
@@ -272,21 +262,15 @@ int run_attempts(const LaunchOptions& o, AttemptConfig& config, NodeRendezvous& 
     }
     return code;
   };
-  const auto interrupted = [] {
-    for (int sig : drain_signals()) {
-      if (sig != SIGCHLD) return sig;
-    }
-    return 0;
-  };
   for (int attempt = 0;; ++attempt) {
-    if (const int sig = interrupted()) {
+    if (const int sig = drain_stop_signal()) {
       say(fmt::format("received {} between attempts; exiting", signal_name(sig)));
       return leave_job(128 + sig, "it received " + signal_name(sig));
     }
     if (attempt > 0 && o.nnodes > 1) {
       int pending = 0;
       const bool joined = rdzv.join(o.node_rank, o.nnodes, config.host, o.rendezvous_timeout,
-                                    [&] { return (pending = interrupted()) != 0; }, attempt);
+                                    [&] { return (pending = drain_stop_signal()) != 0; }, attempt);
       if (!joined) {
         say(fmt::format("received {} during the rendezvous for restart {}; exiting",
                         signal_name(pending), attempt));

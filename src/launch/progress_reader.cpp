@@ -19,11 +19,9 @@ ProgressReader::ProgressReader(const std::string& addr, int port, const std::str
         std::vector<std::optional<detail::ProgressRecord>> records(
             static_cast<std::size_t>(world_size));
         for (int r = 0; r < world_size; ++r) {
-          const std::string key = prefix + "/" + detail::progress_key(r);
-          if (!store.check({key})) continue;
-          const std::vector<uint8_t> value = store.get(key);
-          records[static_cast<std::size_t>(r)] =
-              detail::decode_progress(std::string(value.begin(), value.end()));
+          if (auto text = read_if_set(store, prefix + "/" + detail::progress_key(r))) {
+            records[static_cast<std::size_t>(r)] = detail::decode_progress(*text);
+          }
         }
         std::lock_guard<std::mutex> lock(state->mutex);
         ++state->latest.generation;

@@ -131,7 +131,6 @@ std::vector<int> missing_nodes(c10d::TCPStore& store, const std::string& job_key
   return missing;
 }
 
-std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
 }  // namespace
 
 bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
@@ -160,8 +159,8 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
             // it left, will not run. One that left after it ran the attempt
             // took part in this round.
             std::optional<NodeFailure> left;
-            if (store->check({closed_key(key)})) {
-              left = decode_failure(text(store->get(closed_key(key))));
+            if (auto text = read_if_set(*store, closed_key(key))) {
+              left = decode_failure(*text);
               if (!left) left = NodeFailure{-1, "a node left the job", ""};
             }
             const bool all = store->check(keys);
@@ -215,9 +214,8 @@ void NodeRendezvous::close(int node_rank, const std::string& reason, bool succee
   left.attempt = last_attempt;
   try {
     run_off_thread(
-        [store = store_, key = closed_key(job_key_),
-         value = encode_failure(left)](const std::atomic<bool>&) {
-          store->compareSet(key, {}, std::vector<uint8_t>(value.begin(), value.end()));
+        [store = store_, key = closed_key(job_key_), left](const std::atomic<bool>&) {
+          publish_first(*store, key, left);
         },
         SteadyClock::now() + std::chrono::seconds(2), [] { return false; });
   } catch (const std::exception&) {
@@ -244,8 +242,9 @@ std::optional<NodeFailure> NodeRendezvous::leave(int node_rank, int nnodes,
             // a node that failed marks itself finished too.)
             for (const std::string& key : {failed, closed}) {
               if (key.empty()) continue;
-              if (!store->check({key})) continue;
-              auto f = decode_failure(text(store->get(key)));
+              const auto text = read_if_set(*store, key);
+              if (!text) continue;
+              auto f = decode_failure(*text);
               if (f && f->node_rank != node_rank && !f->succeeded) {
                 f->left = key == closed;
                 *failure = f;

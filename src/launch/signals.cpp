@@ -61,5 +61,12 @@ std::vector<int> drain_signals() {
   return sigs;
 }
 
+int drain_stop_signal() {
+  for (int sig : drain_signals()) {
+    if (sig != SIGCHLD) return sig;
+  }
+  return 0;
+}
+
 }  // namespace launch
 }  // namespace rankwise

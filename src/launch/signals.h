@@ -18,5 +18,9 @@ int signal_pipe_fd();
 /// Signals received since the last call, in order of arrival (SIGCHLD included).
 std::vector<int> drain_signals();
 
+/// Drains the signals as above; the first one other than SIGCHLD (one that
+/// asks the launcher to stop), or 0 when none came.
+int drain_stop_signal();
+
 }  // namespace launch
 }  // namespace rankwise

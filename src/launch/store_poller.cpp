@@ -5,9 +5,16 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <vector>
 
 namespace rankwise {
 namespace launch {
+
+std::optional<std::string> read_if_set(c10d::TCPStore& store, const std::string& key) {
+  if (!store.check({key})) return std::nullopt;
+  const std::vector<uint8_t> value = store.get(key);
+  return std::string(value.begin(), value.end());
+}
 
 struct StorePoller::State {
   std::mutex mutex;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -18,6 +19,10 @@ class TCPStore;
 
 namespace rankwise {
 namespace launch {
+
+/// The value under `key` as text, or nullopt when the key is not set (one
+/// check, then one get). Throws what the store throws.
+std::optional<std::string> read_if_set(c10d::TCPStore& store, const std::string& key);
 
 class StorePoller {
  public:

@@ -146,16 +146,15 @@ class AttemptRunner {
     log_fds_ = mo.log_fds;
     merger_.emplace(std::move(mo));
     job_start_ = Clock::now();
+    const std::string attempt_prefix = detail::attempt_prefix(c_.attempt, c_.job_key);
     if (c_.hang_check) {
-      reader_.emplace(o_.master_addr, c_.master_port,
-                      detail::attempt_prefix(c_.attempt, c_.job_key), o_.world_size(),
+      reader_.emplace(o_.master_addr, c_.master_port, attempt_prefix, o_.world_size(),
                       hang_check_interval());
       watchdog_.emplace(o_.hang_timeout);
       next_hang_check_ = job_start_ + hang_check_interval();
     }
     if (o_.nnodes > 1) {
-      group_.emplace(o_.master_addr, c_.master_port, detail::attempt_prefix(c_.attempt, c_.job_key),
-                     c_.job_key, kGroupPoll);
+      group_.emplace(o_.master_addr, c_.master_port, attempt_prefix, c_.job_key, kGroupPoll);
     }
 
     for (int l = 0; l < n; ++l) {
