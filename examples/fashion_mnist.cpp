@@ -41,7 +41,7 @@ int train(int argc, char** argv) {
   app.add_option("--momentum", momentum, "momentum of SGD")->check(CLI::Range(0.0, 1.0));
   app.add_option("--limit", limit, "use only the first N samples of each split (0: all)")->check(CLI::NonNegativeNumber);
   rankwise::add_fabric_options(app, options);
-  CLI11_PARSE(app, argc, argv);
+  RANKWISE_CLI_PARSE(app, argc, argv);  // CLI11_PARSE, with --help printed once
 
   rankwise::Fabric fabric(options);  // process group, device, seed, header, checkpoint policy
   FashionMnistDataset train(data_dir, /*train=*/true, limit), test(data_dir, /*train=*/false, limit);
@@ -69,7 +69,7 @@ int train(int argc, char** argv) {
       fabric.backward(per_sample.mean());
       optimizer.step();
       train_loss->update(per_sample.detach(), loader.padding_mask());
-      processed += batch.data.size(0);
+      processed += loader.num_real_samples();  // padding duplicates not counted
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
@@ -87,7 +87,7 @@ int train(int argc, char** argv) {
     auto test_values = test_metrics.compute();
     const double samples_per_second = fabric.all_reduce(processed) / fabric.all_reduce(seconds, rankwise::ReduceOp::kMax);
     fabric.print0(
-        "epoch {}/{} | train loss {:.4f} over {} samples | test accuracy {:.4f}, macro F1 {:.4f} over {} samples | {:.0f} samples/s on {} ranks",
+        "epoch {}/{} | train loss {:.4f} over {} samples | test accuracy {:.4f}, macro F1 {:.4f} over {} samples | {:.0f} samples/s at world size {}",
         epoch + 1, epochs, train_values.at("loss").item<double>(), *train.size(), test_values.at("accuracy").item<double>(),
         test_values.at("macro_f1").item<double>(), *test.size(), samples_per_second, fabric.world_size());
   }

@@ -125,12 +125,12 @@ DeviceAssignment assign_device(int local_rank, int local_world_size, int device_
   if (kind == DeviceKind::kCpu) return a;
   if (kind == DeviceKind::kCuda && (gpus == 0 || local_world_size > gpus)) {
     throw ConfigError(
-        "rankwise: local rank " + std::to_string(local_rank) + ": the program asked for GPUs "
-        "(DeviceKind::kCuda) with LOCAL_WORLD_SIZE=" + std::to_string(local_world_size) +
+        "rankwise: local rank " + std::to_string(local_rank) + ": the program asked for a GPU per "
+        "process (--device cuda, DeviceKind::kCuda) with LOCAL_WORLD_SIZE=" + std::to_string(local_world_size) +
         " processes on this node but " + std::to_string(gpus) + " GPU(s) are visible (" +
         describe(visible) + (gpus == 0 ? ", or CUDA is not available in this libtorch" : "") +
         "); start at most one process per visible GPU (rankwise-run --nproc-per-node gpu) or "
-        "use DeviceKind::kAuto/kCpu");
+        "use --device auto or cpu (DeviceKind::kAuto or kCpu)");
   }
   if (gpus == 0 || local_world_size > gpus) return a;  // kAuto: the CPU for every rank
   a.visible_index = local_rank;

@@ -1,6 +1,7 @@
 #include "rankwise/fabric.h"
 
 #include <CLI/CLI.hpp>
+#include <fmt/ranges.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
@@ -29,6 +30,7 @@ namespace detail {
 constexpr const char* kTrainSamplesKey = "fabric.train_samples";
 constexpr const char* kBatchSizeKey = "fabric.batch_size";
 constexpr const char* kSeedKey = "fabric.seed";
+constexpr const char* kInitialLrKey = "fabric.initial_lr";
 
 // Everything a Fabric and its loaders share.
 class FabricCore {
@@ -45,6 +47,7 @@ class FabricCore {
   bool warned_passes = false;
   int64_t train_samples = 0;
   int64_t batch_size = 0;
+  std::vector<double> initial_lrs;  // each param_group's lr at setup()
 
   void describe_run() {
     if (has_training_loader) {
@@ -52,6 +55,27 @@ class FabricCore {
       state.extras[kBatchSizeKey] = batch_size;
     }
     state.extras[kSeedKey] = static_cast<int64_t>(options.seed());
+    if (!initial_lrs.empty()) state.extras[kInitialLrKey] = c10::List<double>(initial_lrs);
+  }
+
+  // A resume restores the optimizer's hyper-parameters with its state (as
+  // PyTorch's optimizer.load_state_dict does), so a learning rate that this
+  // program set differently from the checkpoint's run (e.g. another --lr) is
+  // not used: say so. Compared at setup(), before any scheduler changed it.
+  void note_other_learning_rate(const std::map<std::string, c10::IValue>& saved) const {
+    const auto it = saved.find(kInitialLrKey);
+    if (initial_lrs.empty() || it == saved.end() || !it->second.isList()) return;
+    std::vector<double> before;  // a generic list once unpickled
+    for (const c10::IValue& lr : it->second.toListRef()) {
+      if (!lr.isDouble()) return;
+      before.push_back(lr.toDouble());
+    }
+    if (before == initial_lrs) return;
+    print0("note: this program set the learning rate {} but the checkpoint's run started with {}; "
+           "a resume restores the optimizer's options with its state, so training continues with "
+           "the checkpoint's; to use the new one, call param_groups()[i].options().set_lr() "
+           "inside the epoch loop (fabric.epochs() restores the checkpoint as the loop starts)",
+           fmt::join(initial_lrs, ", "), fmt::join(before, ", "));
   }
 
   // A resume must see the same data; mid-epoch, also the same batches.
@@ -61,6 +85,7 @@ class FabricCore {
       if (it == saved.end() || !it->second.isInt()) return std::nullopt;
       return it->second.toInt();
     };
+    note_other_learning_rate(saved);
     if (!has_training_loader) return;
     const auto samples = value(kTrainSamplesKey);
     const auto batch = value(kBatchSizeKey);
@@ -184,9 +209,8 @@ FabricOptions parse_command_line(int argc, char** argv, FabricOptions options) {
   add_fabric_options(app, options);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help() << std::flush;
-    std::exit(0);
+  } catch (const CLI::CallForHelp& help) {
+    std::exit(exit_after_parse_error(app, help));  // printed on rank 0 only
   } catch (const CLI::ParseError& e) {
     throw ConfigError(std::string("rankwise: ") + e.what() + " (run with --help for the options)");
   }
@@ -291,6 +315,12 @@ void Fabric::register_model(torch::nn::Module& model, torch::optim::Optimizer& o
   }
   state.model = &model;
   state.optimizer = &optimizer;
+  try {
+    for (const auto& group : optimizer.param_groups()) core_->initial_lrs.push_back(group.options().get_lr());
+  } catch (const c10::Error&) {
+    core_->initial_lrs.clear();  // an optimizer whose options have no lr: nothing to compare
+  }
+  core_->describe_run();
   core_->join = std::move(join);
   if (core_->options.seed_per_rank()) {
     torch::manual_seed(core_->options.seed() + static_cast<uint64_t>(rank()));

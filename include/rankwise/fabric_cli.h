@@ -8,7 +8,7 @@
 ///   rankwise::FabricOptions options;
 ///   rankwise::add_fabric_options(app, options);
 ///   app.add_option("--epochs", epochs);
-///   CLI11_PARSE(app, argc, argv);
+///   RANKWISE_CLI_PARSE(app, argc, argv);  // CLI11_PARSE, with --help once
 ///   rankwise::Fabric fabric(options);
 /// \endcode
 
@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "rankwise/env.h"
 #include "rankwise/fabric.h"
 
 namespace rankwise {
@@ -54,4 +55,34 @@ inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
   resume->excludes(overwrite);
 }
 
+
+/// What CLI11_PARSE's app.exit(error) does, except that --help (and any
+/// other request that exits with success) prints on the global rank 0 only:
+/// N ranks under a launcher show it once, not N times. A parse error still
+/// prints on every rank, so the launcher's summary has the error whichever
+/// rank exits first. Returns the exit code for main. Reads RANK etc. through
+/// LaunchEnv (no process group needed; an unparsable environment counts as
+/// rank 0).
+inline int exit_after_parse_error(const CLI::App& app, const CLI::ParseError& error) {
+  if (error.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+    int rank = 0;
+    try {
+      rank = LaunchEnv::from_environment().rank;
+    } catch (const std::exception&) {
+    }
+    if (rank != 0) return error.get_exit_code();
+  }
+  return app.exit(error);
+}
 }  // namespace rankwise
+
+/// CLI11_PARSE(app, argc, argv) for programs that run as several ranks:
+/// --help prints once (see rankwise::exit_after_parse_error).
+#define RANKWISE_CLI_PARSE(app, argc, argv)                         \
+  do {                                                              \
+    try {                                                           \
+      (app).parse((argc), (argv));                                  \
+    } catch (const CLI::ParseError& rankwise_parse_error) {         \
+      return ::rankwise::exit_after_parse_error((app), rankwise_parse_error); \
+    }                                                               \
+  } while (false)

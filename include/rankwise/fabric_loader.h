@@ -7,6 +7,7 @@
 #include <torch/data/example.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -138,6 +139,12 @@ class FabricLoader {
   /// loader; an evaluation loader has none): pass it to a metric's update().
   metrics::PaddingMask padding_mask() const {
     return metrics::PaddingMask(padding_, position_, batch_end_ - position_);
+  }
+  /// Samples of the current batch that are not padding duplicates: what a
+  /// throughput or a sample count should add up (summed over ranks, every
+  /// sample of the dataset counts once per epoch).
+  int64_t num_real_samples() const {
+    return std::count(padding_.begin() + position_, padding_.begin() + batch_end_, false);
   }
   /// Batches per pass on this rank.
   int64_t size() const {

@@ -11,7 +11,7 @@ rm -rf "$work"; mkdir -p "$work"
 ckpt="$work/ckpt"
 out=$("$run" --nproc-per-node 2 "$program" --epochs 1 --limit 2000 --checkpoint-dir "$ckpt") || fail "run: $out"
 echo "$out"
-line=$(grep -E '^\[rank0\]: epoch 1/1 \| train loss [0-9.]+ over 2000 samples \| test accuracy 0\.[0-9]{4}, macro F1 0\.[0-9]{4} over 2000 samples \| [0-9]+ samples/s on 2 ranks$' <<<"$out") \
+line=$(grep -E '^\[rank0\]: epoch 1/1 \| train loss [0-9.]+ over 2000 samples \| test accuracy 0\.[0-9]{4}, macro F1 0\.[0-9]{4} over 2000 samples \| [0-9]+ samples/s at world size 2$' <<<"$out") \
   || fail "epoch line"
 [ "$(grep -c 'epoch 1/1' <<<"$out")" = 1 ] || fail "epoch line printed once (rank 0 only)"
 acc=$(sed -E 's/.*test accuracy (0\.[0-9]+),.*/\1/' <<<"$line")
@@ -62,5 +62,23 @@ grep -q "holds checkpoints of an earlier run; resume it (Resume::kLatest, --resu
 grep -q 'epoch 1/1' <<<"$out10" && fail "trained in an earlier run's directory"
 # One process without a launcher: world size 1, its own store on a free port.
 out11=$("$program" --epochs 1 --limit 500 --checkpoint-dir "$work/solo" 2>&1) || fail "without launcher: $out11"
-grep -qE '^epoch 1/1 \| train loss [0-9.]+ over 500 samples .* on 1 ranks$' <<<"$out11" || fail "without launcher: $out11"
+grep -qE '^epoch 1/1 \| train loss [0-9.]+ over 500 samples .* at world size 1$' <<<"$out11" || fail "without launcher: $out11"
+# The resume above kept the learning rate: no note. Another --lr is the
+# checkpoint's to decide (the optimizer's options are restored): a note says so.
+grep -q "learning rate" <<<"$out2" && fail "learning-rate note on a resume with the same --lr: $out2"
+out12=$("$run" --nproc-per-node 2 "$program" --epochs 3 --limit 2000 --checkpoint-dir "$ckpt" --resume --lr 0.05) \
+  || fail "resume with another --lr: $out12"
+grep -q "^\[rank0\]: note: this program set the learning rate 0.05 but the checkpoint's run started with 0.02; " <<<"$out12" \
+  || fail "learning-rate note: $out12"
+[ "$(grep -c 'learning rate 0.05' <<<"$out12")" = 1 ] || fail "learning-rate note printed once: $out12"
+# --help under the launcher prints once, not once per rank.
+out13=$("$run" --nproc-per-node 2 "$program" --help 2>&1) || fail "--help: $out13"
+[ "$(grep -c -- '--checkpoint-dir,--checkpoint_dir TEXT' <<<"$out13")" = 1 ] || fail "--help printed once: $out13"
+grep -q '^\[rank1\]' <<<"$out13" && fail "--help printed by rank 1: $out13"
+# --device cuda without a GPU names the flag and what to use instead.
+out14=$("$run" --nproc-per-node 1 "$program" --epochs 1 --limit 200 --checkpoint-dir "$work/cuda" --device cuda 2>&1)
+if ! grep -q 'epoch 1/1' <<<"$out14"; then  # no usable GPU here
+  grep -q -- "asked for a GPU per process (--device cuda, DeviceKind::kCuda)" <<<"$out14" || fail "--device cuda message: $out14"
+  grep -q -- "use --device auto or cpu" <<<"$out14" || fail "--device cuda advice: $out14"
+fi
 echo PASS

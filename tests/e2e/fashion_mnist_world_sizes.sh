@@ -19,7 +19,7 @@ for pair in 1:192 2:96 3:64; do
   n=${pair%%:*}; batch=${pair##*:}
   out=$("$run" --nproc-per-node "$n" "$program" --epochs 2 --limit 30000 --batch-size "$batch" --lr 0.05 \
     --checkpoint-dir "$work/ws$n" 2>&1) || fail "$n ranks: $out"
-  line=$(grep -E "^\[rank0\]: epoch 2/2 \| .* over 10000 samples \| [0-9]+ samples/s on $n ranks$" <<<"$out") || fail "$n ranks: no epoch 2 line: $out"
+  line=$(grep -E "^\[rank0\]: epoch 2/2 \| .* over 10000 samples \| [0-9]+ samples/s at world size $n$" <<<"$out") || fail "$n ranks: no epoch 2 line: $out"
   echo "$line"
   accuracies+=("$(sed -E 's/.*test accuracy (0\.[0-9]+),.*/\1/' <<<"$line")")
   losses+=("$(sed -E 's/.*train loss ([0-9.]+) over.*/\1/' <<<"$line")")

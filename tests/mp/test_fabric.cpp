@@ -171,6 +171,16 @@ TEST(Fabric, EveryNonPaddingSampleOnceAcrossRanks) {
   std::iota(expected.begin(), expected.end(), 0);
   EXPECT_EQ(all, expected);
 
+  // num_real_samples() counts what a throughput should: every sample once
+  // per epoch summed over ranks (12 indices at 2 and 3 ranks, 1 a duplicate).
+  int64_t counted = 0, padded = 0;
+  for (auto& batch : loader) {
+    counted += loader.num_real_samples();
+    padded += batch.data.size(0);
+  }
+  EXPECT_EQ(fabric.all_reduce(static_cast<double>(counted)), 11.0);
+  EXPECT_EQ(fabric.all_reduce(static_cast<double>(padded)), fabric.world_size() == 1 ? 11.0 : 12.0);
+
   auto eval = fabric.setup_eval_dataloader(Numbers(11), 4);
   auto evaluated = gather_ids(fabric, ids_of_pass(eval));
   std::sort(evaluated.begin(), evaluated.end());
