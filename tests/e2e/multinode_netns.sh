@@ -123,7 +123,7 @@ if [ -n "$main_job" ]; then
   echo "1 node x 4:  $single"
   echo "2 nodes x 2: $multi"
   [ -n "$single" ] && [ "$single" = "$multi" ] || fail "main job differs between 1 node and 2 nodes"
-  grep -q 'on 4 ranks$' "$work/main0.out" || fail "main job world size on 2 nodes"
+  grep -q 'at world size 4$' "$work/main0.out" || fail "main job world size on 2 nodes"
   echo "ok: main job on 2 nodes equals 1 node"
 fi
 
