@@ -16,8 +16,8 @@
 
 #include <cstdint>
 
-#include "rankwise/env.h"
 #include "rankwise/fabric.h"
+#include "rankwise/process_group.h"
 
 namespace rankwise {
 
@@ -55,19 +55,18 @@ inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
   resume->excludes(overwrite);
 }
 
-
 /// What CLI11_PARSE's app.exit(error) does, except that --help (and any
 /// other request that exits with success) prints on the global rank 0 only:
 /// N ranks under a launcher show it once, not N times. A parse error still
 /// prints on every rank, so the launcher's summary has the error whichever
-/// rank exits first. Returns the exit code for main. Reads RANK etc. through
-/// LaunchEnv (no process group needed; an unparsable environment counts as
-/// rank 0).
+/// rank exits first. Returns the exit code for main. The rank is
+/// rankwise::rank() (the environment's before init(); an unparsable
+/// environment counts as rank 0).
 inline int exit_after_parse_error(const CLI::App& app, const CLI::ParseError& error) {
   if (error.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
     int rank = 0;
     try {
-      rank = LaunchEnv::from_environment().rank;
+      rank = ::rankwise::rank();
     } catch (const std::exception&) {
     }
     if (rank != 0) return error.get_exit_code();
