@@ -1,5 +1,6 @@
 #include "rankwise/ddp.h"
 
+#include <fmt/format.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
 #include <torch/csrc/distributed/c10d/logger.hpp>
@@ -16,6 +17,7 @@
 #include "detail/gradient_arrivals.h"
 #include "detail/join.h"
 #include "detail/model_layout.h"
+#include "detail/recorded_group.h"
 #include "detail/where.h"
 #include "rankwise/error.h"
 
@@ -46,6 +48,15 @@ struct DataParallelEngine::Impl {
   std::unique_ptr<GradientArrivals> arrivals;
   bool require_forward_param_sync = true;
   int64_t iterations = 0;  // training forwards so far
+  // The Reducer's group: c10d's, with its all_reduces in the flight recorder
+  // (recorded_group.h), named after `step` (the training step; the join
+  // step while shadowing). Shared with that group's naming function.
+  struct StepName {
+    std::atomic<int64_t> step{0};
+    std::atomic<bool> shadowing{false};
+  };
+  std::shared_ptr<StepName> step_name = std::make_shared<StepName>();
+  c10::intrusive_ptr<c10d::ProcessGroup> recorded_group;
   std::optional<DdpJoin> uneven;  // uneven inputs: the Join protocol (ddp_join.h)
 
   void broadcast_states(const std::vector<torch::Tensor>& tensors, int root = 0) {
@@ -125,12 +136,18 @@ struct DataParallelEngine::Impl {
   void shadow_gradient_all_reduce() {
     reducer->rebuild_buckets();
     if (options.broadcast_buffers() && require_forward_param_sync) broadcast_states(buffers);
-    // On c10d's group directly, as the training ranks' Reducer: neither side
-    // records these in the flight recorder nor checks them in debug mode.
+    // On the Reducer's group, as the training ranks' Reducer: both sides
+    // record these in the flight recorder, neither checks them in debug mode.
+    step_name->step = iterations;
+    step_name->shadowing = true;
+    struct Done {
+      StepName& name;
+      ~Done() { name.shadowing = false; }
+    } done{*step_name};
     auto all_reduce = [this](at::Tensor zeros) {
       std::vector<at::Tensor> tensors{zeros};
       try {
-        group->c10d_group()->allreduce(tensors)->wait();
+        recorded_group->allreduce(tensors)->wait();
       } catch (const std::exception& e) {
         throw PeerError("rankwise: " + where(*group) +
                         ": DistributedDataParallel: join()'s all_reduce of zero gradients "
@@ -213,8 +230,14 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
   auto size_limits = std::get<1>(assignment);
   std::unordered_map<size_t, std::string> param_names;
   for (size_t i = 0; i < d.names.size(); ++i) param_names[i] = d.names[i];
+  d.recorded_group = make_recorded_group(group, [name = d.step_name] {
+    return name->shadowing
+               ? fmt::format("DistributedDataParallel join after step {}: zero gradients",
+                             name->step.load())
+               : fmt::format("DistributedDataParallel step {}: gradients", name->step.load());
+  });
   d.reducer = detail::compat::make_reducer(
-      {d.params, bucket_indices, size_limits, group.c10d_group(), expect_sparse, cap_bytes,
+      {d.params, bucket_indices, size_limits, d.recorded_group, expect_sparse, cap_bytes,
        options.find_unused_parameters(), options.gradient_as_bucket_view(), param_names,
        first_bucket_bytes});
   // As in PyTorch's DDP, the Reducer gets a Logger: it records errors and
@@ -244,6 +267,7 @@ void DataParallelEngine::before_forward() {
   if (grad && require_sync_) {
     if (d.group->world_size() > 1) d.uneven->start_training_step(d.iterations);
     ++d.iterations;
+    d.step_name->step = d.iterations;
     d.reducer->prepare_for_forward();
   }
   if (grad) {

@@ -179,7 +179,17 @@ class DistributedDataParallel {
 
   /// The unwrapped module: its state_dict has no wrapper prefix.
   ModuleType& module() { return module_; }
-  auto operator->() { return module_.operator->(); }
+  /// No `ddp->`: with libtorch's habit of `model->forward(x)`, `ddp->forward(x)`
+  /// would run the wrapped module without DistributedDataParallel, so every
+  /// rank would train its own replica with unsynchronized gradients, silently.
+  /// Using it is a compile-time error that says what to write instead.
+  template <bool kNever = false>
+  void operator->() const {
+    static_assert(kNever,
+                  "rankwise::DistributedDataParallel has no operator->: ddp->forward(x) would "
+                  "bypass gradient synchronization. Call ddp.forward(x) or ddp(x) to train, and "
+                  "ddp.module()->... for the wrapped module's other members");
+  }
   /// Parameters of the wrapped module (for the optimizer).
   std::vector<torch::Tensor> parameters() { return detail::as_module(module_)->parameters(); }
 

@@ -7,8 +7,9 @@
 /// PyTorch keeps such a record for NCCL only (TORCH_NCCL_TRACE_BUFFER_SIZE,
 /// read by its fr_trace script); this one records the collectives of
 /// rankwise::ProcessGroup (and so of metrics, checkpoints, consensus, DDP's
-/// join protocol and broadcasts), not DDP's gradient buckets, which c10d's
-/// Reducer launches itself.
+/// join protocol and broadcasts), and the all_reduces of DDP's gradient
+/// buckets, which c10d's Reducer launches on a recording group
+/// (src/detail/recorded_group.h).
 ///
 /// Size: RANKWISE_FLIGHT_RECORDER_SIZE entries (default 2000; 0 turns it
 /// off). On a TimeoutError or PeerError of a collective, the rank writes its

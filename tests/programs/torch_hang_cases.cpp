@@ -12,6 +12,10 @@
 //   torch_hang_cases sigstop
 //       2 ranks all_reduce in a loop; rank 1 stops itself (SIGSTOP) at step 5
 //       (after its fifth all_reduce).
+//   torch_hang_cases ddp-sigstop
+//       2 ranks train a DistributedDataParallel Linear; rank 1 stops itself
+//       (SIGSTOP) in step 6 after its forward, so rank 0 waits in the
+//       gradients' all_reduce of step 6.
 //   torch_hang_cases shape | op
 //       Rank 1 passes a tensor of another shape to all_reduce (`shape`), or
 //       calls broadcast where the others call all_reduce (`op`).
@@ -35,6 +39,7 @@
 #include <string>
 #include <thread>
 
+#include "rankwise/ddp.h"
 #include "rankwise/process_group.h"
 #include "rankwise/run_main.h"
 
@@ -75,6 +80,19 @@ int run(const std::string& mode, const std::string& variant) {
       }
       if (step == 0) site(__LINE__ + 1);
       group.all_reduce(one);
+    }
+    return 0;
+  }
+  if (mode == "ddp-sigstop") {
+    torch::manual_seed(0);
+    rankwise::DistributedDataParallel ddp(torch::nn::Linear(4, 2));
+    for (int step = 1; step < 1000; ++step) {
+      auto loss = ddp.forward(torch::ones({3, 4})).sum();
+      if (rank == 1 && step == 6) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(400));  // as in sigstop
+        ::raise(SIGSTOP);
+      }
+      loss.backward();
     }
     return 0;
   }

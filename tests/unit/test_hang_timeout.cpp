@@ -86,6 +86,22 @@ TEST(HangTimeout, StoppedRankIsReportedWithItsLastCollectiveAndTheJobEnds) {
   EXPECT_FALSE(process_exists(m1[1].str()));
 }
 
+TEST(HangTimeout, RankWaitingForDdpGradientsIsShownInThatAllReduce) {
+  // Before: DDP's gradient all_reduces were not in the flight recorder, so
+  // rank 0, waiting for them in backward(), was shown in no collective.
+  const Result r = run_case("2", "ddp-sigstop");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_LT(r.seconds, 2.0 + kMargin) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("rank 0 \\(pid \\d+ on [^,]+, waiting in a collective\\): last in "
+                        "all_reduce 'DistributedDataParallel step 6: gradients' #\\d+ \\(Float "
+                        "\\[10\\], sum\\) at recorded_group.cpp:\\d+ \\(entered")))
+      << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("rank 1 \\(pid \\d+ on [^,]+, stopped\\)")))
+      << r.err;
+  EXPECT_TRUE(has(r.err, "rankwise-run: rank 1 held the others up\n")) << r.err;
+}
+
 TEST(HangTimeout, RanksInDifferentCollectivesAreADeadlock) {
   const Result r = run_case("2", "op");
   EXPECT_EQ(r.code, 1) << r.err;
