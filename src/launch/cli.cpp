@@ -13,8 +13,11 @@
 #include "detail/interface_list.h"
 #include "launch/cpu_sched.h"
 #include "launch/devices.h"
+#include "launch/console_streams.h"
 #include "launch/options.h"
+#include "launch/rdzv_flags.h"
 #include "launch/tag_template.h"
+#include "launch/torchrun_compat.h"
 
 namespace rankwise {
 namespace launch {
@@ -31,7 +34,12 @@ Each worker gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MAS
 MASTER_PORT, RANKWISE_RESTART_COUNT (= TORCHELASTIC_RESTART_COUNT), TORCHELASTIC_RUN_ID,
 RANKWISE_AGENT_STORE=1 (the launcher hosts the TCPStore; workers connect as clients),
 RANKWISE_ERROR_FILE (where a failing worker may write its error), OMP_NUM_THREADS=1
-unless set, and GLOO_SOCKET_IFNAME with --iface. Every flag with a dash is also accepted with an underscore (--nproc_per_node).
+unless set, ROLE_NAME (--role), and GLOO_SOCKET_IFNAME with --iface. Every flag with a dash
+is also accepted with an underscore (--nproc_per_node).
+
+torchrun's command lines work unchanged; its flags without a rankwise meaning are accepted
+without effect (--no-python, --start-method) or refused with what to use instead (-m,
+--run-path, --numa-binding, --local-addr, ...): README's launcher section lists them all.
 
 Exit codes: 0 every worker succeeded; 1 a worker failed (the summary names the root
 cause: rank, exit code or signal, its error, last lines of stderr); 2 bad usage or
@@ -45,7 +53,13 @@ Examples:
             --nproc-per-node 8 ./train
   node 1: rankwise-run --nnodes 2 --node-rank 1 --master-addr node0 --master-port 29500 \
             --nproc-per-node 8 --iface eth1 ./train
+  every node (torchrun's line; node ranks by arrival): rankwise-run --nnodes 2 \
+            --nproc-per-node 8 --rdzv-id $JOB --rdzv-backend c10d \
+            --rdzv-endpoint node0:29400 ./train
+  rankwise-run --nproc-per-node 4 --tee 3 --local-ranks-filter 0 --log-dir logs ./train
 )";
+
+}  // namespace
 
 std::chrono::milliseconds seconds_to_ms(double s, const char* flag, bool allow_zero) {
   if (!std::isfinite(s) || s < 0 || (!allow_zero && s == 0)) {
@@ -58,6 +72,32 @@ std::chrono::milliseconds seconds_to_ms(double s, const char* flag, bool allow_z
     throw UsageError(fmt::format("{} {}: too large; the most is {} seconds", flag, s, kMaxSeconds));
   }
   return std::chrono::milliseconds(static_cast<long long>(std::llround(s * 1000.0)));
+}
+
+namespace {
+
+// --nnodes N, or torchrun's MIN:MAX where MIN == MAX.
+int parse_nnodes(const std::string& text) {
+  const auto number = [&](const std::string& part) {
+    char* end = nullptr;
+    const long n = std::strtol(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || n > 1000000) {
+      throw UsageError(fmt::format("--nnodes '{}': expected a number of nodes, e.g. --nnodes 2",
+                                   text));
+    }
+    if (n < 1) throw UsageError(fmt::format("--nnodes {}: must be at least 1", text));
+    return static_cast<int>(n);
+  };
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) return number(text);
+  const int min = number(text.substr(0, colon)), max = number(text.substr(colon + 1));
+  if (min != max) {
+    throw UsageError(fmt::format(
+        "--nnodes {}: elastic ranges (MIN:MAX) are not supported yet; give a fixed node count, "
+        "e.g. --nnodes {} (every node must join before the job starts)",
+        text, max));
+  }
+  return min;
 }
 
 std::vector<int> parse_rank_list(const std::string& text, int world_size) {
@@ -152,35 +192,72 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   app.formatter(std::make_shared<LauncherFormatter>());
   app.get_formatter()->column_width(34);
 
-  std::string nproc = "1";
+  std::string nproc = "1", nnodes = "1";
   std::optional<int> master_port;
-  std::string only_ranks;
+  std::string only_ranks, local_ranks_filter, redirects = "0", tee = "0", prefix_template;
+  std::string rdzv_backend = "static", rdzv_endpoint, rdzv_conf;
   double monitor_s = 0.1, grace_s = 5.0, rdzv_s = 300.0, hang_s = 300.0;
   bool no_tag = false;
 
   app.add_option("--nproc-per-node,--nproc_per_node", nproc,
                  "Workers on this node: N >= 1, cpu (one per CPU core), gpu (one per visible "
                  "GPU) or auto (gpu if any, else cpu). Default 1. E.g. --nproc-per-node 4");
-  app.add_option("--nnodes", o.nnodes, "Number of nodes (default 1). E.g. --nnodes 2");
-  app.add_option("--node-rank,--node_rank", o.node_rank,
-                 "Index of this node in [0, nnodes) (default 0). E.g. --node-rank 1");
-  app.add_option("--master-addr,--master_addr", o.master_addr,
-                 "Host of node 0, which hosts the rendezvous store (default 127.0.0.1). "
-                 "E.g. --master-addr node0");
+  app.add_option("--nnodes", nnodes,
+                 "Number of nodes (default 1; torchrun's N:N is accepted, an elastic MIN:MAX "
+                 "range is not yet). E.g. --nnodes 2");
+  CLI::Option* node_rank_flag = app.add_option(
+      "--node-rank,--node_rank", o.node_rank,
+      "Index of this node in [0, nnodes) (default 0; with --rdzv-backend c10d, default: node 0 "
+      "is the node that hosts the store, the others are numbered as they join). "
+      "E.g. --node-rank 1");
+  CLI::Option* master_addr_flag = app.add_option(
+      "--master-addr,--master_addr", o.master_addr,
+      "Host of node 0, which hosts the rendezvous store (default 127.0.0.1; IPv6 as [fd00::1]). "
+      "E.g. --master-addr node0");
   app.add_option("--master-port,--master_port", master_port,
                  "Port of the rendezvous store; default: a free port (single node only; "
                  "required with --nnodes > 1). E.g. --master-port 29500");
+  app.add_option("--rdzv-backend,--rdzv_backend", rdzv_backend,
+                 "torchrun's rendezvous backend: static (the default) or c10d, both rankwise's "
+                 "store hosted by node 0's launcher; c10d also numbers the nodes when "
+                 "--node-rank is not given. E.g. --rdzv-backend c10d");
+  app.add_option("--rdzv-endpoint,--rdzv_endpoint", rdzv_endpoint,
+                 "HOST[:PORT] of the rendezvous store, the same as --master-addr HOST "
+                 "--master-port PORT (default port 29400; :0 a free port, one node only). "
+                 "E.g. --rdzv-endpoint node0:29400");
+  app.add_option("--rdzv-conf,--rdzv_conf", rdzv_conf,
+                 "Rendezvous settings key=value,...: join_timeout=S (= --rendezvous-timeout), "
+                 "read_timeout=S (connecting to the store and each store call; default: the "
+                 "rendezvous timeout), is_host=1|0 (whether this node hosts the store), "
+                 "last_call_timeout=S (accepted; only meaningful for elastic ranges, not "
+                 "supported yet). E.g. --rdzv-conf join_timeout=600");
   app.add_flag("--standalone", o.standalone,
                "Single node with a local store on a free port (like torchrun --standalone)");
-  app.add_option("--tag", o.tag,
-                 "Prefix of every output line; placeholders {rank} {local_rank} {node_rank} "
-                 "{world_size} {host} (default '[rank{rank}]: '). E.g. --tag '{host}:{rank}| '");
+  CLI::Option* tag_flag = app.add_option(
+      "--tag", o.tag,
+      "Prefix of every output line; placeholders {rank} {local_rank} {node_rank} "
+      "{world_size} {host} (default '[rank{rank}]: '). E.g. --tag '{host}:{rank}| '");
+  app.add_option("--log-line-prefix-template,--log_line_prefix_template", prefix_template,
+                 "torchrun's spelling of --tag: ${rank} ${local_rank} ${hostname} ${role_name}; "
+                 "it prefixes every line, tee'd or not. E.g. "
+                 "--log-line-prefix-template '${hostname}:${rank}: '");
   app.add_flag("--no-tag,--no_tag", no_tag, "Do not tag output lines");
   app.add_option("--only-ranks,--only_ranks", only_ranks,
                  "Show only these ranks' stdout (stderr is always shown). E.g. --only-ranks 0,3");
+  app.add_option("--local-ranks-filter,--local_ranks_filter", local_ranks_filter,
+                 "Show only these local ranks' output, stdout and stderr, on the console (the "
+                 "log files keep every rank's). E.g. --local-ranks-filter 0");
+  app.add_option("-r,--redirects", redirects,
+                 "Streams that go to the log files instead of the console: 0 none, 1 stdout, "
+                 "2 stderr, 3 both, for every local rank or per local rank (0:3,1:2); without "
+                 "--log-dir the files go to a new temporary directory. E.g. --redirects 3");
+  app.add_option("-t,--tee", tee,
+                 "Streams that go to the console and the log files (same values as "
+                 "--redirects). E.g. --tee 3");
   app.add_option("--log-dir,--log_dir", o.log_dir,
-                 "Also write each rank's full stdout and stderr to "
-                 "DIR/attempt_<n>/rank_<r>.stdout|.stderr. E.g. --log-dir logs");
+                 "Write each rank's full stdout and stderr to "
+                 "DIR/attempt_<n>/rank_<r>.stdout|.stderr, whatever --redirects and --tee say. "
+                 "E.g. --log-dir logs");
   app.add_flag("--group-by-rank,--group_by_rank", o.group_by_rank,
                "Print each rank's output as one block, in rank order, when the workers end");
   app.add_option("--max-restarts,--max_restarts", o.max_restarts,
@@ -189,14 +266,19 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   app.add_option("--monitor-interval,--monitor_interval", monitor_s,
                  "Longest wait in seconds between checks of the workers (default 0.1; exits "
                  "and signals are seen at once anyway). E.g. --monitor-interval 1");
-  app.add_option("--run-id,--run_id", o.run_id,
-                 "Job id, passed as TORCHELASTIC_RUN_ID (default none). E.g. --run-id job42");
-  app.add_option("--grace-period,--grace_period", grace_s,
-                 "Seconds between SIGTERM and SIGKILL when stopping workers (default 5). "
-                 "E.g. --grace-period 10");
-  app.add_option("--rendezvous-timeout,--rendezvous_timeout", rdzv_s,
-                 "Seconds to wait for every node to join (default 300). "
-                 "E.g. --rendezvous-timeout 60");
+  app.add_option("--run-id,--run_id,--rdzv-id,--rdzv_id", o.run_id,
+                 "Job id, passed as TORCHELASTIC_RUN_ID (default none); on several nodes every "
+                 "node must give the same (a node of another job is refused, naming both). "
+                 "E.g. --rdzv-id job42");
+  app.add_option("--role", o.role,
+                 "Role of the workers, passed as ROLE_NAME (default 'default'). "
+                 "E.g. --role trainer");
+  app.add_option("--grace-period,--grace_period,--shutdown-timeout,--shutdown_timeout", grace_s,
+                 "Seconds between SIGTERM and SIGKILL when stopping workers (default 5; "
+                 "--shutdown-timeout is torchrun's name). E.g. --grace-period 10");
+  CLI::Option* rdzv_timeout_flag = app.add_option(
+      "--rendezvous-timeout,--rendezvous_timeout", rdzv_s,
+      "Seconds to wait for every node to join (default 300). E.g. --rendezvous-timeout 60");
 
   app.add_option("--hang-timeout,--hang_timeout", hang_s,
                  "Seconds after which a job whose ranks all wait in collectives, are stopped "
@@ -216,6 +298,7 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
                  "Network interface(s) for the workers' Gloo traffic, comma-separated; sets "
                  "GLOO_SOCKET_IFNAME for every worker (default: the interface that routes to "
                  "--master-addr). E.g. --iface eth1");
+  const std::function<void()> check_torchrun_only = add_torchrun_only_flags(app);
 
   try {
     app.parse(argc, argv);
@@ -228,6 +311,7 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     throw UsageError(e.what());
   }
+  check_torchrun_only();
 
   std::vector<std::string> rest = app.remaining();
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
@@ -240,9 +324,7 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   }
 
   o.nproc_per_node = resolve_nproc_per_node(nproc);
-  if (o.nnodes < 1) {
-    throw UsageError(fmt::format("--nnodes {}: must be at least 1", o.nnodes));
-  }
+  o.nnodes = parse_nnodes(nnodes);
   if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
     throw UsageError(fmt::format("--node-rank {}: must be in [0, {}) (--nnodes {})", o.node_rank,
                                  o.nnodes, o.nnodes));
@@ -253,10 +335,38 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   if (master_port && (*master_port < 1 || *master_port > 65535)) {
     throw UsageError(fmt::format("--master-port {}: must be in [1, 65535]", *master_port));
   }
+  o.rdzv_backend = parse_rdzv_backend(rdzv_backend);
+  o.master_addr = without_brackets(o.master_addr);
+  if (!rdzv_endpoint.empty()) {
+    const Endpoint e = parse_endpoint(rdzv_endpoint);
+    const int port = e.port.value_or(kDefaultRdzvPort);
+    if (master_addr_flag->count() > 0 && o.master_addr != e.host) {
+      throw UsageError(fmt::format(
+          "--rdzv-endpoint '{}' and --master-addr '{}' name different hosts for the store; give "
+          "one of them",
+          rdzv_endpoint, o.master_addr));
+    }
+    if (master_port && *master_port != port) {
+      throw UsageError(fmt::format(
+          "--rdzv-endpoint '{}' and --master-port {} name different ports for the store; give "
+          "one of them",
+          rdzv_endpoint, *master_port));
+    }
+    if (port == 0 && o.nnodes > 1) {
+      throw UsageError(fmt::format(
+          "--rdzv-endpoint '{}': port 0 (a free port) works on one node only; with --nnodes {} "
+          "give the port every node uses, e.g. --rdzv-endpoint {}:{}",
+          rdzv_endpoint, o.nnodes, e.host, kDefaultRdzvPort));
+    }
+    o.master_addr = e.host;
+    master_port = port;
+    if (port == 0) master_port.reset();
+  }
   if (o.nnodes > 1 && !master_port) {
     throw UsageError(fmt::format(
-        "--nnodes {} needs --master-port (and --master-addr, node 0's host) so that every node "
-        "finds the same store; e.g. --master-addr node0 --master-port 29500",
+        "--nnodes {} needs --master-port (and --master-addr, node 0's host), or --rdzv-endpoint "
+        "HOST:PORT, so that every node finds the same store; e.g. --master-addr node0 "
+        "--master-port 29500",
         o.nnodes));
   }
   if (o.standalone) {
@@ -273,6 +383,27 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   o.grace_period = seconds_to_ms(grace_s, "--grace-period", true);
   o.rendezvous_timeout = seconds_to_ms(rdzv_s, "--rendezvous-timeout", false);
   o.hang_timeout = seconds_to_ms(hang_s, "--hang-timeout", true);
+
+  const RdzvConf conf = parse_rdzv_conf(rdzv_conf);
+  if (conf.join_timeout) {
+    if (rdzv_timeout_flag->count() > 0 && *conf.join_timeout != o.rendezvous_timeout) {
+      throw UsageError(fmt::format(
+          "--rdzv-conf join_timeout={} and --rendezvous-timeout {} disagree; give one of them",
+          conf.join_timeout->count() / 1000.0, rdzv_s));
+    }
+    o.rendezvous_timeout = *conf.join_timeout;
+  }
+  o.store_timeout = conf.read_timeout;
+  o.is_host = conf.is_host;
+  o.assign_node_rank =
+      o.rdzv_backend == RdzvBackend::kC10d && o.nnodes > 1 && node_rank_flag->count() == 0;
+  if (o.is_host && !o.assign_node_rank && *o.is_host != (o.node_rank == 0)) {
+    throw UsageError(fmt::format(
+        "--rdzv-conf is_host={} contradicts --node-rank {}: the store is hosted by node 0 "
+        "(with --nnodes {}); drop is_host, or give is_host=1 to node 0 only",
+        *o.is_host ? 1 : 0, o.node_rank, o.nnodes));
+  }
+
   if (!o.iface.empty()) {
     for (const std::string& name : rankwise::detail::split_interface_list(o.iface)) {
       if (!rankwise::detail::is_network_interface(name)) {
@@ -284,9 +415,20 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
     }
   }
   o.cpu_sched = parse_cpu_sched(cpu_sched);
+  if (!prefix_template.empty()) {
+    if (tag_flag->count() > 0) {
+      throw UsageError("--log-line-prefix-template and --tag both set the line prefix; give one");
+    }
+    o.tag = tag_from_torchrun_template(prefix_template, o.role);
+  }
   o.tag_enabled = !no_tag;
   if (o.tag_enabled) TagTemplate::parse(o.tag);  // validate now (exit 2)
   if (!only_ranks.empty()) o.only_ranks = parse_rank_list(only_ranks, o.world_size());
+  o.redirects = parse_stream_spec(redirects, "--redirects", o.nproc_per_node);
+  o.tee = parse_stream_spec(tee, "--tee", o.nproc_per_node);
+  if (!local_ranks_filter.empty()) {
+    o.local_ranks_filter = parse_local_ranks(local_ranks_filter, o.nproc_per_node);
+  }
 
   o.program = resolve_program(rest.front());
   o.program_argv = rest;

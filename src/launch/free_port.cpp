@@ -69,6 +69,15 @@ int find_free_port(const std::string& addr) {
   return port;
 }
 
+bool can_listen_on(const std::string& addr, int port) {
+  try {
+    ::close(listening_socket(addr, port));
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 int listening_socket(const std::string& addr, int port) {
   int bound = 0;
   const int fd = bind_socket(addr, port, bound);

@@ -13,6 +13,11 @@ namespace launch {
 /// address when it cannot be resolved or bound.
 int find_free_port(const std::string& addr);
 
+/// True when a socket can listen on `addr`:`port` now: `addr` (a literal or
+/// a host name) is an address of this node (a loopback address, or one of
+/// its interfaces') and nothing listens on that port there. Never throws.
+bool can_listen_on(const std::string& addr, int port);
+
 /// A socket bound to `addr`:`port` (the first address `addr` resolves to that
 /// can be bound) and listening, close-on-exec; for the store to take over
 /// (c10d::TCPStoreOptions::masterListenFd), so that it listens on that

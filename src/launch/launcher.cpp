@@ -16,6 +16,7 @@
 #include <set>
 
 #include "detail/progress_record.h"
+#include "launch/console_streams.h"
 #include "launch/free_port.h"
 #include "launch/options.h"
 #include "launch/output_merger.h"
@@ -34,9 +35,9 @@ namespace {
 // Variables the launcher sets for every worker (see worker_environment).
 const std::set<std::string> kWorkerVariables = {
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-    "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "RANKWISE_RESTART_COUNT",
-    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-    "RANKWISE_AGENT_STORE", "TORCHELASTIC_USE_AGENT_STORE", "RANKWISE_ERROR_FILE",
+    "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT",
+    "RANKWISE_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+    "TORCHELASTIC_RUN_ID", "RANKWISE_AGENT_STORE", "TORCHELASTIC_USE_AGENT_STORE", "RANKWISE_ERROR_FILE",
     "RANKWISE_STACK_DUMP_FILE", "RANKWISE_JOB_KEY"};
 
 void say(const std::string& text) { write_all(2, "rankwise-run: " + text + "\n"); }
@@ -153,9 +154,27 @@ std::string one_line_cause(const FailureReport& r) {
 
 int run_attempts(const LaunchOptions& o, AttemptConfig& config, NodeRendezvous& rdzv);
 
-int run(const LaunchOptions& o) {
+// --redirects/--tee without --log-dir: as torchrun, a new temporary
+// directory (kept after the run: it holds the only copy of what was
+// redirected), named on stderr.
+std::string temporary_log_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = fmt::format("{}/rankwise-logs-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (::mkdtemp(templ.data()) == nullptr) {
+    throw UsageError(fmt::format("--redirects/--tee: cannot create a log directory from '{}': "
+                                 "{}; give --log-dir DIR, or set TMPDIR to a writable directory",
+                                 templ, std::strerror(errno)));
+  }
+  say(fmt::format("--redirects/--tee without --log-dir: every rank's output goes to {} (give "
+                  "--log-dir to choose)",
+                  templ));
+  return templ;
+}
+
+int run(LaunchOptions o) {
   install_signal_pipe();
   const std::string host = host_name();
+  if (o.log_dir.empty() && redirects_to_files(o)) o.log_dir = temporary_log_dir();
   if (!o.log_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.log_dir, ec);
@@ -168,6 +187,7 @@ int run(const LaunchOptions& o) {
 
   // Rendezvous store: hosted by node 0 before any worker starts.
   const std::string key = job_key(o);
+  const std::chrono::milliseconds store_timeout = o.store_timeout.value_or(o.rendezvous_timeout);
   std::unique_ptr<NodeRendezvous> rdzv;
   // The store is left to the process's exit, never destroyed, on every path
   // out of here: c10d's server joins its thread, which a client that sent half
@@ -178,32 +198,63 @@ int run(const LaunchOptions& o) {
     std::unique_ptr<NodeRendezvous>& rdzv;
     ~LeftToExit() { static_cast<void>(rdzv.release()); }
   } left_to_exit{rdzv};
-  const bool host_store = o.node_rank == 0;
+  // Who hosts: --rdzv-conf is_host when given, else node 0; with node ranks
+  // assigned by the rendezvous, as torchrun's c10d backend, a node whose
+  // address the store's is, unless another launcher on this machine already
+  // listens there (or binds first: then this one joins as a client). Looking
+  // first matters: c10d's own bind may take another address family's socket.
+  bool host_store = o.is_host.value_or(o.node_rank == 0);
+  const bool may_fall_back = o.assign_node_rank && !o.is_host;
+  if (may_fall_back && o.master_port) host_store = can_listen_on(o.master_addr, *o.master_port);
   if (o.master_port) {
     try {
       rdzv = std::make_unique<NodeRendezvous>(o.master_addr, *o.master_port, host_store,
-                                              o.rendezvous_timeout, key);
+                                              store_timeout, key);
     } catch (const RendezvousError& e) {
-      if (host_store) throw UsageError(e.what());  // port in use: configuration
-      throw;
+      if (!host_store) throw;
+      if (!may_fall_back) throw UsageError(e.what());  // port in use: configuration
+      host_store = false;
+      rdzv = std::make_unique<NodeRendezvous>(o.master_addr, *o.master_port, false, store_timeout,
+                                              key);
     }
   } else {
     for (int tries = 0; !rdzv; ++tries) {
       const int port = find_free_port(o.master_addr);
       try {
-        rdzv = std::make_unique<NodeRendezvous>(o.master_addr, port, true, o.rendezvous_timeout,
-                                                key);
+        rdzv = std::make_unique<NodeRendezvous>(o.master_addr, port, true, store_timeout, key);
       } catch (const RendezvousError&) {
         if (tries >= 4) throw;  // someone took the port between the probe and the bind
       }
     }
   }
   int pending_signal = 0;
-  const bool joined = rdzv->join(o.node_rank, o.nnodes, host, o.rendezvous_timeout,
-                                 [&] { return (pending_signal = drain_stop_signal()) != 0; });
-  if (!joined) {
+  const auto stop_requested = [&] { return (pending_signal = drain_stop_signal()) != 0; };
+  const auto signaled = [&] {
     say(fmt::format("received {} during the rendezvous; exiting", signal_name(pending_signal)));
     return 128 + pending_signal;
+  };
+  // Several nodes: node 0 says which job it is; every other node checks
+  // that before it writes any key, so that a node of another job (or with
+  // another job key) is refused without touching this one.
+  if (o.nnodes > 1) {
+    const JobIdentity identity{o.run_id, job_key_fingerprint(key)};
+    if (host_store) {
+      rdzv->publish_identity(identity, store_timeout);
+    } else {
+      try {
+        if (!rdzv->check_identity(identity, o.rendezvous_timeout, stop_requested)) {
+          return signaled();
+        }
+      } catch (const JobMismatchError& e) {
+        throw UsageError(e.what());
+      }
+    }
+    if (o.assign_node_rank) {
+      o.node_rank = host_store ? 0 : rdzv->take_node_rank(o.nnodes, store_timeout);
+    }
+  }
+  if (!rdzv->join(o.node_rank, o.nnodes, host, o.rendezvous_timeout, stop_requested)) {
+    return signaled();
   }
 
   AttemptConfig config;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "launch/rdzv_flags.h"
+
 namespace rankwise {
 namespace launch {
 
@@ -42,18 +44,40 @@ struct LaunchOptions {
   int nproc_per_node = 1;  ///< workers on this node (resolved from cpu/gpu/auto)
   int nnodes = 1;          ///< number of nodes
   int node_rank = 0;       ///< index of this node, in [0, nnodes)
-  std::string master_addr = "127.0.0.1";  ///< host of the rendezvous store
+  /// --rdzv-backend c10d on several nodes without --node-rank: the rendezvous
+  /// assigns node_rank (the node hosting the store is node 0, the others
+  /// take 1, 2, ... as they join; see launcher.cpp).
+  bool assign_node_rank = false;
+  /// Host (--master-addr, or --rdzv-endpoint's) and port of the rendezvous
+  /// store; IPv6 literals without brackets.
+  std::string master_addr = "127.0.0.1";
   /// Port of the rendezvous store; unset means "pick a free one" (nnodes == 1).
   std::optional<int> master_port;
+  RdzvBackend rdzv_backend = RdzvBackend::kStatic;  ///< --rdzv-backend
+  /// Whether this node hosts the store (--rdzv-conf is_host); unset: node 0
+  /// does, or, with assign_node_rank, the node whose address the store's is.
+  std::optional<bool> is_host;
+  /// Timeout of the connection to the store and of each store call
+  /// (--rdzv-conf read_timeout); unset: rendezvous_timeout.
+  std::optional<std::chrono::milliseconds> store_timeout;
   bool standalone = false;  ///< single node, local store on a free port
   std::string tag = kDefaultTag;  ///< line tag template (see tag_template.h)
   bool tag_enabled = true;        ///< false with --no-tag
   std::vector<int> only_ranks;    ///< ranks whose stdout is shown; empty = all
+  /// torchrun's --redirects and --tee, per local rank: streams (bits of
+  /// console_streams.h) that go to the log files only, and those that go to
+  /// both the files and the console. Empty: none.
+  std::vector<unsigned> redirects, tee;
+  /// --local-ranks-filter: local ranks whose output reaches the console; empty = all.
+  std::vector<int> local_ranks_filter;
   std::string log_dir;            ///< per-rank log files root; empty = none
   bool group_by_rank = false;     ///< print each rank's output as one block
   int max_restarts = 0;           ///< restarts of the whole local group
   std::chrono::milliseconds monitor_interval{100};  ///< max wait between checks
-  std::string run_id = "none";    ///< TORCHELASTIC_RUN_ID
+  /// --run-id (torchrun's --rdzv-id): TORCHELASTIC_RUN_ID, and the job id
+  /// every node of the job must give (node 0 publishes it; see rendezvous.h).
+  std::string run_id = "none";
+  std::string role = "default";   ///< --role: ROLE_NAME of every worker
   std::chrono::milliseconds grace_period{5000};     ///< SIGTERM -> SIGKILL delay
   std::chrono::milliseconds rendezvous_timeout{300000};  ///< wait for all nodes
   /// Network interface(s) the workers' Gloo uses (--iface), passed as
@@ -71,6 +95,11 @@ struct LaunchOptions {
   /// nnodes * nproc_per_node.
   int world_size() const { return nnodes * nproc_per_node; }
 };
+
+/// `s` seconds, given for `flag`, in milliseconds. Throws UsageError naming
+/// the flag when `s` is negative, not finite, too large, or 0 where
+/// `allow_zero` is false.
+std::chrono::milliseconds seconds_to_ms(double s, const char* flag, bool allow_zero);
 
 /// Parses and validates the command line. Returns nullopt when `-h` was given
 /// (help already printed). Throws UsageError on bad usage.

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "launch/console_streams.h"
+
 namespace rankwise {
 namespace launch {
 
@@ -30,13 +32,7 @@ OutputMerger::OutputMerger(MergerOptions options) : options_(std::move(options))
   const std::size_t n = options_.ranks.size();
   options_.tags.resize(n);
   options_.log_fds.resize(n, {-1, -1});
-  show_stdout_.resize(n, true);
-  if (!options_.only_ranks.empty()) {
-    for (std::size_t w = 0; w < n; ++w) {
-      show_stdout_[w] = std::find(options_.only_ranks.begin(), options_.only_ranks.end(),
-                                  options_.ranks[w]) != options_.only_ranks.end();
-    }
-  }
+  options_.console.resize(n, kBothStreams);
   assemblers_.resize(2 * n);
   tails_.resize(n);
   held_.resize(n);
@@ -71,9 +67,9 @@ void OutputMerger::emit(std::size_t worker, Stream stream, std::string_view line
     tail.emplace_back(line);
     if (continued) tail.back() += kContinuationMarker;
     if (tail.size() > kTailLines) tail.pop_front();
-  } else if (!show_stdout_[worker]) {
-    return;
   }
+  const unsigned bit = stream == Stream::kStdout ? kStdoutBit : kStderrBit;
+  if ((options_.console[worker] & bit) == 0) return;
   const std::string& tag = options_.tags[worker];
   std::string& text = options_.group_by_rank ? held_[worker].emplace_back(Held{stream, {}}).text
                                              : pending_[static_cast<int>(stream)];

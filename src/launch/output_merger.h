@@ -27,7 +27,9 @@ void write_all(int fd, std::string_view data);
 struct MergerOptions {
   std::vector<std::string> tags;  ///< tag per local worker ("" when tagging is off)
   std::vector<int> ranks;         ///< global rank per local worker
-  std::vector<int> only_ranks;    ///< ranks whose stdout is shown; empty = all
+  /// Per local worker, the streams shown (bits of console_streams.h); missing
+  /// entries: both. The stderr tail and the log files keep every line.
+  std::vector<unsigned> console;
   bool group_by_rank = false;     ///< hold lines until flush_groups()
   int stdout_fd = 1;              ///< where merged stdout goes
   int stderr_fd = 2;              ///< where merged stderr goes
@@ -63,7 +65,6 @@ class OutputMerger {
 
   MergerOptions options_;
   std::string pending_[2];  // batched tagged lines per stream (stdout, stderr)
-  std::vector<bool> show_stdout_;
   std::vector<LineAssembler> assemblers_;  // 2 per worker
   std::vector<std::deque<std::string>> tails_;
   std::vector<std::vector<Held>> held_;

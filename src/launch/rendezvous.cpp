@@ -3,6 +3,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <future>
@@ -13,6 +14,7 @@
 #include "detail/progress_record.h"
 #include "launch/free_port.h"
 #include "launch/group_failure.h"
+#include "launch/store_poller.h"
 
 namespace rankwise {
 namespace launch {
@@ -132,6 +134,131 @@ std::vector<int> missing_nodes(c10d::TCPStore& store, const std::string& job_key
 }
 
 }  // namespace
+
+std::string job_key_fingerprint(const std::string& job_key) {
+  if (job_key.empty()) return "none";
+  std::uint64_t h = 14695981039346656037ull;  // 64-bit FNV-1a: offset basis, then prime
+  for (const unsigned char c : job_key) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return fmt::format("{:08x}", static_cast<std::uint32_t>(h >> 32));
+}
+
+namespace {
+// The first line of a store's exception, for a one-line message.
+std::string first_line(const std::exception& e) {
+  const std::string what = e.what();
+  return what.substr(0, what.find('\n'));
+}
+}  // namespace
+
+void NodeRendezvous::publish_identity(const JobIdentity& identity,
+                                      std::chrono::milliseconds timeout) {
+  const std::string text =
+      nlohmann::json{{"id", identity.id}, {"key", identity.key_fingerprint}}.dump();
+  Waited waited = Waited::kDone;
+  try {
+    waited = run_off_thread(
+        [store = store_, text](const std::atomic<bool>&) {
+          store->set(kJobIdentityKey, std::vector<uint8_t>(text.begin(), text.end()));
+        },
+        SteadyClock::now() + timeout, [] { return false; });
+  } catch (const std::exception& e) {
+    throw RendezvousError(fmt::format("publishing the job's id in the store {}:{} failed: {}",
+                                      addr_, port_, first_line(e)));
+  }
+  if (waited != Waited::kDone) {
+    throw RendezvousError(fmt::format(
+        "publishing the job's id: the store {}:{} did not answer within {} s", addr_, port_,
+        timeout.count() / 1000.0));
+  }
+}
+
+bool NodeRendezvous::check_identity(const JobIdentity& mine, std::chrono::milliseconds timeout,
+                                    const std::function<bool()>& interrupted) {
+  const auto deadline = SteadyClock::now() + timeout;
+  auto published = std::make_shared<std::optional<std::string>>();
+  Waited waited = Waited::kDone;
+  try {
+    // Reads only: a node of another job must leave this job's keys alone.
+    waited = run_off_thread(
+        [store = store_, deadline, published](const std::atomic<bool>& cancel) {
+          while (!cancel) {
+            if ((*published = read_if_set(*store, kJobIdentityKey))) return;
+            if (SteadyClock::now() >= deadline) return;
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
+        },
+        deadline + std::chrono::seconds(5), interrupted);
+  } catch (const std::exception& e) {
+    throw RendezvousError(fmt::format("rendezvous: the store {}:{} failed: {}", addr_, port_,
+                                      first_line(e)));
+  }
+  if (waited == Waited::kInterrupted) return false;
+  if (waited == Waited::kDeadline) {
+    throw RendezvousError(fmt::format(
+        "rendezvous: the store {}:{} stopped answering (node 0's launcher may be gone, or a "
+        "client may hold the store)",
+        addr_, port_));
+  }
+  if (!*published) {
+    throw RendezvousError(fmt::format(
+        "rendezvous timed out after {} s at {}:{}: node 0 never published its job id; start "
+        "node 0's rankwise-run (the one that hosts the store), or raise --rendezvous-timeout",
+        timeout.count() / 1000.0, addr_, port_));
+  }
+  const auto j = nlohmann::json::parse(**published, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("id") || !j["id"].is_string() || !j.contains("key") ||
+      !j["key"].is_string()) {
+    throw JobMismatchError(fmt::format(
+        "the store at {}:{} holds no job id that this rankwise-run can read under '{}'; is it "
+        "another program's store, or another version's?",
+        addr_, port_, kJobIdentityKey));
+  }
+  const std::string id = j["id"], key = j["key"];
+  if (id != mine.id) {
+    throw JobMismatchError(fmt::format(
+        "this node's --rdzv-id '{}' differs from node 0's '{}' at {}:{}: this node belongs to "
+        "another job and is refused (job '{}' goes on); give every node of a job the same "
+        "--rdzv-id, and run another job on its own --rdzv-endpoint or --master-port",
+        mine.id, id, addr_, port_, id));
+  }
+  if (key != mine.key_fingerprint) {
+    throw JobMismatchError(fmt::format(
+        "RANKWISE_JOB_KEY differs from node 0's at {}:{} (key fingerprint {} on this node, {} on "
+        "node 0; none: not set): this node is refused; set the same RANKWISE_JOB_KEY on every "
+        "node of the job",
+        addr_, port_, mine.key_fingerprint, key));
+  }
+  return true;
+}
+
+int NodeRendezvous::take_node_rank(int nnodes, std::chrono::milliseconds timeout) {
+  auto taken = std::make_shared<std::int64_t>(0);
+  Waited waited = Waited::kDone;
+  try {
+    waited = run_off_thread(
+        [store = store_, key = rankwise::detail::job_prefix(job_key_) + "node_ranks",
+         taken](const std::atomic<bool>&) { *taken = store->add(key, 1); },
+        SteadyClock::now() + timeout, [] { return false; });
+  } catch (const std::exception& e) {
+    throw RendezvousError(fmt::format("rendezvous: the store {}:{} failed: {}", addr_, port_,
+                                      first_line(e)));
+  }
+  if (waited != Waited::kDone) {
+    throw RendezvousError(fmt::format("rendezvous: the store {}:{} did not answer within {} s",
+                                      addr_, port_, timeout.count() / 1000.0));
+  }
+  if (*taken >= nnodes) {
+    throw RendezvousError(fmt::format(
+        "rendezvous at {}:{}: node ranks 1 to {} of --nnodes {} are taken already, so this "
+        "launcher would be node {}; start exactly {} launchers with this --rdzv-id and "
+        "--rdzv-endpoint (one per node)",
+        addr_, port_, nnodes - 1, nnodes, *taken, nnodes));
+  }
+  return static_cast<int>(*taken);
+}
 
 bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
                           std::chrono::milliseconds timeout,

@@ -28,6 +28,30 @@ class RendezvousError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A node that joins belongs to another job than node 0's: its --rdzv-id or
+/// its RANKWISE_JOB_KEY differs. The message names both ids (or both key
+/// fingerprints). Bad configuration: the launcher exits 2.
+class JobMismatchError : public RendezvousError {
+ public:
+  using RendezvousError::RendezvousError;
+};
+
+/// What node 0 publishes (publish_identity()) for the nodes that join to
+/// check (check_identity()) before they write any key of the job.
+struct JobIdentity {
+  std::string id;               ///< --rdzv-id (--run-id), "none" by default
+  std::string key_fingerprint;  ///< job_key_fingerprint() of its job key
+};
+
+/// A short name of the job key that does not give the key away, for
+/// messages: "none" for no key, else the first 8 hex digits of the key's
+/// 64-bit FNV-1a hash (the same on every build and node).
+std::string job_key_fingerprint(const std::string& job_key);
+
+/// The store key of node 0's JobIdentity (JSON). It is outside the job key's
+/// prefix, so that a node with another key can read it and say so.
+constexpr const char* kJobIdentityKey = "rankwise/job_identity";
+
 /// The launcher's connection to the job's store, alive for the whole run.
 class NodeRendezvous {
  public:
@@ -39,6 +63,27 @@ class NodeRendezvous {
   ~NodeRendezvous();
   NodeRendezvous(const NodeRendezvous&) = delete;
   NodeRendezvous& operator=(const NodeRendezvous&) = delete;
+
+  /// Node 0 of a multi-node job, right after hosting the store: publishes
+  /// `identity` under kJobIdentityKey (waits at most `timeout` for the
+  /// store). Throws RendezvousError when the store fails.
+  void publish_identity(const JobIdentity& identity, std::chrono::milliseconds timeout);
+
+  /// Every other node of a multi-node job, before it writes anything in the
+  /// store: waits until node 0 has published its identity (polling every
+  /// 100 ms on a thread of its own, as join()), at most `timeout`, and
+  /// compares it with `mine`. Returns false when `interrupted` returned true.
+  /// Throws JobMismatchError naming both ids, or both key fingerprints
+  /// ("RANKWISE_JOB_KEY differs from node 0's"); RendezvousError when
+  /// nothing was published by the timeout or the store failed.
+  bool check_identity(const JobIdentity& mine, std::chrono::milliseconds timeout,
+                      const std::function<bool()>& interrupted);
+
+  /// --rdzv-backend c10d without --node-rank, on a node that does not host
+  /// the store (after check_identity()): takes the next node rank, 1, 2, ...,
+  /// from the counter `<job prefix>node_ranks` (waits at most `timeout`).
+  /// Throws RendezvousError when ranks [1, nnodes) are all taken already.
+  int take_node_rank(int nnodes, std::chrono::milliseconds timeout);
 
   /// Registers this node and waits until nodes [0, nnodes) all registered.
   /// With one node it touches no store (there is nobody to wait for).

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cctype>
 #include <string_view>
 
 #include "launch/options.h"
@@ -56,6 +57,56 @@ TagTemplate TagTemplate::parse(const std::string& text) {
   }
   if (!literal.empty()) t.pieces_.push_back({false, literal});
   return t;
+}
+
+std::string tag_from_torchrun_template(const std::string& text, const std::string& role) {
+  const auto literal = [](const std::string& s) {
+    std::string out;
+    for (char c : s) out += (c == '{' || c == '}') ? std::string(2, c) : std::string(1, c);
+    return out;
+  };
+  const auto macro = [&](const std::string& name) -> std::string {
+    if (name == "rank" || name == "local_rank") return "{" + name + "}";
+    if (name == "hostname") return "{host}";
+    if (name == "role_name") return literal(role);
+    return "";
+  };
+  const auto is_name_char = [](char c, bool first) {
+    return c == '_' || std::isalpha(static_cast<unsigned char>(c)) ||
+           (!first && std::isdigit(static_cast<unsigned char>(c)));
+  };
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '$' || i + 1 == text.size()) {
+      out += literal(text.substr(i, 1));
+      continue;
+    }
+    if (text[i + 1] == '$') {
+      out += '$';
+      ++i;
+      continue;
+    }
+    std::string name;
+    std::size_t end = i + 1;  // one past the macro
+    if (text[i + 1] == '{') {
+      const std::size_t close = text.find('}', i + 2);
+      if (close != std::string::npos) {
+        name = text.substr(i + 2, close - i - 2);
+        end = close + 1;
+      }
+    } else {
+      while (end < text.size() && is_name_char(text[end], end == i + 1)) ++end;
+      name = text.substr(i + 1, end - i - 1);
+    }
+    const std::string replaced = name.empty() ? "" : macro(name);
+    if (replaced.empty() && !(name == "role_name")) {
+      out += '$';  // not a macro torchrun knows: kept as written
+      continue;
+    }
+    out += replaced;
+    i = end - 1;
+  }
+  return out;
 }
 
 std::string TagTemplate::render(const TagFields& f) const {

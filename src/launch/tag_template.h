@@ -36,5 +36,13 @@ class TagTemplate {
   std::vector<Piece> pieces_;
 };
 
+/// torchrun's --log-line-prefix-template `text` (Python string.Template
+/// syntax: $name or ${name}, $$ for '$'; its macros ${rank} ${local_rank}
+/// ${hostname} ${role_name}) as a --tag template: the first three become
+/// {rank} {local_rank} {host}, ${role_name} becomes `role`, braces are
+/// doubled, and anything else stays as written (as torchrun leaves unknown
+/// names). Never throws.
+std::string tag_from_torchrun_template(const std::string& text, const std::string& role);
+
 }  // namespace launch
 }  // namespace rankwise

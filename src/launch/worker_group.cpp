@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "launch/console_streams.h"
 #include "launch/cpu_sched.h"
 #include "detail/join.h"
 #include "detail/progress_record.h"
@@ -72,6 +73,7 @@ std::vector<std::string> worker_environment(const AttemptConfig& c, int local_ra
   set("GROUP_WORLD_SIZE", std::to_string(o.nnodes));
   set("ROLE_RANK", std::to_string(rank));
   set("ROLE_WORLD_SIZE", std::to_string(o.world_size()));
+  set("ROLE_NAME", o.role);
   set("MASTER_ADDR", o.master_addr);
   set("MASTER_PORT", std::to_string(c.master_port));
   set("RANKWISE_RESTART_COUNT", std::to_string(c.attempt));
@@ -126,7 +128,6 @@ class AttemptRunner {
   AttemptResult run() {
     const int n = o_.nproc_per_node;
     MergerOptions mo;
-    mo.only_ranks = o_.only_ranks;
     mo.group_by_rank = o_.group_by_rank;
     const TagTemplate tag = TagTemplate::parse(o_.tag_enabled ? o_.tag : "");
     std::string log_attempt_dir;
@@ -137,6 +138,7 @@ class AttemptRunner {
     for (int l = 0; l < n; ++l) {
       const int rank = o_.node_rank * n + l;
       mo.ranks.push_back(rank);
+      mo.console.push_back(console_streams(o_, l, rank));
       mo.tags.push_back(tag.render({rank, l, o_.node_rank, o_.world_size(), c_.host}));
       if (!log_attempt_dir.empty()) {
         mo.log_fds.emplace_back(open_log(fmt::format("{}/rank_{}.stdout", log_attempt_dir, rank)),

@@ -4,12 +4,16 @@
 // these tests run in parallel safely.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -320,7 +324,10 @@ TEST(LaunchRun, HelpDocumentsEveryFlag) {
        {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port",
         "--standalone", "--tag", "--no-tag", "--only-ranks", "--log-dir", "--group-by-rank",
         "--max-restarts", "--monitor-interval", "--run-id", "--grace-period",
-        "--rendezvous-timeout", "Examples:", "Exit codes:", "PROGRAM [ARGS...]"}) {
+        "--rendezvous-timeout", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf",
+        "--redirects", "--tee", "--local-ranks-filter", "--no-python", "--role",
+        "--log-line-prefix-template", "--shutdown-timeout", "Examples:", "Exit codes:",
+        "PROGRAM [ARGS...]"}) {
     EXPECT_TRUE(contains(r.out, flag)) << flag;
   }
 }
@@ -547,6 +554,162 @@ TEST(LaunchRun, TwoNodesRendezvousOverTheStore) {
     EXPECT_TRUE(contains(r.out, t + "GROUP_RANK=" + std::to_string(rank / 2) + "\n")) << r.out;
     EXPECT_TRUE(contains(r.out, t + "MASTER_PORT=" + std::to_string(port) + "\n")) << r.out;
   }
+}
+
+/// The "probe rank ..." lines of torch_world_probe in `outputs`, without
+/// their tags, sorted.
+std::vector<std::string> probe_lines(const std::vector<std::string>& outputs) {
+  std::vector<std::string> lines;
+  for (const std::string& out : outputs) {
+    for (const std::string& line : split_lines(out)) {
+      const auto at = line.find("probe rank ");
+      if (at != std::string::npos) lines.push_back(line.substr(at));
+    }
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+TEST(LaunchRun, TorchrunSlurmLineGivesTheSameJobAsMasterAddrAndPort) {
+  const std::string probe = std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/torch_world_probe";
+  // The static rendezvous of the other tests: --node-rank, --master-addr/--master-port.
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  auto fixed = [&](int node) {
+    return std::vector<std::string>{"--nnodes", "2", "--nproc-per-node", "2", "--node-rank",
+                                    std::to_string(node), "--master-addr", "127.0.0.1",
+                                    "--master-port", std::to_string(port), probe};
+  };
+  Launcher f0(fixed(0)), f1(fixed(1));
+  const Result rf0 = f0.wait(), rf1 = f1.wait();
+  ASSERT_EQ(rf0.code, 0) << rf0.err;
+  ASSERT_EQ(rf1.code, 0) << rf1.err;
+  // torchrun's line, unchanged: the same on both nodes, no --node-rank.
+  const int rdzv_port = rankwise::launch::find_free_port("127.0.0.1");
+  const std::vector<std::string> slurm = {
+      "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-id", "J", "--rdzv-backend", "c10d",
+      "--rdzv-endpoint", "127.0.0.1:" + std::to_string(rdzv_port), probe};
+  Launcher s0(slurm), s1(slurm);
+  const Result rs0 = s0.wait(), rs1 = s1.wait();
+  ASSERT_EQ(rs0.code, 0) << rs0.err;
+  ASSERT_EQ(rs1.code, 0) << rs1.err;
+  std::vector<std::string> expected;
+  for (int rank = 0; rank < 4; ++rank) {
+    expected.push_back("probe rank " + std::to_string(rank) + " local_rank " +
+                       std::to_string(rank % 2) + " node " + std::to_string(rank / 2) +
+                       " world 4 sum 6");
+  }
+  EXPECT_EQ(probe_lines({rf0.out, rf1.out}), expected);
+  EXPECT_EQ(probe_lines({rs0.out, rs1.out}), expected);
+  // Each launcher ran one node's ranks (which one is node 0 is the race's).
+  EXPECT_EQ(probe_lines({rs0.out}).size(), 2u) << rs0.out;
+  EXPECT_EQ(probe_lines({rs1.out}).size(), 2u) << rs1.out;
+}
+
+TEST(LaunchRun, RdzvEndpointTakesAnIpv6AddressInBrackets) {
+  if (!rankwise::launch::can_listen_on("::1", 0)) GTEST_SKIP() << "no IPv6 loopback (::1) here";
+  const int port = rankwise::launch::find_free_port("::1");
+  const std::vector<std::string> line = {"--nnodes", "2", "--rdzv-backend", "c10d",
+                                         "--rdzv-endpoint", "[::1]:" + std::to_string(port),
+                                         "--rendezvous-timeout", "60", kProbe, "env"};
+  Launcher a(line), b(line);
+  const Result ra = a.wait(), rb = b.wait();
+  ASSERT_EQ(ra.code, 0) << ra.err;
+  ASSERT_EQ(rb.code, 0) << rb.err;
+  const std::string both = ra.out + rb.out;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string t = "[rank" + std::to_string(rank) + "]: ";
+    EXPECT_TRUE(contains(both, t + "MASTER_ADDR=::1\n")) << both;
+    EXPECT_TRUE(contains(both, t + "GROUP_RANK=" + std::to_string(rank) + "\n")) << both;
+  }
+}
+
+/// Waits until something listens on 127.0.0.1:`port` (at most 30 s).
+bool wait_for_listener(int port) {
+  const auto start = Clock::now();
+  while (since(start) < 30) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (up) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+TEST(LaunchRun, NodeOfAnotherJobIsRefusedNamingBothIdsAndTheJobGoesOn) {
+  TempDir dir;
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  auto node = [&](const std::string& id) {
+    // Each worker notes that it started, then prints its environment.
+    return std::vector<std::string>{
+        "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+        "127.0.0.1:" + std::to_string(port), "--rdzv-id", id, "--rendezvous-timeout", "60",
+        "/bin/sh", "-c", "echo > " + dir.path() + "/started_$RANK && exec " + kProbe + " env"};
+  };
+  Launcher first(node("J"));  // hosts job J's store: node 0
+  ASSERT_TRUE(wait_for_listener(port));
+  // A node of job J2 sent to J's endpoint, and one of J with another job key.
+  const Result other = run(node("J2"));
+  EXPECT_EQ(other.code, 2) << other.err;
+  EXPECT_TRUE(contains(other.err, "rankwise-run: error: this node's --rdzv-id 'J2' differs from "
+                                  "node 0's 'J' at 127.0.0.1:" + std::to_string(port)))
+      << other.err;
+  const Result keyed = run(node("J"), {{"RANKWISE_JOB_KEY", "another-secret"}});
+  EXPECT_EQ(keyed.code, 2) << keyed.err;
+  EXPECT_TRUE(contains(keyed.err, "RANKWISE_JOB_KEY differs from node 0's")) << keyed.err;
+  EXPECT_TRUE(contains(keyed.err, "on this node, none on node 0")) << keyed.err;
+  EXPECT_FALSE(contains(keyed.err, "another-secret")) << keyed.err;
+  // Neither joined J (nor took its node rank 1): node 0 still waits for its node 1.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_FALSE(std::filesystem::exists(dir / "started_0"));
+  Launcher second(node("J"));
+  const Result r0 = first.wait(), r1 = second.wait();
+  ASSERT_EQ(r0.code, 0) << r0.err;
+  ASSERT_EQ(r1.code, 0) << r1.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    const Result& r = rank == 0 ? r0 : r1;
+    const std::string t = "[rank" + std::to_string(rank) + "]: ";
+    EXPECT_TRUE(contains(r.out, t + "RANK=" + std::to_string(rank) + "\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, t + "WORLD_SIZE=2\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, t + "TORCHELASTIC_RUN_ID=J\n")) << r.out;
+  }
+}
+
+TEST(LaunchRun, TeeWithLocalRanksFilterShowsRankZeroAndLogsEveryRank) {
+  TempDir dir;
+  const std::string logs = dir / "D";
+  const Result r = run({"--nproc-per-node", "2", "--tee", "3", "--local-ranks-filter", "0",
+                        "--log-dir", logs, kProbe, "split"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "[rank0]: out 0\n");
+  EXPECT_EQ(r.err, "[rank0]: err 0\n");
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string base = logs + "/attempt_0/rank_" + std::to_string(rank);
+    EXPECT_EQ(read_file(base + ".stdout"), "out " + std::to_string(rank) + "\n");
+    EXPECT_EQ(read_file(base + ".stderr"), "err " + std::to_string(rank) + "\n");
+  }
+}
+
+TEST(LaunchRun, RedirectsWithoutLogDirWriteATemporaryOne) {
+  TempDir tmp;
+  // Local rank 0: stdout to the file only; local rank 1: both streams.
+  const Result r = run({"--nproc-per-node", "2", "--redirects", "0:1,1:3", kProbe, "split"},
+                       {{"TMPDIR", tmp.path()}});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  std::string logs;
+  for (const auto& e : std::filesystem::directory_iterator(tmp.path())) {
+    if (e.path().filename().string().rfind("rankwise-logs-", 0) == 0) logs = e.path();
+  }
+  ASSERT_FALSE(logs.empty());
+  EXPECT_EQ(r.err, "rankwise-run: --redirects/--tee without --log-dir: every rank's output goes "
+                   "to " + logs + " (give --log-dir to choose)\n[rank0]: err 0\n");
+  EXPECT_EQ(read_file(logs + "/attempt_0/rank_0.stdout"), "out 0\n");
+  EXPECT_EQ(read_file(logs + "/attempt_0/rank_1.stderr"), "err 1\n");
 }
 
 TEST(LaunchRun, MissingNodeIsNamedAfterTheRendezvousTimeout) {

@@ -1,5 +1,6 @@
 // In-process tests of the launcher's building blocks (src/launch): line
-// assembly, tag templates, --nproc-per-node resolution, GPU counting.
+// assembly, tag templates, --nproc-per-node resolution, GPU counting, the
+// command line (torchrun's flags included) and what reaches the console.
 #include <gtest/gtest.h>
 
 #include <sched.h>
@@ -13,10 +14,12 @@
 #include <utility>
 #include <vector>
 
+#include "launch/console_streams.h"
 #include "launch/cpu_sched.h"
 #include "launch/devices.h"
 #include "launch/line_assembler.h"
 #include "launch/options.h"
+#include "launch/rdzv_flags.h"
 #include "launch/summary.h"
 #include "launch/tag_template.h"
 #include "launch/worker_group.h"
@@ -135,7 +138,10 @@ TEST(LaunchCli, BadUsageNamesTheFlag) {
       {{data}, "is not an executable file"},
       {{"--tag", "[{rnk}] ", sh}, "--tag '[{rnk}] ': unknown placeholder {rnk}"},
       {{"--nnodes", "2", sh}, "--nnodes 2 needs --master-port"},
-      {{"--nnodes", "1:2", sh}, "--nnodes"},
+      {{"--nnodes", "1:2", sh},
+       "--nnodes 1:2: elastic ranges (MIN:MAX) are not supported yet; give a fixed node count"},
+      {{"--nnodes", "two", sh}, "--nnodes 'two': expected a number of nodes"},
+      {{"--nnodes", "2:x", sh}, "--nnodes '2:x'"},
       {{"--nnodes", "0", sh}, "--nnodes 0: must be at least 1"},
       {{"--node-rank", "1", sh}, "--node-rank 1: must be in [0, 1)"},
       {{"--standalone", "--nnodes", "2", "--master-port", "29500", sh}, "--standalone"},
@@ -150,6 +156,65 @@ TEST(LaunchCli, BadUsageNamesTheFlag) {
       {{"--iface", "no-such-if0", sh}, "--iface 'no-such-if0': 'no-such-if0' is not a network"},
       {{"--iface", "lo,", sh}, "--iface 'lo,'"},
       {{"--cpu-sched", "fifo", sh}, "--cpu-sched 'fifo': use inherit, normal, batch or idle"},
+      // torchrun's rendezvous flags.
+      {{"--rdzv-backend", "etcd", sh}, "--rdzv-backend 'etcd': not supported"},
+      {{"--rdzv_backend=etcd-v2", sh}, "give --rdzv-backend c10d (or static, the default)"},
+      {{"--rdzv-endpoint", "10.0.0.1:29400", "--master-addr", "10.0.0.2", sh},
+       "--rdzv-endpoint '10.0.0.1:29400' and --master-addr '10.0.0.2' name different hosts"},
+      {{"--rdzv-endpoint", "127.0.0.1:29400", "--master-port", "29500", sh},
+       "--rdzv-endpoint '127.0.0.1:29400' and --master-port 29500 name different ports"},
+      {{"--nnodes", "2", "--rdzv-endpoint", "node0:0", sh},
+       "--rdzv-endpoint 'node0:0': port 0 (a free port) works on one node only"},
+      {{"--rdzv-endpoint", "fd00::1:29400", sh}, "an IPv6 address needs brackets"},
+      {{"--rdzv-endpoint", "[fd00::1:29400", sh}, "'[' without ']'"},
+      {{"--rdzv-endpoint", "node0:", sh}, "no port after ':'"},
+      {{"--rdzv-endpoint", "node0:70000", sh}, "port '70000' is not a number in [0, 65535]"},
+      {{"--rdzv-endpoint", "node 0", sh}, "the host must be a name"},
+      {{"--nnodes", "2", sh}, "or --rdzv-endpoint HOST:PORT"},
+      {{"--rdzv-conf", "join_timeout=5,heartbeat_timeout=3", sh},
+       "--rdzv-conf 'join_timeout=5,heartbeat_timeout=3': unknown key 'heartbeat_timeout'; "
+       "rankwise-run supports join_timeout, read_timeout, last_call_timeout, is_host"},
+      {{"--rdzv-conf", "join_timeout", sh}, "join_timeout has no value"},
+      {{"--rdzv-conf", "=5", sh}, "'=5' is not key=value"},
+      {{"--rdzv-conf", "timeout=5,join_timeout=6", sh}, "join_timeout is given twice"},
+      {{"--rdzv-conf", "read_timeout=soon", sh}, "--rdzv-conf read_timeout=soon: not a number"},
+      {{"--rdzv-conf", "last_call_timeout=-1", sh}, "--rdzv-conf last_call_timeout -1"},
+      {{"--rdzv-conf", "is_host=maybe", sh}, "--rdzv-conf is_host=maybe: not a boolean"},
+      {{"--rdzv-conf", "join_timeout=5", "--rendezvous-timeout", "6", sh},
+       "--rdzv-conf join_timeout=5 and --rendezvous-timeout 6 disagree"},
+      {{"--nnodes", "2", "--node-rank", "1", "--master-port", "29500", "--rdzv-conf", "is_host=1",
+        sh},
+       "--rdzv-conf is_host=1 contradicts --node-rank 1"},
+      {{"--rdzv-conf", "is_host=0", sh}, "--rdzv-conf is_host=0 contradicts --node-rank 0"},
+      // torchrun's logging flags.
+      {{"--redirects", "4", sh}, "--redirects '4': '4' is not 0, 1, 2 or 3"},
+      {{"-t", "0:1,5:2", "--nproc-per-node", "2", sh},
+       "--tee '0:1,5:2': '5' is not a local rank in [0, 2)"},
+      {{"--tee", "0:1,0:2", "--nproc-per-node", "2", sh}, "local rank 0 is given twice"},
+      {{"--redirects", "0:1,", "--nproc-per-node", "2", sh}, "'' is not LOCAL_RANK:N"},
+      {{"--redirects", "x", sh}, "give 0 (none), 1 (stdout), 2 (stderr) or 3 (both)"},
+      {{"--local-ranks-filter", "0,2", "--nproc-per-node", "2", sh},
+       "--local-ranks-filter '0,2': '2' is not a local rank in [0, 2)"},
+      {{"--local_ranks_filter", "a", sh}, "--local-ranks-filter 'a'"},
+      {{"--tag", "x", "--log-line-prefix-template", "y", sh},
+       "--log-line-prefix-template and --tag both set the line prefix"},
+      // torchrun's flags refused, each with what to use instead.
+      {{"-m", "my.module"}, "-m/--module: not supported: rankwise-run runs programs, not Python "
+                            "modules; run the module through Python: rankwise-run [options] "
+                            "python -m MODULE"},
+      {{"--module", sh}, "-m/--module: not supported"},
+      {{"--run-path", sh}, "--run-path: not supported"},
+      {{"--local_addr", "10.0.0.1", sh}, "--local-addr: not supported"},
+      {{"--logs-specs", "mine", sh}, "--logs-specs: not supported"},
+      {{"--duplicate-stdout-filters", "a,b", sh}, "--duplicate-stdout-filters: not supported"},
+      {{"--duplicate_stderr_filters", "a", sh}, "--duplicate-stderr-filters: not supported"},
+      {{"--numa-binding", "node", sh}, "--numa-binding: not supported"},
+      {{"--virtual-local-rank", sh}, "--virtual-local-rank: not supported"},
+      {{"--print-completion", "bash", sh}, "--print-completion: not supported"},
+      {{"--event-log-handler", "console", sh}, "--event-log-handler 'console': not supported"},
+      {{"--signals-to-handle", "SIGTERM,SIGUSR1", sh},
+       "--signals-to-handle 'SIGTERM,SIGUSR1': SIGUSR1 is not supported"},
+      {{"--start-method", "thread", sh}, "--start-method"},
   };
   for (const auto& [args, expected] : cases) {
     const std::string msg = usage_error(args);
@@ -208,6 +273,215 @@ TEST(LaunchCli, CpuSchedValuesAndTheirPolicies) {
     EXPECT_EQ(cpu_sched_name(policy), name);
   }
   EXPECT_EQ(linux_sched_policy(CpuSched::kInherit), -1);
+}
+
+/// parse_command_line over `args` (program name prepended), which must succeed.
+LaunchOptions parsed(std::vector<std::string> args) {
+  args.insert(args.begin(), "rankwise-run");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  const auto o = parse_command_line(static_cast<int>(argv.size()), argv.data());
+  if (!o) throw std::runtime_error("help was printed");
+  return *o;
+}
+
+TEST(LaunchCli, TorchrunSlurmLineMeansTheStoreAtTheEndpoint) {
+  // torchrun's multi-node recipe, with spaces, '=' and underscores.
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--nnodes", "2", "--nproc-per-node", "2", "--rdzv-id", "J", "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", "10.1.2.3:29401", "sh"},
+           {"--nnodes=2", "--nproc_per_node=2", "--rdzv_id=J", "--rdzv_backend=c10d",
+            "--rdzv_endpoint=10.1.2.3:29401", "sh"}}) {
+    const LaunchOptions o = parsed(args);
+    EXPECT_EQ(o.nnodes, 2);
+    EXPECT_EQ(o.world_size(), 4);
+    EXPECT_EQ(o.master_addr, "10.1.2.3");
+    EXPECT_EQ(o.master_port, 29401);
+    EXPECT_EQ(o.run_id, "J");
+    EXPECT_EQ(o.rdzv_backend, RdzvBackend::kC10d);
+    EXPECT_TRUE(o.assign_node_rank);  // no --node-rank: the rendezvous numbers the nodes
+    EXPECT_FALSE(o.is_host.has_value());
+  }
+  // The same store as --master-addr/--master-port, which may repeat it.
+  const LaunchOptions same = parsed({"--nnodes", "2", "--node-rank", "1", "--master-addr",
+                                     "10.1.2.3", "--master-port", "29401", "--rdzv-backend",
+                                     "c10d", "--rdzv-endpoint", "10.1.2.3:29401", "sh"});
+  EXPECT_EQ(same.master_addr, "10.1.2.3");
+  EXPECT_EQ(same.master_port, 29401);
+  EXPECT_EQ(same.node_rank, 1);
+  EXPECT_FALSE(same.assign_node_rank);  // a given --node-rank is kept
+  EXPECT_FALSE(parsed({"--nnodes", "2", "--master-port", "29500", "sh"}).assign_node_rank);
+  EXPECT_EQ(parsed({"--nnodes", "2", "--rdzv-endpoint", "node0", "sh"}).master_port,
+            kDefaultRdzvPort);
+  EXPECT_EQ(parsed({"--nnodes", "3:3", "--master-port", "29500", "sh"}).nnodes, 3);
+  EXPECT_EQ(parsed({"--nnodes", "1:1", "sh"}).nnodes, 1);  // torchrun's default spelling
+  // IPv6 in brackets, for the endpoint and for --master-addr.
+  const LaunchOptions v6 = parsed({"--rdzv-endpoint", "[::1]:29402", "sh"});
+  EXPECT_EQ(v6.master_addr, "::1");
+  EXPECT_EQ(v6.master_port, 29402);
+  EXPECT_EQ(parsed({"--master-addr", "[::1]", "sh"}).master_addr, "::1");
+  // Port 0 on one node: a free port, as torchrun's "localhost:0".
+  EXPECT_FALSE(parsed({"--rdzv-endpoint", "localhost:0", "sh"}).master_port.has_value());
+}
+
+TEST(LaunchCli, RdzvEndpointAndConfParse) {
+  const auto endpoint = [](const std::string& text) {
+    const Endpoint e = parse_endpoint(text);
+    return e.host + "|" + (e.port ? std::to_string(*e.port) : "-");
+  };
+  EXPECT_EQ(endpoint("node0"), "node0|-");
+  EXPECT_EQ(endpoint(" node0:1 "), "node0|1");
+  EXPECT_EQ(endpoint("[fd00::1]:29400"), "fd00::1|29400");
+  EXPECT_EQ(endpoint("[fd00::1]"), "fd00::1|-");
+  EXPECT_EQ(endpoint("h-1.example.com:0"), "h-1.example.com|0");
+  EXPECT_THROW(parse_endpoint(""), UsageError);
+  EXPECT_THROW(parse_endpoint("[fd00::1]x"), UsageError);
+  EXPECT_EQ(without_brackets("[::1]"), "::1");
+  EXPECT_EQ(without_brackets("node0"), "node0");
+
+  EXPECT_EQ(parse_rdzv_backend("static"), RdzvBackend::kStatic);
+  EXPECT_EQ(parse_rdzv_backend("c10d"), RdzvBackend::kC10d);
+
+  const RdzvConf conf =
+      parse_rdzv_conf(" join_timeout = 7 ,read_timeout=2.5,last_call_timeout=30,is_host=YES");
+  EXPECT_EQ(conf.join_timeout, std::chrono::milliseconds(7000));
+  EXPECT_EQ(conf.read_timeout, std::chrono::milliseconds(2500));
+  EXPECT_EQ(conf.last_call_timeout, std::chrono::milliseconds(30000));
+  EXPECT_EQ(conf.is_host, true);
+  EXPECT_EQ(parse_rdzv_conf("timeout=9").join_timeout, std::chrono::milliseconds(9000));
+  for (const char* no : {"0", "false", "F", "no", "n"}) {
+    EXPECT_EQ(parse_rdzv_conf(std::string("is_host=") + no).is_host, false) << no;
+  }
+  const RdzvConf none = parse_rdzv_conf("");
+  EXPECT_FALSE(none.join_timeout || none.read_timeout || none.last_call_timeout || none.is_host);
+
+  // Onto the options: join_timeout is the rendezvous timeout, read_timeout the store's.
+  const LaunchOptions o = parsed({"--rdzv-conf", "join_timeout=7,read_timeout=3", "sh"});
+  EXPECT_EQ(o.rendezvous_timeout, std::chrono::milliseconds(7000));
+  EXPECT_EQ(o.store_timeout, std::chrono::milliseconds(3000));
+  EXPECT_FALSE(parsed({"sh"}).store_timeout.has_value());
+  EXPECT_EQ(parsed({"--rdzv-conf", "join_timeout=60", "--rendezvous-timeout", "60", "sh"})
+                .rendezvous_timeout,
+            std::chrono::milliseconds(60000));
+  // is_host: consistent with --node-rank, or free with node ranks by arrival.
+  EXPECT_EQ(parsed({"--nnodes", "2", "--node-rank", "0", "--master-port", "29500", "--rdzv-conf",
+                    "is_host=1", "sh"})
+                .is_host,
+            true);
+  const LaunchOptions joiner = parsed({"--nnodes", "2", "--rdzv-backend", "c10d",
+                                       "--rdzv-endpoint", "node0:29400", "--rdzv-conf",
+                                       "is_host=0", "sh"});
+  EXPECT_EQ(joiner.is_host, false);
+  EXPECT_TRUE(joiner.assign_node_rank);
+}
+
+TEST(LaunchCli, TorchrunLoggingFlags) {
+  const LaunchOptions o = parsed({"--nproc-per-node", "3", "-r", "0:1,2:3", "--tee", "2",
+                                  "--local-ranks-filter", "0,2", "--log-dir", "/tmp/x", "sh"});
+  EXPECT_EQ(o.redirects, (std::vector<unsigned>{1, 0, 3}));
+  EXPECT_EQ(o.tee, (std::vector<unsigned>{2, 2, 2}));
+  EXPECT_EQ(o.local_ranks_filter, (std::vector<int>{0, 2}));
+  EXPECT_TRUE(redirects_to_files(o));
+  EXPECT_FALSE(redirects_to_files(parsed({"--redirects", "0", "-t", "0", "sh"})));
+  EXPECT_EQ(parsed({"--nproc-per-node", "2", "--redirects=3", "sh"}).redirects,
+            (std::vector<unsigned>{3, 3}));
+  EXPECT_EQ(parse_stream_spec("1:2", "--tee", 2), (std::vector<unsigned>{0, 2}));
+  EXPECT_EQ(parse_local_ranks("1", 2), (std::vector<int>{1}));
+  // torchrun's macros become --tag placeholders; braces and '$$' are literal.
+  EXPECT_EQ(parsed({"--role", "trainer", "--log-line-prefix-template",
+                    "${hostname}:$rank/${local_rank} {${role_name}} $$ $other: ", "sh"})
+                .tag,
+            "{host}:{rank}/{local_rank} {{trainer}} $ $other: ");
+  EXPECT_EQ(tag_from_torchrun_template("[${role_name}${local_rank}]:", "default"),
+            "[default{local_rank}]:");
+  EXPECT_EQ(tag_from_torchrun_template("${unclosed", "r"), "${{unclosed");
+}
+
+TEST(LaunchConsole, StreamsFollowTorchrunsRedirectsTeeAndFilter) {
+  LaunchOptions o;
+  o.nproc_per_node = 4;
+  // No flags: both streams of every rank.
+  EXPECT_EQ(console_streams(o, 0, 0), kBothStreams);
+  // Redirected streams leave the console unless they are tee'd too.
+  o.redirects = {kBothStreams, kStdoutBit, kBothStreams, kNoStream};
+  o.tee = {kNoStream, kNoStream, kStdoutBit, kBothStreams};
+  EXPECT_EQ(console_streams(o, 0, 0), kNoStream);
+  EXPECT_EQ(console_streams(o, 1, 1), kStderrBit);
+  EXPECT_EQ(console_streams(o, 2, 2), kStdoutBit);
+  EXPECT_EQ(console_streams(o, 3, 3), kBothStreams);
+  // --local-ranks-filter: nothing of the other local ranks, tee'd or not.
+  o.local_ranks_filter = {0, 3};
+  EXPECT_EQ(console_streams(o, 2, 2), kNoStream);
+  EXPECT_EQ(console_streams(o, 3, 3), kBothStreams);
+  // --only-ranks (global ranks) still hides stdout only.
+  o.only_ranks = {0};
+  EXPECT_EQ(console_streams(o, 3, 7), kStderrBit);
+  // torchrun's --tee 3 --local-ranks-filter 0.
+  const LaunchOptions t =
+      parsed({"--nproc-per-node", "2", "--tee", "3", "--local-ranks-filter", "0", "sh"});
+  EXPECT_EQ(console_streams(t, 0, 0), kBothStreams);
+  EXPECT_EQ(console_streams(t, 1, 1), kNoStream);
+}
+
+TEST(LaunchCli, TorchrunFlagsWithoutEffectAreAccepted) {
+  const LaunchOptions o = parsed({"--no-python", "--no_python", "--start-method", "fork",
+                                  "--event-log-handler", "null", "--signals-to-handle",
+                                  "SIGTERM,SIGINT,SIGHUP,SIGQUIT", "--shutdown-timeout", "7",
+                                  "--role", "trainer", "--rdzv-conf", "last_call_timeout=30",
+                                  "--rdzv-backend", "static", "sh"});
+  EXPECT_EQ(o.grace_period, std::chrono::milliseconds(7000));
+  EXPECT_EQ(o.role, "trainer");
+  AttemptConfig c;
+  c.options = &o;
+  const auto env = worker_environment(c, 0);
+  EXPECT_EQ(std::count(env.begin(), env.end(), "ROLE_NAME=trainer"), 1);
+}
+
+/// Every flag of torchrun's parser (torch 2.15's torch/distributed/run.py),
+/// with a value where it takes one.
+const std::vector<std::pair<std::string, std::string>> kTorchrunFlags = {
+    {"--nnodes", "1"}, {"--nproc-per-node", "1"}, {"--rdzv-backend", "c10d"},
+    {"--rdzv-endpoint", "127.0.0.1:0"}, {"--rdzv-id", "J"}, {"--rdzv-conf", "join_timeout=5"},
+    {"--standalone", ""}, {"--max-restarts", "1"}, {"--monitor-interval", "1"},
+    {"--start-method", "spawn"}, {"--event-log-handler", "null"}, {"--role", "r"},
+    {"-m", ""}, {"--module", ""}, {"--no-python", ""}, {"--run-path", ""},
+    {"--log-dir", "/tmp/rankwise-cli-logs"}, {"-r", "3"}, {"--redirects", "3"}, {"-t", "3"},
+    {"--tee", "3"}, {"--log-line-prefix-template", "${rank}: "}, {"--local-ranks-filter", "0"},
+    {"--duplicate-stdout-filters", "a"}, {"--duplicate-stderr-filters", "a"},
+    {"--node-rank", "0"}, {"--master-addr", "127.0.0.1"}, {"--master-port", "29500"},
+    {"--local-addr", "127.0.0.1"}, {"--logs-specs", "x"}, {"--numa-binding", "node"},
+    {"--signals-to-handle", "SIGTERM"}, {"--shutdown-timeout", "30"},
+    {"--virtual-local-rank", ""}, {"--print-completion", "bash"}, {"-h", ""}};
+
+TEST(LaunchCli, EveryTorchrunFlagIsSupportedOrRefusedByName) {
+  for (const auto& [flag, value] : kTorchrunFlags) {
+    // Both spellings: torchrun takes every long flag with dashes and underscores.
+    std::vector<std::string> spellings = {flag};
+    if (flag.size() > 2 && flag.find('-', 2) != std::string::npos) {
+      std::string underscored = flag;
+      std::replace(underscored.begin() + 2, underscored.end(), '-', '_');
+      spellings.push_back(underscored);
+    }
+    for (const std::string& spelling : spellings) {
+      std::vector<std::string> args = {"rankwise-run", spelling};
+      if (!value.empty()) args.push_back(value);
+      args.push_back("sh");
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      try {
+        testing::internal::CaptureStdout();  // -h prints the help
+        parse_command_line(static_cast<int>(argv.size()), argv.data());
+        testing::internal::GetCapturedStdout();
+      } catch (const UsageError& e) {
+        testing::internal::GetCapturedStdout();
+        const std::string msg = e.what();
+        // Refused: the message names the flag (dashes) and says what to do instead.
+        EXPECT_EQ(msg.find(flag == "-m" || flag == "--module" ? "-m/--module" : flag), 0u)
+            << spelling << ": " << msg;
+        EXPECT_NE(msg.find("not supported: "), std::string::npos) << spelling << ": " << msg;
+      }
+    }
+  }
 }
 
 TEST(LaunchDevices, CountsGpusFromDriverDirAndVisibleDevices) {

@@ -1,0 +1,26 @@
+#pragma once
+/// \file torchrun_compat.h
+/// torchrun's flags that have no rankwise meaning (torch 2.15's
+/// torch/distributed/run.py): those accepted without effect (--no-python,
+/// --start-method, --event-log-handler null, --signals-to-handle naming
+/// signals rankwise-run forwards anyway) and those refused with what to use
+/// instead (-m, --run-path, --numa-binding, ...). README's launcher section
+/// lists every torchrun flag; the ones rankwise supports live in cli.cpp.
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace rankwise {
+namespace launch {
+
+/// Adds those flags to `app` (hidden from -h, each also with underscores).
+/// Returns the check to call once `app` has parsed: it throws UsageError for
+/// the first refused flag given, naming it and what to use instead, and for a
+/// no-op flag's value that would mean something rankwise-run does not do.
+std::function<void()> add_torchrun_only_flags(CLI::App& app);
+
+}  // namespace launch
+}  // namespace rankwise
