@@ -3,8 +3,10 @@
 // in debug mode) against c10d's own allreduce on the same ProcessGroupGloo
 // (what PyTorch's C++ core does for dist.all_reduce, with nothing recorded),
 // interleaved in rounds so that drift hits each side alike. Prints on rank 0:
-//   recorder bytes=<B> calls=<N> c10d_us=<a> rankwise_us=<b> debug_us=<c> recorder_ratio=<b/a> debug_ratio=<c/a>
-// (medians over rounds of the mean per call). Usage: bench_recorder BYTES
+//   recorder bytes=<B> calls=<N> c10d_us=<a> rankwise_us=<b> debug_us=<c> recorder_ratio=<b/a> debug_ratio=<c/a> record_ns=<d>
+// (medians over rounds of the mean per call; record_ns: one enter() and
+// end() of a record like DDP's, on a recorder of 2000 entries, alone, so
+// free of the collective's noise). Usage: bench_recorder BYTES
 // CALLS ROUNDS, through rankwise-run with 2 ranks.
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/torch.h>
@@ -60,11 +62,36 @@ int main(int argc, char** argv) {
     debug.push_back(mean_us(calls, recorded));
     group.set_check_collectives(false);
   }
+  // The recorder alone: a record as DDP's gradient all_reduce makes it.
+  std::vector<double> record_ns;
+  {
+    rankwise::FlightRecorder recorder(2000);
+    rankwise::CollectiveRecord call;
+    call.operation = "all_reduce";
+    call.dtype = "Float";
+    call.sizes = {tensor.numel()};
+    call.reduce_op = "sum";
+    call.file = __FILE__;
+    call.line = __LINE__;
+    for (int r = 0; r < rounds; ++r) {
+      const int64_t n = 100000;
+      const auto start = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < n; ++i) {
+        auto record = call;
+        record.name = "DistributedDataParallel step " + std::to_string(i) + ": gradients";
+        recorder.end(recorder.enter(std::move(record)), true);
+      }
+      record_ns.push_back(
+          std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() /
+          static_cast<double>(n));
+    }
+  }
   if (group.rank() == 0) {
     const double a = median(c10d), b = median(rankwise_us), c = median(debug);
     std::printf("recorder bytes=%lld calls=%lld c10d_us=%.1f rankwise_us=%.1f debug_us=%.1f "
-                "recorder_ratio=%.3f debug_ratio=%.3f\n",
-                static_cast<long long>(bytes), static_cast<long long>(calls), a, b, c, b / a, c / a);
+                "recorder_ratio=%.3f debug_ratio=%.3f record_ns=%.0f\n",
+                static_cast<long long>(bytes), static_cast<long long>(calls), a, b, c, b / a, c / a,
+                median(record_ns));
   }
   return 0;
 }
