@@ -237,7 +237,7 @@ int run(LaunchOptions o) {
   // that before it writes any key, so that a node of another job (or with
   // another job key) is refused without touching this one.
   if (o.nnodes > 1) {
-    const JobIdentity identity{o.run_id, job_key_fingerprint(key)};
+    const JobIdentity identity{o.run_id, job_key_fingerprint(key), o.nnodes, o.nproc_per_node};
     if (host_store) {
       rdzv->publish_identity(identity, store_timeout);
     } else {

@@ -156,7 +156,11 @@ std::string first_line(const std::exception& e) {
 void NodeRendezvous::publish_identity(const JobIdentity& identity,
                                       std::chrono::milliseconds timeout) {
   const std::string text =
-      nlohmann::json{{"id", identity.id}, {"key", identity.key_fingerprint}}.dump();
+      nlohmann::json{{"id", identity.id},
+                     {"key", identity.key_fingerprint},
+                     {"nnodes", identity.nnodes},
+                     {"nproc_per_node", identity.nproc_per_node}}
+          .dump();
   Waited waited = Waited::kDone;
   try {
     waited = run_off_thread(
@@ -230,6 +234,18 @@ bool NodeRendezvous::check_identity(const JobIdentity& mine, std::chrono::millis
         "node 0; none: not set): this node is refused; set the same RANKWISE_JOB_KEY on every "
         "node of the job",
         addr_, port_, mine.key_fingerprint, key));
+  }
+  // A node that counted other nodes or processes per node would wait for a
+  // node that never comes, or start workers with a world size that the
+  // others do not share.
+  const int nnodes = j.value("nnodes", mine.nnodes);
+  const int nproc = j.value("nproc_per_node", mine.nproc_per_node);
+  if (nnodes != mine.nnodes || nproc != mine.nproc_per_node) {
+    throw JobMismatchError(fmt::format(
+        "this node's --nnodes {} --nproc-per-node {} differ from node 0's --nnodes {} "
+        "--nproc-per-node {} at {}:{}: this node is refused (a job's world size is "
+        "nnodes x nproc-per-node, the same on every node); give every node the same values",
+        mine.nnodes, mine.nproc_per_node, nnodes, nproc, addr_, port_));
   }
   return true;
 }

@@ -41,6 +41,8 @@ class JobMismatchError : public RendezvousError {
 struct JobIdentity {
   std::string id;               ///< --rdzv-id (--run-id), "none" by default
   std::string key_fingerprint;  ///< job_key_fingerprint() of its job key
+  int nnodes = 0;               ///< --nnodes (every node must give the same)
+  int nproc_per_node = 0;       ///< --nproc-per-node, resolved (the same on every node)
 };
 
 /// A short name of the job key that does not give the key away, for

@@ -640,13 +640,13 @@ bool wait_for_listener(int port) {
   return false;
 }
 
-TEST(LaunchRun, NodeOfAnotherJobIsRefusedNamingBothIdsAndTheJobGoesOn) {
+TEST(LaunchRun, NodeOfAnotherJobOrCountIsRefusedNamingBothAndTheJobGoesOn) {
   TempDir dir;
   const int port = rankwise::launch::find_free_port("127.0.0.1");
-  auto node = [&](const std::string& id) {
+  auto node = [&](const std::string& id, const std::string& nnodes = "2") {
     // Each worker notes that it started, then prints its environment.
     return std::vector<std::string>{
-        "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+        "--nnodes", nnodes, "--nproc-per-node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
         "127.0.0.1:" + std::to_string(port), "--rdzv-id", id, "--rendezvous-timeout", "60",
         "/bin/sh", "-c", "echo > " + dir.path() + "/started_$RANK && exec " + kProbe + " env"};
   };
@@ -663,7 +663,14 @@ TEST(LaunchRun, NodeOfAnotherJobIsRefusedNamingBothIdsAndTheJobGoesOn) {
   EXPECT_TRUE(contains(keyed.err, "RANKWISE_JOB_KEY differs from node 0's")) << keyed.err;
   EXPECT_TRUE(contains(keyed.err, "on this node, none on node 0")) << keyed.err;
   EXPECT_FALSE(contains(keyed.err, "another-secret")) << keyed.err;
-  // Neither joined J (nor took its node rank 1): node 0 still waits for its node 1.
+  // Before: a node of J that counted 3 nodes took node rank 1 and waited for
+  // a third node while node 0 started its worker and hung.
+  const Result counted = run(node("J", "3"));
+  EXPECT_EQ(counted.code, 2) << counted.err;
+  EXPECT_TRUE(contains(counted.err, "this node's --nnodes 3 --nproc-per-node 1 differ from node "
+                                    "0's --nnodes 2 --nproc-per-node 1"))
+      << counted.err;
+  // None of them joined J (nor took its node rank 1): node 0 still waits for its node 1.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_FALSE(std::filesystem::exists(dir / "started_0"));
   Launcher second(node("J"));
