@@ -13,6 +13,7 @@
 #include "detail/interface_list.h"
 #include "launch/cpu_sched.h"
 #include "launch/devices.h"
+#include "launch/index_list.h"
 #include "launch/console_streams.h"
 #include "launch/options.h"
 #include "launch/rdzv_flags.h"
@@ -42,8 +43,12 @@ without effect (--no-python, --start-method) or refused with what to use instead
 --run-path, --numa-binding, --local-addr, ...): README's launcher section lists them all.
 
 Exit codes: 0 every worker succeeded; 1 a worker failed (the summary names the root
-cause: rank, exit code or signal, its error, last lines of stderr); 2 bad usage or
-configuration; 128+n the launcher got signal n (forwarded to every worker).
+cause: rank, exit code or signal, its error, last lines of stderr), or the job could not
+start or go on (rendezvous timed out, store lost); 2 bad usage or configuration; 128+n
+the launcher got signal n (forwarded to every worker).
+
+torchrun's environment defaults are read: PET_NNODES, PET_NPROC_PER_NODE, PET_RDZV_ENDPOINT,
+... (PET_ and the flag's name with underscores, in capitals); the command line wins.
 
 Examples:
   rankwise-run --nproc-per-node 4 ./train --epochs 3
@@ -79,14 +84,13 @@ namespace {
 // --nnodes N, or torchrun's MIN:MAX where MIN == MAX.
 int parse_nnodes(const std::string& text) {
   const auto number = [&](const std::string& part) {
-    char* end = nullptr;
-    const long n = std::strtol(part.c_str(), &end, 10);
-    if (part.empty() || *end != '\0' || n > 1000000) {
+    const auto n = decimal(part);
+    if (!n || *n > 1000000) {
       throw UsageError(fmt::format("--nnodes '{}': expected a number of nodes, e.g. --nnodes 2",
                                    text));
     }
-    if (n < 1) throw UsageError(fmt::format("--nnodes {}: must be at least 1", text));
-    return static_cast<int>(n);
+    if (*n < 1) throw UsageError(fmt::format("--nnodes {}: must be at least 1", text));
+    return static_cast<int>(*n);
   };
   const auto colon = text.find(':');
   if (colon == std::string::npos) return number(text);
@@ -98,25 +102,6 @@ int parse_nnodes(const std::string& text) {
         text, max));
   }
   return min;
-}
-
-std::vector<int> parse_rank_list(const std::string& text, int world_size) {
-  std::vector<int> ranks;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long r = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || r < 0 || r >= world_size) {
-      throw UsageError(fmt::format(
-          "--only-ranks '{}': '{}' is not a rank in [0, {}); give a comma-separated list "
-          "such as --only-ranks 0,3",
-          text, item, world_size));
-    }
-    ranks.push_back(static_cast<int>(r));
-  }
-  if (ranks.empty()) throw UsageError("--only-ranks: empty list; give ranks such as --only-ranks 0,3");
-  return ranks;
 }
 
 // CLI11 cannot describe the pass-through PROGRAM [ARGS...] in its usage line.
@@ -143,12 +128,12 @@ int resolve_nproc_per_node(const std::string& value) {
     }
     return gpus;
   }
-  char* end = nullptr;
-  const long n = std::strtol(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0') {
+  const auto parsed = decimal(value);
+  if (!parsed) {
     throw UsageError(fmt::format(
         "--nproc-per-node '{}': expected a positive integer, cpu, gpu or auto", value));
   }
+  const long n = *parsed;
   if (n < 1 || n > 4096) {
     throw UsageError(fmt::format(
         "--nproc-per-node {}: must be at least 1 (and at most 4096); e.g. --nproc-per-node 2", n));
@@ -191,6 +176,8 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   app.footer(kFooter);
   app.formatter(std::make_shared<LauncherFormatter>());
   app.get_formatter()->column_width(34);
+  // A flag given twice takes its last value, as with torchrun's argparse.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 
   std::string nproc = "1", nnodes = "1";
   std::optional<int> master_port;
@@ -214,14 +201,14 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
       "--master-addr,--master_addr", o.master_addr,
       "Host of node 0, which hosts the rendezvous store (default 127.0.0.1; IPv6 as [fd00::1]). "
       "E.g. --master-addr node0");
-  app.add_option("--master-port,--master_port", master_port,
+  CLI::Option* master_port_flag = app.add_option("--master-port,--master_port", master_port,
                  "Port of the rendezvous store; default: a free port (single node only; "
                  "required with --nnodes > 1). E.g. --master-port 29500");
   app.add_option("--rdzv-backend,--rdzv_backend", rdzv_backend,
                  "torchrun's rendezvous backend: static (the default) or c10d, both rankwise's "
                  "store hosted by node 0's launcher; c10d also numbers the nodes when "
                  "--node-rank is not given. E.g. --rdzv-backend c10d");
-  app.add_option("--rdzv-endpoint,--rdzv_endpoint", rdzv_endpoint,
+  CLI::Option* rdzv_endpoint_flag = app.add_option("--rdzv-endpoint,--rdzv_endpoint", rdzv_endpoint,
                  "HOST[:PORT] of the rendezvous store, the same as --master-addr HOST "
                  "--master-port PORT (default port 29400; :0 a free port, one node only). "
                  "E.g. --rdzv-endpoint node0:29400");
@@ -299,6 +286,7 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
                  "GLOO_SOCKET_IFNAME for every worker (default: the interface that routes to "
                  "--master-addr). E.g. --iface eth1");
   const std::function<void()> check_torchrun_only = add_torchrun_only_flags(app);
+  read_torchrun_environment_defaults(app);
 
   try {
     app.parse(argc, argv);
@@ -370,6 +358,14 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
         o.nnodes));
   }
   if (o.standalone) {
+    // As torchrun, --standalone overrides where the store is; say so.
+    for (const CLI::Option* given : {rdzv_endpoint_flag, master_addr_flag, master_port_flag}) {
+      if (given->count() == 0) continue;
+      o.notices.push_back(fmt::format(
+          "--standalone: ignoring {} '{}': a standalone job's store is on 127.0.0.1 at a free "
+          "port (drop --standalone to use it)",
+          given->get_name(), given->as<std::string>()));
+    }
     o.master_addr = "127.0.0.1";
     master_port.reset();
   }
@@ -423,11 +419,16 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   }
   o.tag_enabled = !no_tag;
   if (o.tag_enabled) TagTemplate::parse(o.tag);  // validate now (exit 2)
-  if (!only_ranks.empty()) o.only_ranks = parse_rank_list(only_ranks, o.world_size());
+  if (!only_ranks.empty()) {
+    o.only_ranks = parse_index_list(only_ranks, "--only-ranks", "rank", o.world_size(),
+                                    fmt::format("world size {}", o.world_size()));
+  }
   o.redirects = parse_stream_spec(redirects, "--redirects", o.nproc_per_node);
   o.tee = parse_stream_spec(tee, "--tee", o.nproc_per_node);
   if (!local_ranks_filter.empty()) {
-    o.local_ranks_filter = parse_local_ranks(local_ranks_filter, o.nproc_per_node);
+    o.local_ranks_filter =
+        parse_index_list(local_ranks_filter, "--local-ranks-filter", "local rank",
+                         o.nproc_per_node, fmt::format("--nproc-per-node {}", o.nproc_per_node));
   }
 
   o.program = resolve_program(rest.front());

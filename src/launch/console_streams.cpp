@@ -6,21 +6,13 @@
 #include <optional>
 
 #include "detail/interface_list.h"
+#include "launch/index_list.h"
 #include "launch/options.h"
 
 namespace rankwise {
 namespace launch {
 
 namespace {
-
-// A non-negative decimal number with no sign, spaces or other characters.
-std::optional<long> decimal(const std::string& text) {
-  if (text.empty() || text.size() > 9 ||
-      text.find_first_not_of("0123456789") != std::string::npos) {
-    return std::nullopt;
-  }
-  return std::stol(text);
-}
 
 unsigned at(const std::vector<unsigned>& streams, int local_rank) {
   return local_rank >= 0 && static_cast<std::size_t>(local_rank) < streams.size()
@@ -67,21 +59,6 @@ std::vector<unsigned> parse_stream_spec(const std::string& text, const char* fla
     result[static_cast<std::size_t>(l)] = streams(pair.substr(colon + 1));
   }
   return result;
-}
-
-std::vector<int> parse_local_ranks(const std::string& text, int nproc_per_node) {
-  std::vector<int> ranks;
-  for (const std::string& item : rankwise::detail::split_interface_list(text)) {
-    const auto l = decimal(item);
-    if (!l || *l >= nproc_per_node) {
-      throw UsageError(fmt::format(
-          "--local-ranks-filter '{}': '{}' is not a local rank in [0, {}) (--nproc-per-node {}); "
-          "give a comma-separated list such as --local-ranks-filter 0,1",
-          text, item, nproc_per_node, nproc_per_node));
-    }
-    ranks.push_back(static_cast<int>(*l));
-  }
-  return ranks;
 }
 
 unsigned console_streams(const LaunchOptions& o, int local_rank, int rank) {

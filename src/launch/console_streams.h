@@ -29,10 +29,6 @@ constexpr unsigned kBothStreams = kStdoutBit | kStderrBit;
 std::vector<unsigned> parse_stream_spec(const std::string& text, const char* flag,
                                         int nproc_per_node);
 
-/// Parses `--local-ranks-filter` ("0,1"): local ranks in [0, nproc_per_node).
-/// Throws UsageError naming the flag and the entry at fault.
-std::vector<int> parse_local_ranks(const std::string& text, int nproc_per_node);
-
 /// The streams of the worker with `local_rank` and global `rank` that reach
 /// the console, as torchrun decides them: none when --local-ranks-filter
 /// leaves the local rank out; else every stream but those redirected to the

@@ -89,5 +89,31 @@ int listening_socket(const std::string& addr, int port) {
   return fd;
 }
 
+std::string why_store_cannot_be_hosted(const std::string& addr, int port,
+                                       const std::string& store_error) {
+  std::string why;
+  try {
+    ::close(listening_socket(addr, port));
+  } catch (const std::runtime_error& e) {
+    why = e.what();
+  }
+  const std::string where = fmt::format("cannot host the rendezvous store at {}:{}", addr, port);
+  if (why.rfind("cannot resolve", 0) == 0) return fmt::format("{}: {}", where, why);
+  if (why.find("Cannot assign requested address") != std::string::npos) {
+    return fmt::format(
+        "{}: '{}' is not an address of this node ({}); the node that hosts the store (node 0) "
+        "must give one of its own addresses or host names as --master-addr (see ip -brief addr)",
+        where, addr, why);
+  }
+  if (why.find("Address already in use") != std::string::npos) {
+    return fmt::format(
+        "{}: the port is in use ({}); choose another --master-port, or stop what listens there "
+        "(ss -ltnp 'sport = :{}')",
+        where, why, port);
+  }
+  // The address binds here now: the store failed for another reason.
+  return fmt::format("{}: {}{}", where, store_error, why.empty() ? "" : "; " + why);
+}
+
 }  // namespace launch
 }  // namespace rankwise

@@ -26,5 +26,12 @@ bool can_listen_on(const std::string& addr, int port);
 /// address" when `addr` is not this node's) when it cannot.
 int listening_socket(const std::string& addr, int port);
 
+/// Why the rendezvous store cannot be hosted at `addr`:`port`, for the user:
+/// `addr` does not resolve, is not an address of this node, or the port is in
+/// use, each with what to do; else `store_error` (c10d's message). Probes by
+/// binding the address once more (never throws).
+std::string why_store_cannot_be_hosted(const std::string& addr, int port,
+                                       const std::string& store_error);
+
 }  // namespace launch
 }  // namespace rankwise

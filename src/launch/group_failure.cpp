@@ -4,10 +4,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fmt/format.h>
+
+#include <map>
 #include <mutex>
 #include <vector>
 
 #include "detail/progress_record.h"
+#include "launch/launcher_heartbeat.h"
+#include "launch/rendezvous.h"
 
 namespace rankwise {
 namespace launch {
@@ -46,8 +51,13 @@ std::optional<NodeFailure> decode_failure(const std::string& text) {
 }
 
 struct GroupFailureWatch::State {
+  using Clock = std::chrono::steady_clock;
   std::mutex mutex;
   std::optional<NodeFailure> first;
+  SilenceTracker silence{kLauncherSilenceLimit};
+  Clock::time_point store_answered = Clock::now();  // the last poll that succeeded
+  Clock::time_point heartbeats_read{};               // when the others' were last read
+  std::map<int, std::string> hosts;                  // node rank -> host, as each joined
 };
 
 namespace {
@@ -62,14 +72,17 @@ void publish_first(c10d::TCPStore& store, const std::string& key, const NodeFail
 GroupFailureWatch::GroupFailureWatch(const std::string& addr, int port,
                                      const std::string& attempt_prefix,
                                      const std::string& job_key,
-                                     std::chrono::milliseconds interval)
+                                     std::chrono::milliseconds interval, int node_rank,
+                                     int nnodes)
     : failure_key_(failure_key(attempt_prefix)),
       final_key_(failure_key_ + "_final"),
       closed_key_(closed_key(job_key)),
       state_(std::make_shared<State>()),
+      store_address_(fmt::format("{}:{}", addr, port)),
+      node_rank_(node_rank),
       poller_(addr, port, interval,
               [state = state_, failure_key = failure_key_, final_key = final_key_,
-               closed = closed_key_](c10d::TCPStore& store) {
+               closed = closed_key_, job_key, node_rank, nnodes](c10d::TCPStore& store) {
                 std::optional<NodeFailure> first;
                 if (auto text = read_if_set(store, final_key)) {
                   first = decode_failure(*text);
@@ -82,8 +95,36 @@ GroupFailureWatch::GroupFailureWatch(const std::string& addr, int port,
                   if (first && first->succeeded) first.reset();
                   if (first) first->left = true;
                 }
+                // The other launchers' heartbeats, once per heartbeat interval.
+                const auto now = State::Clock::now();
+                bool read_beats = false;
+                std::map<int, std::string> hosts;
+                {
+                  std::lock_guard<std::mutex> lock(state->mutex);
+                  read_beats = now - state->heartbeats_read >= kHeartbeatInterval;
+                  hosts = state->hosts;
+                }
+                std::map<int, std::int64_t> beats;
+                std::vector<int> exited;
+                for (int n = 0; read_beats && n < nnodes; ++n) {
+                  if (n == node_rank) continue;
+                  if (store.check({exited_key(job_key, n)})) {
+                    exited.push_back(n);
+                  } else {
+                    beats[n] = store.add(heartbeat_key(job_key, n), 0);
+                  }
+                  if (hosts.count(n) != 0) continue;
+                  if (auto host = read_if_set(store, node_key(job_key, n))) hosts[n] = *host;
+                }
                 std::lock_guard<std::mutex> lock(state->mutex);
                 if (first) state->first = first;
+                state->store_answered = now;
+                state->hosts = hosts;
+                if (read_beats) {
+                  state->heartbeats_read = now;
+                  for (const auto& [n, beat] : beats) state->silence.seen(n, beat, now);
+                  for (int n : exited) state->silence.forget(n);
+                }
               }) {}
 
 void GroupFailureWatch::report(const NodeFailure& failure) {
@@ -100,7 +141,43 @@ void GroupFailureWatch::report_final(const NodeFailure& failure) {
 
 std::optional<NodeFailure> GroupFailureWatch::first() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->first;
+  if (state_->first) return state_->first;
+  const auto now = State::Clock::now();
+  const auto seconds = [](auto d) {
+    return std::chrono::duration_cast<std::chrono::seconds>(d).count();
+  };
+  const auto node = [&](int n) {
+    const auto host = state_->hosts.find(n);
+    return host == state_->hosts.end() ? fmt::format("node {}", n)
+                                       : fmt::format("node {} (host {})", n, host->second);
+  };
+  NodeFailure f;
+  f.left = true;
+  f.silent = true;
+  // Node 0's store gone is node 0's launcher gone: say so rather than that
+  // its heartbeat stopped (which can cross the limit first: it is measured
+  // from its last change).
+  const auto quiet = state_->silence.silent(now);
+  const auto unanswered = now - state_->store_answered;
+  if (node_rank_ != 0 && unanswered >= 3 * kHeartbeatInterval &&
+      (unanswered >= kLauncherSilenceLimit || (quiet && quiet->first == 0))) {
+    f.node_rank = 0;
+    f.root_cause = fmt::format(
+        "{}'s launcher, which hosts the rendezvous store at {}, stopped answering: no store call "
+        "has succeeded for {} s (it was killed, e.g. with SIGKILL, or its host is down or "
+        "unreachable)",
+        node(0), store_address_, seconds(unanswered));
+    return f;
+  }
+  if (quiet) {
+    f.node_rank = quiet->first;
+    f.root_cause = fmt::format(
+        "{}'s launcher stopped answering: its heartbeat in the store has not changed for {} s "
+        "(it was killed, e.g. with SIGKILL, or stopped, or its host is down)",
+        node(quiet->first), seconds(quiet->second));
+    return f;
+  }
+  return std::nullopt;
 }
 
 }  // namespace launch

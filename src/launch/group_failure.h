@@ -39,6 +39,9 @@ struct NodeFailure {
   /// rendezvous round knows whether the node left after it (it took part)
   /// or before.
   int attempt = -1;
+  /// Not published by that node: this launcher saw it stop answering (its
+  /// heartbeat stopped, or, for node 0, its store; launcher_heartbeat.h).
+  bool silent = false;
 };
 
 /// The keys: `<attempt prefix>/launchers/failure`, and the job's
@@ -56,11 +59,15 @@ void publish_first(c10d::TCPStore& store, const std::string& key, const NodeFail
 
 /// One attempt's view of the group's failure, read from the store at
 /// addr:port every `interval` on a thread of its own (StorePoller): the first
-/// failure published in the attempt, else a node that left the job.
+/// failure published in the attempt, else a node that left the job, else a
+/// node whose launcher stopped answering (`silent`): another node's heartbeat
+/// unchanged, or node 0's store unreachable, for kLauncherSilenceLimit.
 class GroupFailureWatch {
  public:
+  /// `node_rank` is this node's, of `nnodes`.
   GroupFailureWatch(const std::string& addr, int port, const std::string& attempt_prefix,
-                    const std::string& job_key, std::chrono::milliseconds interval);
+                    const std::string& job_key, std::chrono::milliseconds interval,
+                    int node_rank, int nnodes);
 
   /// Publishes this node's failure unless one was published before (a
   /// compareSet on one key: the first stays). Does not block.
@@ -79,6 +86,8 @@ class GroupFailureWatch {
 
  private:
   std::string failure_key_, final_key_, closed_key_;
+  std::string store_address_;  // addr:port, for the message when it is gone
+  int node_rank_;
   std::shared_ptr<State> state_;
   StorePoller poller_;  // last: it uses the members above
 };

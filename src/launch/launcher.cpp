@@ -18,7 +18,9 @@
 #include "detail/progress_record.h"
 #include "launch/console_streams.h"
 #include "launch/free_port.h"
+#include "launch/launcher_heartbeat.h"
 #include "launch/options.h"
+#include "launch/quiet_c10_logging.h"
 #include "launch/output_merger.h"
 #include "launch/rendezvous.h"
 #include "launch/signals.h"
@@ -219,7 +221,12 @@ int run(LaunchOptions o) {
     }
   } else {
     for (int tries = 0; !rdzv; ++tries) {
-      const int port = find_free_port(o.master_addr);
+      int port = 0;
+      try {
+        port = find_free_port(o.master_addr);
+      } catch (const std::runtime_error& e) {
+        throw UsageError(e.what());  // --master-addr names no address of this node
+      }
       try {
         rdzv = std::make_unique<NodeRendezvous>(o.master_addr, port, true, store_timeout, key);
       } catch (const RendezvousError&) {
@@ -256,6 +263,9 @@ int run(LaunchOptions o) {
   if (!rdzv->join(o.node_rank, o.nnodes, host, o.rendezvous_timeout, stop_requested)) {
     return signaled();
   }
+  // From here to the exit, the other nodes can tell this launcher is alive.
+  std::optional<LauncherHeartbeat> heartbeat;
+  if (o.nnodes > 1) heartbeat.emplace(o.master_addr, rdzv->port(), key, o.node_rank);
 
   AttemptConfig config;
   config.options = &o;
@@ -285,9 +295,17 @@ int run(LaunchOptions o) {
   if (o.nnodes > 1) {
     auto wait = code == kExitOk ? o.rendezvous_timeout : std::chrono::milliseconds(0);
     if (code != kExitOk && host_store) wait = o.grace_period + std::chrono::seconds(10);
+    const auto still_waiting = [&o, wait, ok = code == kExitOk](int finished) {
+      say(fmt::format("{}waiting up to {} s for the other nodes to finish ({} of {} have; "
+                      "Ctrl-C to stop waiting){}",
+                      ok ? "this node's workers succeeded; " : "", wait.count() / 1000.0,
+                      finished, o.nnodes,
+                      ok ? "" : ": they read this failure from the store this node hosts"));
+    };
     const auto failure = rdzv->leave(
         o.node_rank, o.nnodes, wait, [] { return drain_stop_signal() != 0; },
-        code == kExitOk ? rankwise::detail::attempt_prefix(config.attempt, key) : "");
+        code == kExitOk ? rankwise::detail::attempt_prefix(config.attempt, key) : "",
+        still_waiting);
     if (code == kExitOk && failure) {
       say(fmt::format("this node's workers succeeded, but the job failed: {}{}; exit code 1",
                       failure->left ? "" : fmt::format("node {} failed: ", failure->node_rank),
@@ -355,9 +373,11 @@ int run_attempts(const LaunchOptions& o, AttemptConfig& config, NodeRendezvous& 
 }  // namespace
 
 int main(int argc, char** argv) {
+  silence_libtorch_logging();
   try {
     const std::optional<LaunchOptions> options = parse_command_line(argc, argv);
     if (!options) return kExitOk;
+    for (const std::string& notice : options->notices) say(notice);
     return run(*options);
   } catch (const UsageError& e) {
     say(fmt::format("error: {}", e.what()));

@@ -91,6 +91,9 @@ struct LaunchOptions {
   CpuSched cpu_sched = CpuSched::kInherit;
   std::string program;            ///< resolved path of the program to execute
   std::vector<std::string> program_argv;  ///< argv of the program, [0] as given
+  /// What the command line tells the user before the run, printed on stderr
+  /// by the launcher (e.g. flags that --standalone overrides).
+  std::vector<std::string> notices;
 
   /// nnodes * nproc_per_node.
   int world_size() const { return nnodes * nproc_per_node; }

@@ -58,7 +58,15 @@ NodeRendezvous::NodeRendezvous(const std::string& addr, int port, bool host_stor
   o.isServer = host_store;
   o.waitWorkers = false;
   o.timeout = timeout;
-  if (host_store) listen_on_master_address_only(o, addr, port);
+  if (host_store) {
+    // Say at once when the address is not this node's or the port is taken:
+    // c10d would report it late (1.13's own client waits its whole timeout
+    // to connect to an address that is not here) or as something else.
+    if (!can_listen_on(addr, port)) {
+      throw RendezvousError(why_store_cannot_be_hosted(addr, port, "cannot listen there"));
+    }
+    listen_on_master_address_only(o, addr, port);
+  }
   try {
     store_ = std::make_unique<c10d::TCPStore>(addr, o);
   } catch (const std::exception& e) {
@@ -67,12 +75,7 @@ NodeRendezvous::NodeRendezvous(const std::string& addr, int port, bool host_stor
     while (!first_line.empty() && (first_line.back() == '.' || first_line.back() == ' ')) {
       first_line.pop_back();  // the message goes on after it
     }
-    if (host_store) {
-      throw RendezvousError(fmt::format(
-          "cannot host the rendezvous store on port {}: {}; the port may be in use: choose "
-          "another --master-port",
-          port, first_line));
-    }
+    if (host_store) throw RendezvousError(why_store_cannot_be_hosted(addr, port, first_line));
     throw RendezvousError(fmt::format(
         "cannot reach node 0's rendezvous store at {}:{} within {} s: {}; start node 0 "
         "(--node-rank 0) and check --master-addr/--master-port",
@@ -366,19 +369,26 @@ void NodeRendezvous::close(int node_rank, const std::string& reason, bool succee
   }
 }
 
+namespace {
+// How long leave() waits quietly before it says what it waits for.
+constexpr std::chrono::seconds kSayStillWaiting{2};
+}  // namespace
+
 std::optional<NodeFailure> NodeRendezvous::leave(int node_rank, int nnodes,
                                                  std::chrono::milliseconds timeout,
                                                  const std::function<bool()>& interrupted,
-                                                 const std::string& attempt_prefix) {
-  const auto deadline = SteadyClock::now() + timeout;
+                                                 const std::string& attempt_prefix,
+                                                 const std::function<void(int)>& still_waiting) {
+  const auto start = SteadyClock::now(), deadline = start + timeout;
   auto failure = std::make_shared<std::optional<NodeFailure>>();
   try {
     run_off_thread(
         [store = store_, finished_key = rankwise::detail::job_prefix(job_key_) + "finished",
          failed = attempt_prefix.empty() ? std::string() : failure_key(attempt_prefix),
          closed = attempt_prefix.empty() ? std::string() : closed_key(job_key_), nnodes, node_rank,
-         deadline, failure](const std::atomic<bool>& cancel) {
+         start, deadline, failure, still_waiting](const std::atomic<bool>& cancel) {
           std::int64_t done = store->add(finished_key, 1);
+          bool said = false;
           for (;;) {
             // Another node's failure, or its leaving, ends the wait: it will
             // not finish. (Looked at once more after the last node finished:
@@ -395,6 +405,10 @@ std::optional<NodeFailure> NodeRendezvous::leave(int node_rank, int nnodes,
               }
             }
             if (done >= nnodes || SteadyClock::now() >= deadline || cancel) return;
+            if (!said && still_waiting && SteadyClock::now() - start >= kSayStillWaiting) {
+              still_waiting(static_cast<int>(done));
+              said = true;
+            }
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
             done = store->add(finished_key, 0);
           }

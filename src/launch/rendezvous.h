@@ -115,10 +115,13 @@ class NodeRendezvous {
   /// `interrupted` returns true or the store is gone (nullopt), or when
   /// another node failed in the last attempt (`attempt_prefix`; "" not to
   /// look) or left the job without success: then that failure, for this node
-  /// to report. Never throws.
+  /// to report. After 2 s of waiting, calls `still_waiting` once (from
+  /// another thread) with how many nodes have finished, for the launcher to
+  /// say what it waits for. Never throws.
   std::optional<NodeFailure> leave(int node_rank, int nnodes, std::chrono::milliseconds timeout,
                                    const std::function<bool()>& interrupted,
-                                   const std::string& attempt_prefix);
+                                   const std::string& attempt_prefix,
+                                   const std::function<void(int)>& still_waiting);
 
   /// Port of the store.
   int port() const { return port_; }

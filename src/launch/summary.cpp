@@ -145,11 +145,20 @@ std::string format_remote_failure(const FailureReport& r) {
   std::string out = kSummaryTop;
   out += fmt::format("rankwise-run: root cause (first failure): {}\n", f.root_cause);
   if (!f.error.empty()) append_field(out, "error:", f.error);
-  out += fmt::format("  reported:   by node {}'s launcher; its summary has the details\n",
-                     f.node_rank);
-  out += fmt::format("  this node:  node {} (host {}) stopped its workers when node {}'s failure "
-                     "was reported (attempt {})\n",
-                     r.node_rank, r.host, f.node_rank, r.attempt);
+  if (f.silent) {
+    out += fmt::format("  reported:   by nobody: node {}'s launcher could not say anything; this "
+                       "node saw it stop answering\n",
+                       f.node_rank);
+    out += fmt::format("  this node:  node {} (host {}) stopped its workers when node {}'s "
+                       "launcher stopped answering (attempt {})\n",
+                       r.node_rank, r.host, f.node_rank, r.attempt);
+  } else {
+    out += fmt::format("  reported:   by node {}'s launcher; its summary has the details\n",
+                       f.node_rank);
+    out += fmt::format("  this node:  node {} (host {}) stopped its workers when node {}'s "
+                       "failure was reported (attempt {})\n",
+                       r.node_rank, r.host, f.node_rank, r.attempt);
+  }
   out += "  local ranks:\n";
   for (const auto& o : r.workers) {
     out += fmt::format("    rank {} (pid {}): {}\n", o.rank, o.pid, fate_of(o));

@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <memory>
 #include <set>
 #include <string>
@@ -69,7 +71,34 @@ struct Values {
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
 };
 
+// torchrun's argparse names (dest) whose values come from PET_<DEST> when not
+// given (torch/distributed/argparse_util.py's env and check_env actions).
+const std::set<std::string> kEnvironmentDests = {
+    "nnodes",        "nproc_per_node", "rdzv_backend", "rdzv_endpoint", "rdzv_id",
+    "rdzv_conf",     "standalone",     "max_restarts", "monitor_interval", "role",
+    "log_dir",       "redirects",      "tee",          "local_ranks_filter", "node_rank",
+    "master_addr",   "master_port",    "no_python",    "start_method",  "shutdown_timeout",
+    "event_log_handler", "signals_to_handle"};
+
 }  // namespace
+
+void read_torchrun_environment_defaults(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    for (std::string name : option->get_lnames()) {
+      std::replace(name.begin(), name.end(), '-', '_');
+      if (name == "log_line_prefix_template") {
+        option->envname("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
+        break;
+      }
+      if (kEnvironmentDests.count(name) == 0) continue;
+      std::string variable = "PET_" + name;
+      std::transform(variable.begin(), variable.end(), variable.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+      option->envname(variable);
+      break;
+    }
+  }
+}
 
 std::function<void()> add_torchrun_only_flags(CLI::App& app) {
   auto v = std::make_shared<Values>();

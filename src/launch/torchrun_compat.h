@@ -22,5 +22,14 @@ namespace launch {
 /// no-op flag's value that would mean something rankwise-run does not do.
 std::function<void()> add_torchrun_only_flags(CLI::App& app);
 
+/// Makes every option of `app` that torchrun also has read torchrun's
+/// environment default when the command line does not give it: PET_<DEST>,
+/// DEST being torchrun's argparse name in capitals (PET_NPROC_PER_NODE,
+/// PET_RDZV_ENDPOINT; flags such as PET_STANDALONE take 1 or 0), and
+/// TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE for --log-line-prefix-template. A
+/// value on the command line wins. Call after adding the options, before
+/// parsing.
+void read_torchrun_environment_defaults(CLI::App& app);
+
 }  // namespace launch
 }  // namespace rankwise

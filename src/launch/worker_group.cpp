@@ -156,7 +156,8 @@ class AttemptRunner {
       next_hang_check_ = job_start_ + hang_check_interval();
     }
     if (o_.nnodes > 1) {
-      group_.emplace(o_.master_addr, c_.master_port, attempt_prefix, c_.job_key, kGroupPoll);
+      group_.emplace(o_.master_addr, c_.master_port, attempt_prefix, c_.job_key, kGroupPoll,
+                     o_.node_rank, o_.nnodes);
     }
 
     for (int l = 0; l < n; ++l) {

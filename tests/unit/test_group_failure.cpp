@@ -17,6 +17,7 @@
 
 #include "launch/free_port.h"
 #include "launch/group_failure.h"
+#include "launch/launcher_heartbeat.h"
 #include "support/launcher.h"
 
 namespace {
@@ -59,9 +60,9 @@ TEST(GroupFailure, TheFirstFailureStaysAndItsFinalDetailsReplaceIt) {
   const int port = rankwise::launch::find_free_port("127.0.0.1");
   const auto server = store_server(port);
   const auto interval = std::chrono::milliseconds(50);
-  GroupFailureWatch node0("127.0.0.1", port, "rankwise/k/0", "k", interval);
-  GroupFailureWatch node1("127.0.0.1", port, "rankwise/k/0", "k", interval);
-  GroupFailureWatch other_attempt("127.0.0.1", port, "rankwise/k/1", "k", interval);
+  GroupFailureWatch node0("127.0.0.1", port, "rankwise/k/0", "k", interval, 0, 2);
+  GroupFailureWatch node1("127.0.0.1", port, "rankwise/k/0", "k", interval, 1, 2);
+  GroupFailureWatch other_attempt("127.0.0.1", port, "rankwise/k/1", "k", interval, 1, 2);
   EXPECT_FALSE(node0.first());
 
   node1.report({1, "rank 3 (local rank 1) on host h1 (node 1) was killed by SIGKILL (signal 9)", ""});
@@ -104,7 +105,8 @@ TEST(GroupFailure, ANodeThatLeftTheJobIsReadUnlessItSucceeded) {
     const std::string v = rankwise::launch::encode_failure(f);
     server->set(rankwise::launch::closed_key("k"), std::vector<uint8_t>(v.begin(), v.end()));
   };
-  GroupFailureWatch watch("127.0.0.1", port, "rankwise/k/0", "k", std::chrono::milliseconds(50));
+  GroupFailureWatch watch("127.0.0.1", port, "rankwise/k/0", "k", std::chrono::milliseconds(50),
+                          0, 2);
   NodeFailure done{1, "node 1 (host h1) left the job: its workers succeeded", ""};
   done.succeeded = true;
   close(done);
@@ -115,6 +117,28 @@ TEST(GroupFailure, ANodeThatLeftTheJobIsReadUnlessItSucceeded) {
   ASSERT_TRUE(f);
   EXPECT_TRUE(f->left);
   EXPECT_EQ(f->root_cause, "node 1 (host h1) left the job: it received SIGINT");
+}
+
+TEST(GroupFailure, SilenceTrackerNamesTheNodeWhoseCounterStopped) {
+  using rankwise::launch::SilenceTracker;
+  const auto t0 = SilenceTracker::Clock::now();
+  const auto at = [&](int s) { return t0 + std::chrono::seconds(s); };
+  SilenceTracker tracker(std::chrono::seconds(15));
+  tracker.seen(1, 0, at(0));
+  tracker.seen(2, 0, at(0));
+  for (int s = 1; s <= 20; ++s) tracker.seen(1, s, at(s));  // node 1 beats; node 2 never does
+  EXPECT_FALSE(tracker.silent(at(14)));
+  const auto quiet = tracker.silent(at(15));
+  ASSERT_TRUE(quiet);
+  EXPECT_EQ(quiet->first, 2);
+  EXPECT_EQ(quiet->second, std::chrono::seconds(15));
+  tracker.forget(2);  // it marked itself exited
+  EXPECT_FALSE(tracker.silent(at(20)));
+  EXPECT_FALSE(tracker.silent(at(34)));  // node 1's last change was at 20 s
+  ASSERT_TRUE(tracker.silent(at(35)));
+  EXPECT_EQ(tracker.silent(at(35))->first, 1);
+  tracker.seen(1, 20, at(40));  // the same value again is no beat
+  EXPECT_EQ(tracker.silent(at(40))->second, std::chrono::seconds(20));
 }
 
 // Two launchers, nodes 0 and 1 of a 2 x 2 job on the loopback address,
@@ -231,6 +255,78 @@ TEST(GroupFailure, ALauncherThatIsStoppedStopsTheOtherNodesWorkers) {
   EXPECT_TRUE(contains(r0.err, "rankwise-run: " + left + "; stopping this node's workers")) << r0.err;
   EXPECT_TRUE(contains(r0.err, "root cause (first failure): " + left)) << r0.err;
   EXPECT_LT(r0.seconds, 10.0) << r0.err;
+}
+
+TEST(GroupFailure, ALauncherKilledWithSigkillIsNamedByTheOtherNode) {
+  // SIGKILL to node 1's launcher: it can say nothing, and its workers die
+  // with it; node 0's workers (60 s, as in a collective that never ends on
+  // a backend that does not notice) are stopped once node 1's heartbeat has
+  // been still for 15 s, and node 0 names node 1. Before: node 0 ran them to
+  // their end and exited 0.
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  Launcher node0(node_args(port, 0, "exec sleep 60", {}), kJobKey);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Launcher node1(node_args(port, 1, "exec sleep 60", {}), kJobKey);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // both nodes' workers run
+  ::kill(node1.pid(), SIGKILL);
+  const Result r0 = node0.wait(90);
+  EXPECT_EQ(r0.code, 1) << r0.err;
+  const std::string silent = "node 1 (host " + this_host() +
+                             ")'s launcher stopped answering: its heartbeat in the store has not "
+                             "changed for 1";
+  EXPECT_TRUE(contains(r0.err, "rankwise-run: " + silent)) << r0.err;
+  EXPECT_TRUE(contains(r0.err, "root cause (first failure): " + silent)) << r0.err;
+  EXPECT_TRUE(contains(r0.err, "reported:   by nobody: node 1's launcher could not say anything"))
+      << r0.err;
+  // Node 0 hosts the store: it says what it then waits for (before: 12 s of silence).
+  EXPECT_TRUE(contains(r0.err, "rankwise-run: waiting up to 12 s for the other nodes to finish "
+                               "(1 of 2 have; Ctrl-C to stop waiting): they read this failure "
+                               "from the store this node hosts"))
+      << r0.err;
+  EXPECT_LT(r0.seconds, 45.0) << r0.err;
+}
+
+TEST(GroupFailure, ALostStoreHostIsNamedByTheOtherNode) {
+  // SIGKILL to node 0's launcher, which hosts the store: node 1 names it.
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  Launcher node0(node_args(port, 0, "exec sleep 60", {}), kJobKey);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Launcher node1(node_args(port, 1, "exec sleep 60", {}), kJobKey);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  ::kill(node0.pid(), SIGKILL);
+  const Result r1 = node1.wait(90);
+  EXPECT_EQ(r1.code, 1) << r1.err;
+  const std::string lost = "node 0 (host " + this_host() +
+                           ")'s launcher, which hosts the rendezvous store at 127.0.0.1:" +
+                           std::to_string(port) + ", stopped answering: no store call has "
+                           "succeeded for 1";
+  EXPECT_TRUE(contains(r1.err, "rankwise-run: " + lost)) << r1.err;
+  EXPECT_TRUE(contains(r1.err, "root cause (first failure): " + lost)) << r1.err;
+  EXPECT_LT(r1.seconds, 45.0) << r1.err;
+  // Without libtorch's log lines for each failed store call (Debian's 1.13
+  // printed a dozen "E1203 ... socket.cpp:860] [c10d] The client socket has
+  // timed out ..." through glog before the launcher's message).
+  EXPECT_FALSE(contains(r1.err, "socket.cpp")) << r1.err;
+  EXPECT_FALSE(contains(r1.err, "[c10d]")) << r1.err;
+}
+
+TEST(GroupFailure, ALauncherThatExitedIsNotReportedSilent) {
+  // Node 1's workers succeed at once and its launcher waits for node 0 only
+  // 3 s (--rendezvous-timeout 3, the last one given), then exits, marking
+  // itself exited; node 0's workers run 24 s, past the 15 s silence limit,
+  // and succeed.
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  const std::string script = "if [ \"$GROUP_RANK\" = 0 ]; then exec sleep 24; fi";
+  Launcher node0(node_args(port, 0, script, {}), kJobKey);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Launcher node1(node_args(port, 1, script, {"--rendezvous-timeout", "3"}), kJobKey);
+  const Result r1 = node1.wait(60), r0 = node0.wait(90);
+  EXPECT_EQ(r1.code, 0) << r1.err;
+  EXPECT_TRUE(contains(r1.err, "rankwise-run: this node's workers succeeded; waiting up to 3 s for "
+                               "the other nodes to finish (1 of 2 have; Ctrl-C to stop waiting)\n"))
+      << r1.err;
+  EXPECT_EQ(r0.code, 0) << r0.err;
+  EXPECT_FALSE(contains(r0.err, "stopped answering")) << r0.err;
 }
 
 TEST(GroupFailure, ANodeThatLeavesDuringTheRestartRoundIsNotRestartedWithout) {

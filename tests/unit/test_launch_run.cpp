@@ -3,6 +3,7 @@
 // exact output, exit code and timing. The launcher picks its own free port, so
 // these tests run in parallel safely.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -302,6 +303,17 @@ TEST(LaunchRun, BadUsageExits2NamingTheProblem) {
       {{"--tag", "[{rnk}] ", kProbe, "echo"}, "--tag '[{rnk}] ': unknown placeholder {rnk}", {}},
       {{"--nproc-per-node", "gpu", kProbe, "echo"}, "--nproc-per-node gpu: no GPU is visible",
        {{"CUDA_VISIBLE_DEVICES", ""}}},
+      // Where the store cannot be: each named for what it is (not "the port may be in use").
+      {{"--master-addr", "no-such-host.invalid", kProbe, "echo"},
+       "cannot resolve master address 'no-such-host.invalid'", {}},
+      {{"--master-addr", "no-such-host.invalid", "--master-port", "29417", kProbe, "echo"},
+       "cannot host the rendezvous store at no-such-host.invalid:29417: cannot resolve master "
+       "address 'no-such-host.invalid'",
+       {}},
+      {{"--master-addr", "192.0.2.1", "--master-port", "29418", kProbe, "echo"},
+       "cannot host the rendezvous store at 192.0.2.1:29418: '192.0.2.1' is not an address of "
+       "this node",
+       {}},
   };
   // Start them all at once: each launcher start costs a libtorch load.
   std::vector<std::unique_ptr<Launcher>> launchers;
@@ -638,6 +650,19 @@ bool wait_for_listener(int port) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
+}
+
+TEST(LaunchRun, StorePortInUseIsNamedWithWhatToDo) {
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  const int taken = rankwise::launch::listening_socket("127.0.0.1", port);
+  const Result r = run({"--master-port", std::to_string(port), kProbe, "echo"});
+  ::close(taken);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, fmt::format("rankwise-run: error: cannot host the rendezvous store "
+                                          "at 127.0.0.1:{}: the port is in use (Address already "
+                                          "in use); choose another --master-port",
+                                          port)))
+      << r.err;
 }
 
 TEST(LaunchRun, NodeOfAnotherJobOrCountIsRefusedNamingBothAndTheJobGoesOn) {

@@ -17,6 +17,7 @@
 #include "launch/console_streams.h"
 #include "launch/cpu_sched.h"
 #include "launch/devices.h"
+#include "launch/index_list.h"
 #include "launch/line_assembler.h"
 #include "launch/options.h"
 #include "launch/rdzv_flags.h"
@@ -148,6 +149,15 @@ TEST(LaunchCli, BadUsageNamesTheFlag) {
       {{"--master-port", "70000", sh}, "--master-port 70000"},
       {{"--only-ranks", "0,5", "--nproc-per-node", "2", sh}, "--only-ranks '0,5'"},
       {{"--only_ranks", "x", sh}, "--only-ranks 'x'"},
+      // One strict parser for every numeric value: no sign, space or empty entry.
+      {{"--only-ranks", " 1", sh}, "--only-ranks ' 1': ' 1' is not a rank in [0, 1) (world size 1)"},
+      {{"--only-ranks", "0,", sh}, "--only-ranks '0,': '' is not a rank in [0, 1)"},
+      {{"--only-ranks", "+0", sh}, "--only-ranks '+0': '+0' is not a rank"},
+      {{"--local-ranks-filter", "0,,1", "--nproc-per-node", "2", sh},
+       "--local-ranks-filter '0,,1': '' is not a local rank in [0, 2) (--nproc-per-node 2)"},
+      {{"--nnodes", "+2", sh}, "--nnodes '+2': expected a number of nodes"},
+      {{"--nnodes", " 2", sh}, "--nnodes ' 2': expected a number of nodes"},
+      {{"--nproc-per-node", "+2", sh}, "--nproc-per-node '+2': expected a positive integer"},
       {{"--max-restarts", "-1", sh}, "--max-restarts"},
       {{"--grace-period", "-1", sh}, "--grace-period"},
       {{"--monitor-interval", "0", sh}, "--monitor-interval"},
@@ -285,6 +295,90 @@ LaunchOptions parsed(std::vector<std::string> args) {
   return *o;
 }
 
+TEST(LaunchCli, ARepeatedFlagTakesItsLastValueAsTorchrun) {
+  // argparse keeps the last; CLI11's default would refuse "At Most 1".
+  const LaunchOptions o = parsed({"--nproc-per-node", "1", "--nproc-per-node", "3", "--tee", "1",
+                                  "--tee=2", "--standalone", "--standalone", "sh"});
+  EXPECT_EQ(o.nproc_per_node, 3);
+  EXPECT_EQ(o.tee, std::vector<unsigned>(3, 2u));
+  EXPECT_TRUE(o.standalone);
+}
+
+TEST(LaunchCli, OnlyRanksListsAreKeptOnceInOrder) {
+  EXPECT_EQ(parsed({"--nproc-per-node", "4", "--only-ranks", "3,0,3", "sh"}).only_ranks,
+            (std::vector<int>{3, 0}));
+  EXPECT_EQ(parsed({"--nproc-per-node", "2", "--local-ranks-filter", "1,1", "sh"})
+                .local_ranks_filter,
+            (std::vector<int>{1}));
+}
+
+/// Sets an environment variable for the life of the object.
+class ScopedVariable {
+ public:
+  ScopedVariable(std::string name, const std::string& value) : name_(std::move(name)) {
+    ::setenv(name_.c_str(), value.c_str(), 1);
+  }
+  ~ScopedVariable() { ::unsetenv(name_.c_str()); }
+  ScopedVariable(const ScopedVariable&) = delete;
+  ScopedVariable& operator=(const ScopedVariable&) = delete;
+
+ private:
+  std::string name_;
+};
+
+TEST(LaunchCli, TorchrunEnvironmentDefaultsAreRead) {
+  {
+    // torchrun's PET_<DEST> defaults, dest in capitals.
+    const ScopedVariable nproc("PET_NPROC_PER_NODE", "3"), nnodes("PET_NNODES", "2"),
+        endpoint("PET_RDZV_ENDPOINT", "10.1.2.3:29402"), backend("PET_RDZV_BACKEND", "c10d"),
+        id("PET_RDZV_ID", "J7"), tee("PET_TEE", "1"), restarts("PET_MAX_RESTARTS", "2"),
+        prefix("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "${rank}| ");
+    const LaunchOptions o = parsed({"sh"});
+    EXPECT_EQ(o.nproc_per_node, 3);
+    EXPECT_EQ(o.nnodes, 2);
+    EXPECT_EQ(o.master_addr, "10.1.2.3");
+    EXPECT_EQ(o.master_port, 29402);
+    EXPECT_EQ(o.rdzv_backend, RdzvBackend::kC10d);
+    EXPECT_EQ(o.run_id, "J7");
+    EXPECT_EQ(o.tee, std::vector<unsigned>(3, 1u));
+    EXPECT_EQ(o.max_restarts, 2);
+    EXPECT_EQ(o.tag, "{rank}| ");
+    // The command line wins over the environment.
+    EXPECT_EQ(parsed({"--nproc-per-node", "1", "sh"}).nproc_per_node, 1);
+  }
+  {
+    const ScopedVariable standalone("PET_STANDALONE", "1");
+    EXPECT_TRUE(parsed({"sh"}).standalone);
+  }
+  {
+    const ScopedVariable standalone("PET_STANDALONE", "0");
+    EXPECT_FALSE(parsed({"sh"}).standalone);
+  }
+  {
+    // A bad environment value is named like the flag's.
+    const ScopedVariable nnodes("PET_NNODES", "two");
+    try {
+      parsed({"sh"});
+      ADD_FAILURE() << "PET_NNODES=two was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--nnodes 'two'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(LaunchCli, StandaloneSaysWhichStoreFlagsItIgnores) {
+  const LaunchOptions o =
+      parsed({"--standalone", "--rdzv-endpoint", "10.1.2.3:29403", "--master-port", "29403", "sh"});
+  EXPECT_EQ(o.master_addr, "127.0.0.1");
+  EXPECT_FALSE(o.master_port.has_value());
+  ASSERT_EQ(o.notices.size(), 2u);
+  EXPECT_EQ(o.notices[0],
+            "--standalone: ignoring --rdzv-endpoint '10.1.2.3:29403': a standalone job's store is "
+            "on 127.0.0.1 at a free port (drop --standalone to use it)");
+  EXPECT_NE(o.notices[1].find("ignoring --master-port '29403'"), std::string::npos);
+  EXPECT_TRUE(parsed({"--standalone", "sh"}).notices.empty());
+}
+
 TEST(LaunchCli, TorchrunSlurmLineMeansTheStoreAtTheEndpoint) {
   // torchrun's multi-node recipe, with spaces, '=' and underscores.
   for (const auto& args : std::vector<std::vector<std::string>>{
@@ -386,7 +480,8 @@ TEST(LaunchCli, TorchrunLoggingFlags) {
   EXPECT_EQ(parsed({"--nproc-per-node", "2", "--redirects=3", "sh"}).redirects,
             (std::vector<unsigned>{3, 3}));
   EXPECT_EQ(parse_stream_spec("1:2", "--tee", 2), (std::vector<unsigned>{0, 2}));
-  EXPECT_EQ(parse_local_ranks("1", 2), (std::vector<int>{1}));
+  EXPECT_EQ(parse_index_list("1", "--local-ranks-filter", "local rank", 2, ""),
+            (std::vector<int>{1}));
   // torchrun's macros become --tag placeholders; braces and '$$' are literal.
   EXPECT_EQ(parsed({"--role", "trainer", "--log-line-prefix-template",
                     "${hostname}:$rank/${local_rank} {${role_name}} $$ $other: ", "sh"})

@@ -1,0 +1,41 @@
+#include "launch/index_list.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "detail/interface_list.h"
+#include "launch/options.h"
+
+namespace rankwise {
+namespace launch {
+
+std::optional<long> decimal(const std::string& text) {
+  if (text.empty() || text.size() > 9 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  return std::stol(text);
+}
+
+std::vector<int> parse_index_list(const std::string& text, const std::string& flag,
+                                  const std::string& what, int bound,
+                                  const std::string& bound_note) {
+  std::vector<int> indices;
+  // The same splitting as --iface: empty entries are kept, to be named.
+  for (const std::string& item : rankwise::detail::split_interface_list(text)) {
+    const auto index = decimal(item);
+    if (!index || *index >= bound) {
+      throw UsageError(fmt::format(
+          "{} '{}': '{}' is not a {} in [0, {}){}; give a comma-separated list such as {} 0,1",
+          flag, text, item, what, bound, bound_note.empty() ? "" : " (" + bound_note + ")",
+          flag));
+    }
+    const int i = static_cast<int>(*index);
+    if (std::find(indices.begin(), indices.end(), i) == indices.end()) indices.push_back(i);
+  }
+  return indices;
+}
+
+}  // namespace launch
+}  // namespace rankwise
