@@ -27,3 +27,4 @@
 #include "rankwise/process_group.h"
 #include "rankwise/run_main.h"
 #include "rankwise/seed.h"
+#include "rankwise/zero_redundancy_optimizer.h"

@@ -4,7 +4,7 @@
 #include <torch/torch.h>
 
 #include "checkpoint/detail/note.h"
-#include "detail/all_gather_varlen.h"
+#include "detail/all_gather_ivalues.h"
 #include "rankwise/checkpoint/lr_scheduler_state.h"
 #include "rankwise/checkpoint/optimizer_state.h"
 #include "rankwise/checkpoint/rng_state.h"
@@ -36,26 +36,6 @@ c10::IValue local_state(const TrainingState& state) {
   return local;
 }
 
-// Every rank's local state, in rank order (two all_gathers of pickled bytes:
-// the lengths, then the padded bytes). One process: just its own.
-c10::List<c10::IValue> gather_local_states(const c10::IValue& local) {
-  c10::List<c10::IValue> result(c10::AnyType::get());
-  if (!is_initialized() || process_group().world_size() == 1) {
-    result.push_back(local);
-    return result;
-  }
-  std::vector<char> bytes = torch::pickle_save(local);
-  const auto all = detail::all_gather_varlen(
-      process_group(), {static_cast<int64_t>(bytes.size())}, torch::kUInt8, [&](std::size_t) {
-        return torch::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size())}, torch::kUInt8);
-      });
-  for (const auto& pieces : all) {  // a pickle is never empty: every rank's bytes arrive
-    const auto* data = reinterpret_cast<const char*>(pieces[0].data_ptr<uint8_t>());
-    result.push_back(torch::pickle_load(std::vector<char>(data, data + pieces[0].numel())));
-  }
-  return result;
-}
-
 int64_t integer(const Checkpoint& checkpoint, const std::string& key) {
   const auto& value = checkpoint.at(key);
   if (!value.isInt()) {
@@ -82,7 +62,7 @@ Checkpoint capture(const TrainingState& state) {
   checkpoint.insert("epoch", state.epoch);
   checkpoint.insert("position", state.position);
   checkpoint.insert("world_size", static_cast<int64_t>(is_initialized() ? world_size() : 1));
-  checkpoint.insert("rank_states", gather_local_states(local_state(state)));
+  checkpoint.insert("rank_states", detail::all_gather_ivalues(local_state(state)));
   auto extras = new_dict();
   for (const auto& [name, value] : state.extras) extras.insert(name, value);
   checkpoint.insert("extras", extras);
