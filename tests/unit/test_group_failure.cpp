@@ -269,6 +269,7 @@ TEST(GroupFailure, ALauncherKilledWithSigkillIsNamedByTheOtherNode) {
   Launcher node1(node_args(port, 1, "exec sleep 60", {}), kJobKey);
   std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // both nodes' workers run
   ::kill(node1.pid(), SIGKILL);
+  EXPECT_EQ(node1.wait(20).code, 128 + SIGKILL);  // collected now: its deadline counts from its start
   const Result r0 = node0.wait(90);
   EXPECT_EQ(r0.code, 1) << r0.err;
   const std::string silent = "node 1 (host " + this_host() +
@@ -294,6 +295,7 @@ TEST(GroupFailure, ALostStoreHostIsNamedByTheOtherNode) {
   Launcher node1(node_args(port, 1, "exec sleep 60", {}), kJobKey);
   std::this_thread::sleep_for(std::chrono::milliseconds(3000));
   ::kill(node0.pid(), SIGKILL);
+  EXPECT_EQ(node0.wait(20).code, 128 + SIGKILL);
   const Result r1 = node1.wait(90);
   EXPECT_EQ(r1.code, 1) << r1.err;
   const std::string lost = "node 0 (host " + this_host() +
