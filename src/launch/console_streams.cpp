@@ -36,7 +36,7 @@ std::vector<unsigned> parse_stream_spec(const std::string& text, const char* fla
   };
   const auto streams = [&](const std::string& digit) {
     const auto v = decimal(digit);
-    if (!v || *v > 3) throw bad(fmt::format("'{}' is not 0, 1, 2 or 3", digit));
+    if (!v || *v < 0 || *v > 3) throw bad(fmt::format("'{}' is not 0, 1, 2 or 3", digit));
     return static_cast<unsigned>(*v);
   };
   if (text.find(':') == std::string::npos) {
@@ -49,7 +49,7 @@ std::vector<unsigned> parse_stream_spec(const std::string& text, const char* fla
     const auto colon = pair.find(':');
     if (colon == std::string::npos) throw bad(fmt::format("'{}' is not LOCAL_RANK:N", pair));
     const auto local_rank = decimal(pair.substr(0, colon));
-    if (!local_rank || *local_rank >= nproc_per_node) {
+    if (!local_rank || *local_rank < 0 || *local_rank >= nproc_per_node) {
       throw bad(fmt::format("'{}' is not a local rank in [0, {}) (--nproc-per-node {})",
                             pair.substr(0, colon), nproc_per_node, nproc_per_node));
     }

@@ -151,9 +151,6 @@ std::optional<NodeFailure> GroupFailureWatch::first() const {
     return host == state_->hosts.end() ? fmt::format("node {}", n)
                                        : fmt::format("node {} (host {})", n, host->second);
   };
-  NodeFailure f;
-  f.left = true;
-  f.silent = true;
   // Node 0's store gone is node 0's launcher gone: say so rather than that
   // its heartbeat stopped (which can cross the limit first: it is measured
   // from its last change).
@@ -161,23 +158,38 @@ std::optional<NodeFailure> GroupFailureWatch::first() const {
   const auto unanswered = now - state_->store_answered;
   if (node_rank_ != 0 && unanswered >= 3 * kHeartbeatInterval &&
       (unanswered >= kLauncherSilenceLimit || (quiet && quiet->first == 0))) {
-    f.node_rank = 0;
-    f.root_cause = fmt::format(
-        "{}'s launcher, which hosts the rendezvous store at {}, stopped answering: no store call "
-        "has succeeded for {} s (it was killed, e.g. with SIGKILL, or its host is down or "
-        "unreachable)",
-        node(0), store_address_, seconds(unanswered));
-    return f;
+    return lost_store_failure(
+        node(0), store_address_,
+        fmt::format("no store call has succeeded for {} s", seconds(unanswered)));
   }
-  if (quiet) {
-    f.node_rank = quiet->first;
-    f.root_cause = fmt::format(
-        "{}'s launcher stopped answering: its heartbeat in the store has not changed for {} s "
-        "(it was killed, e.g. with SIGKILL, or stopped, or its host is down)",
-        node(quiet->first), seconds(quiet->second));
-    return f;
-  }
+  if (quiet) return silent_launcher_failure(quiet->first, node(quiet->first), quiet->second);
   return std::nullopt;
+}
+
+NodeFailure silent_launcher_failure(int node_rank, const std::string& node,
+                                    std::chrono::milliseconds quiet) {
+  NodeFailure f;
+  f.left = true;
+  f.silent = true;
+  f.node_rank = node_rank;
+  f.root_cause = fmt::format(
+      "{}'s launcher stopped answering: its heartbeat in the store has not changed for {} s (it "
+      "was killed, e.g. with SIGKILL, or stopped, or its host is down)",
+      node, std::chrono::duration_cast<std::chrono::seconds>(quiet).count());
+  return f;
+}
+
+NodeFailure lost_store_failure(const std::string& node, const std::string& store_address,
+                               const std::string& why) {
+  NodeFailure f;
+  f.left = true;
+  f.silent = true;
+  f.node_rank = 0;
+  f.root_cause = fmt::format(
+      "{}'s launcher, which hosts the rendezvous store at {}, stopped answering: {} (it was "
+      "killed, e.g. with SIGKILL, or its host is down or unreachable)",
+      node, store_address, why);
+  return f;
 }
 
 }  // namespace launch

@@ -57,6 +57,16 @@ std::optional<NodeFailure> decode_failure(const std::string& text);
 /// the first one stays). Throws what the store throws.
 void publish_first(c10d::TCPStore& store, const std::string& key, const NodeFailure& failure);
 
+/// A launcher that stopped answering (NodeFailure::silent, left): node
+/// `node_rank` (`node`, e.g. "node 1 (host n1)") whose heartbeat has not
+/// changed for `quiet`.
+NodeFailure silent_launcher_failure(int node_rank, const std::string& node,
+                                    std::chrono::milliseconds quiet);
+/// Node 0 (`node`), whose store at `store_address` is gone: `why`, e.g. "no
+/// store call has succeeded for 15 s".
+NodeFailure lost_store_failure(const std::string& node, const std::string& store_address,
+                               const std::string& why);
+
 /// One attempt's view of the group's failure, read from the store at
 /// addr:port every `interval` on a thread of its own (StorePoller): the first
 /// failure published in the attempt, else a node that left the job, else a

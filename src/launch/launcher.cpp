@@ -295,17 +295,32 @@ int run(LaunchOptions o) {
   if (o.nnodes > 1) {
     auto wait = code == kExitOk ? o.rendezvous_timeout : std::chrono::milliseconds(0);
     if (code != kExitOk && host_store) wait = o.grace_period + std::chrono::seconds(10);
-    const auto still_waiting = [&o, wait, ok = code == kExitOk](int finished) {
+    const int expected = o.nnodes - static_cast<int>(config.gone_nodes.size());
+    const auto still_waiting = [&o, wait, expected, host_store, ok = code == kExitOk](int finished) {
       say(fmt::format("{}waiting up to {} s for the other nodes to finish ({} of {} have; "
-                      "Ctrl-C to stop waiting){}",
+                      "Ctrl-C to stop waiting{}){}",
                       ok ? "this node's workers succeeded; " : "", wait.count() / 1000.0,
-                      finished, o.nnodes,
+                      finished, expected,
+                      host_store ? ", which ends the job on every node: this node hosts its store"
+                                 : "",
                       ok ? "" : ": they read this failure from the store this node hosts"));
     };
+    int leave_signal = 0;
     const auto failure = rdzv->leave(
-        o.node_rank, o.nnodes, wait, [] { return drain_stop_signal() != 0; },
+        o.node_rank, o.nnodes, wait, [&] { return (leave_signal = drain_stop_signal()) != 0; },
         code == kExitOk ? rankwise::detail::attempt_prefix(config.attempt, key) : "",
-        still_waiting);
+        still_waiting, config.gone_nodes);
+    if (leave_signal != 0) {
+      // As at any other time: say so, in the store too, and exit 128+n.
+      say(fmt::format("received {} while waiting for the other nodes to finish; exiting",
+                      signal_name(leave_signal)));
+      rdzv->close(o.node_rank,
+                  fmt::format("node {} (host {}) left the job: it received {} while waiting for "
+                              "the other nodes to finish",
+                              o.node_rank, host, signal_name(leave_signal)),
+                  false, config.attempt);
+      return 128 + leave_signal;
+    }
     if (code == kExitOk && failure) {
       say(fmt::format("this node's workers succeeded, but the job failed: {}{}; exit code 1",
                       failure->left ? "" : fmt::format("node {} failed: ", failure->node_rank),
@@ -356,6 +371,9 @@ int run_attempts(const LaunchOptions& o, AttemptConfig& config, NodeRendezvous& 
                         128 + result.signal));
         return leave_job(128 + result.signal, "it received " + signal_name(result.signal));
       case AttemptResult::Outcome::kFailed:
+        if (const auto& remote = result.failure->remote; remote && remote->silent) {
+          config.gone_nodes.push_back(remote->node_rank);
+        }
         if (attempt < o.max_restarts) {
           say(fmt::format("attempt {} failed ({}); restarting ({}/{}){}", attempt,
                           one_line_cause(*result.failure), attempt + 1, o.max_restarts,

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "detail/progress_record.h"
 #include "launch/free_port.h"
 #include "launch/group_failure.h"
+#include "launch/launcher_heartbeat.h"
 #include "launch/store_poller.h"
 
 namespace rankwise {
@@ -52,7 +54,7 @@ bool store_listens_on_master_address_only() {
 
 NodeRendezvous::NodeRendezvous(const std::string& addr, int port, bool host_store,
                                std::chrono::milliseconds timeout, const std::string& job_key)
-    : addr_(addr), port_(port), job_key_(job_key) {
+    : addr_(addr), port_(port), job_key_(job_key), host_store_(host_store) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(port);
   o.isServer = host_store;
@@ -372,50 +374,111 @@ void NodeRendezvous::close(int node_rank, const std::string& reason, bool succee
 namespace {
 // How long leave() waits quietly before it says what it waits for.
 constexpr std::chrono::seconds kSayStillWaiting{2};
+
+// The exit barrier's counter: nodes that reached leave().
+std::string finished_key(const std::string& job_key) {
+  return rankwise::detail::job_prefix(job_key) + "finished";
+}
 }  // namespace
 
 std::optional<NodeFailure> NodeRendezvous::leave(int node_rank, int nnodes,
                                                  std::chrono::milliseconds timeout,
                                                  const std::function<bool()>& interrupted,
                                                  const std::string& attempt_prefix,
-                                                 const std::function<void(int)>& still_waiting) {
+                                                 const std::function<void(int)>& still_waiting,
+                                                 const std::vector<int>& gone) {
   const auto start = SteadyClock::now(), deadline = start + timeout;
   auto failure = std::make_shared<std::optional<NodeFailure>>();
+  const bool succeeded = !attempt_prefix.empty();
   try {
     run_off_thread(
-        [store = store_, finished_key = rankwise::detail::job_prefix(job_key_) + "finished",
-         failed = attempt_prefix.empty() ? std::string() : failure_key(attempt_prefix),
-         closed = attempt_prefix.empty() ? std::string() : closed_key(job_key_), nnodes, node_rank,
-         start, deadline, failure, still_waiting](const std::atomic<bool>& cancel) {
-          std::int64_t done = store->add(finished_key, 1);
-          bool said = false;
-          for (;;) {
-            // Another node's failure, or its leaving, ends the wait: it will
-            // not finish. (Looked at once more after the last node finished:
-            // a node that failed marks itself finished too.)
-            for (const std::string& key : {failed, closed}) {
-              if (key.empty()) continue;
-              const auto text = read_if_set(*store, key);
-              if (!text) continue;
-              auto f = decode_failure(*text);
-              if (f && f->node_rank != node_rank && !f->succeeded) {
-                f->left = key == closed;
-                *failure = f;
+        [store = store_, job_key = job_key_, address = fmt::format("{}:{}", addr_, port_),
+         host = host_store_, succeeded,
+         failed = succeeded ? failure_key(attempt_prefix) : std::string(),
+         closed = succeeded ? closed_key(job_key_) : std::string(), nnodes, node_rank, gone, start,
+         deadline, failure, still_waiting](const std::atomic<bool>& cancel) {
+          const auto is_gone = [&](int n) {
+            return std::find(gone.begin(), gone.end(), n) != gone.end();
+          };
+          const auto name = [&](int n) {
+            const auto h = read_if_set(*store, node_key(job_key, n));
+            return h ? fmt::format("node {} (host {})", n, *h) : fmt::format("node {}", n);
+          };
+          // Nodes known gone (they stopped answering) will not finish.
+          const int expected = nnodes - static_cast<int>(gone.size());
+          bool all_finished = false;
+          try {
+            std::int64_t done = store->add(finished_key(job_key), 1);
+            bool said = false;
+            SilenceTracker silence(kLauncherSilenceLimit);
+            for (;;) {
+              // Another node's failure, or its leaving, ends the wait: it will
+              // not finish. (Looked at once more after the last node finished:
+              // a node that failed marks itself finished too.)
+              for (const std::string& key : {failed, closed}) {
+                if (key.empty()) continue;
+                const auto text = read_if_set(*store, key);
+                if (!text) continue;
+                auto f = decode_failure(*text);
+                if (f && f->node_rank != node_rank && !f->succeeded) {
+                  f->left = key == closed;
+                  *failure = f;
+                  return;
+                }
+              }
+              if (done >= expected) {
+                all_finished = true;
+                break;
+              }
+              if (SteadyClock::now() >= deadline || cancel) return;
+              if (!said && still_waiting && SteadyClock::now() - start >= kSayStillWaiting) {
+                still_waiting(static_cast<int>(done));
+                said = true;
+              }
+              // A node that can no longer say anything will not finish either.
+              const auto now = SteadyClock::now();
+              for (int n = 0; succeeded && n < nnodes; ++n) {
+                if (n == node_rank || is_gone(n)) continue;
+                if (store->check({exited_key(job_key, n)})) {
+                  silence.forget(n);
+                } else {
+                  silence.seen(n, store->add(heartbeat_key(job_key, n), 0), now);
+                }
+              }
+              if (const auto quiet = silence.silent(now)) {
+                *failure = silent_launcher_failure(quiet->first, name(quiet->first), quiet->second);
                 return;
               }
+              std::this_thread::sleep_for(std::chrono::milliseconds(100));
+              done = store->add(finished_key(job_key), 0);
             }
-            if (done >= nnodes || SteadyClock::now() >= deadline || cancel) return;
-            if (!said && still_waiting && SteadyClock::now() - start >= kSayStillWaiting) {
-              still_waiting(static_cast<int>(done));
-              said = true;
+            // The store's host stays until every other node has seen that
+            // all finished and ended (each marks itself exited), at most 2 s.
+            for (auto until = SteadyClock::now() + std::chrono::seconds(2);
+                 host && SteadyClock::now() < until && !cancel;) {
+              bool all_exited = true;
+              for (int n = 0; n < nnodes && all_exited; ++n) {
+                if (n != node_rank && !is_gone(n)) all_exited = store->check({exited_key(job_key, n)});
+              }
+              if (all_exited) break;
+              std::this_thread::sleep_for(std::chrono::milliseconds(50));
             }
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-            done = store->add(finished_key, 0);
+          } catch (const std::exception& e) {
+            // The store is gone. Node 0 closes it only after every node has
+            // finished, so a node whose workers succeeded and that has not
+            // seen all finish lost node 0.
+            if (succeeded && !host && !all_finished) {
+              *failure = lost_store_failure(
+                  "node 0", address,
+                  fmt::format("its store went away while this node waited for the others to "
+                              "finish ({})",
+                              std::string(e.what()).substr(0, std::string(e.what()).find('\n'))));
+            }
           }
         },
         // Telling the others this node finished gets 2 s even after a failure
         // (timeout 0); a store that does not answer by then is not waited for.
-        deadline + std::chrono::seconds(2), interrupted);
+        deadline + std::chrono::seconds(4), interrupted);
   } catch (const std::exception&) {
     // Node 0 already closed the store: nothing left to wait for.
   }

@@ -11,6 +11,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "launch/group_failure.h"
 
@@ -115,13 +116,20 @@ class NodeRendezvous {
   /// `interrupted` returns true or the store is gone (nullopt), or when
   /// another node failed in the last attempt (`attempt_prefix`; "" not to
   /// look) or left the job without success: then that failure, for this node
-  /// to report. After 2 s of waiting, calls `still_waiting` once (from
-  /// another thread) with how many nodes have finished, for the launcher to
-  /// say what it waits for. Never throws.
+  /// to report. With an `attempt_prefix` (this node's workers succeeded) a
+  /// node whose launcher stopped answering (launcher_heartbeat.h) ends the
+  /// wait too, and so does the store going away before every node finished
+  /// (node 0 lost): both reported as `silent` failures. Nodes in `gone`
+  /// (known to have stopped answering) are not waited for. The store's host,
+  /// once all finished, waits up to 2 s more for the other nodes to end.
+  /// After 2 s of waiting, calls `still_waiting` once (from another thread)
+  /// with how many nodes have finished, for the launcher to say what it
+  /// waits for. Never throws.
   std::optional<NodeFailure> leave(int node_rank, int nnodes, std::chrono::milliseconds timeout,
                                    const std::function<bool()>& interrupted,
                                    const std::string& attempt_prefix,
-                                   const std::function<void(int)>& still_waiting);
+                                   const std::function<void(int)>& still_waiting,
+                                   const std::vector<int>& gone = {});
 
   /// Port of the store.
   int port() const { return port_; }
@@ -133,6 +141,7 @@ class NodeRendezvous {
   std::string addr_;
   int port_;
   std::string job_key_;  // see node_key
+  bool host_store_;
 };
 
 /// Whether the store node 0 hosts listens on the master address only (the

@@ -107,9 +107,15 @@ std::function<void()> add_torchrun_only_flags(CLI::App& app) {
                "Accepted for torchrun's command lines; no effect: rankwise-run always runs "
                "PROGRAM itself");
   // torchrun starts a program the same way whichever is given.
-  app.add_option("--start-method,--start_method", v->start_method)->group("");
-  app.add_option("--event-log-handler,--event_log_handler", v->event_log_handler)->group("");
-  app.add_option("--signals-to-handle,--signals_to_handle", v->signals_to_handle)->group("");
+  app.add_option("--start-method,--start_method", v->start_method,
+                 "Accepted for torchrun's command lines (spawn, fork or forkserver); no effect: "
+                 "every worker is a program of its own. E.g. --start-method spawn");
+  app.add_option("--event-log-handler,--event_log_handler", v->event_log_handler,
+                 "torchrun's event handler: only null (its default) is accepted; the failure "
+                 "summary and --log-dir record what happened. E.g. --event-log-handler null");
+  app.add_option("--signals-to-handle,--signals_to_handle", v->signals_to_handle,
+                 "Signals forwarded to every worker: SIGTERM, SIGINT, SIGHUP and SIGQUIT always "
+                 "are; naming others is an error. E.g. --signals-to-handle SIGTERM,SIGINT");
   for (std::size_t i = 0; i < std::size(kRefused); ++i) {
     CLI::Option* option = kRefused[i].takes_value
                               ? app.add_option(kRefused[i].names, v->refused_values[i])

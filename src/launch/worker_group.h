@@ -27,6 +27,9 @@ struct AttemptConfig {
   /// The secret under which the workers keep their store keys (see
   /// job_key() in launcher.cpp); "" for none.
   std::string job_key;
+  /// Multi-node: nodes whose launcher stopped answering in an attempt (its
+  /// failure was NodeFailure::silent); the exit barrier does not wait for them.
+  std::vector<int> gone_nodes;
 };
 
 /// How an attempt ended.

@@ -279,12 +279,75 @@ TEST(GroupFailure, ALauncherKilledWithSigkillIsNamedByTheOtherNode) {
   EXPECT_TRUE(contains(r0.err, "root cause (first failure): " + silent)) << r0.err;
   EXPECT_TRUE(contains(r0.err, "reported:   by nobody: node 1's launcher could not say anything"))
       << r0.err;
-  // Node 0 hosts the store: it says what it then waits for (before: 12 s of silence).
-  EXPECT_TRUE(contains(r0.err, "rankwise-run: waiting up to 12 s for the other nodes to finish "
-                               "(1 of 2 have; Ctrl-C to stop waiting): they read this failure "
-                               "from the store this node hosts"))
+  // Node 0 does not then wait for the node it knows is gone (before: 12 s
+  // more, in silence, for it to read the failure).
+  EXPECT_FALSE(contains(r0.err, "waiting up to")) << r0.err;
+  EXPECT_LT(r0.seconds, 28.0) << r0.err;
+}
+
+// Node `early`'s workers end after 1 s, the other node's after 60 s.
+std::string one_node_ends_early(int early) {
+  return "if [ \"$GROUP_RANK\" = " + std::to_string(early) + " ]; then exec sleep 1; fi; exec sleep 60";
+}
+
+TEST(GroupFailure, ANodeWaitingAtItsEndNamesAKilledPeer) {
+  // Node 0's workers succeeded and it waits for node 1, whose launcher is
+  // then SIGKILLed. Before: node 0 waited out its timeout (20 s here, 300 s
+  // by default) and exited 0, the job's failure unsaid.
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  Launcher node0(node_args(port, 0, one_node_ends_early(0), {}), kJobKey);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Launcher node1(node_args(port, 1, one_node_ends_early(0), {}), kJobKey);
+  std::this_thread::sleep_for(std::chrono::milliseconds(4000));  // node 0 waits at its end
+  ::kill(node1.pid(), SIGKILL);
+  EXPECT_EQ(node1.wait(20).code, 128 + SIGKILL);
+  const Result r0 = node0.wait(60);
+  EXPECT_EQ(r0.code, 1) << r0.err;
+  EXPECT_TRUE(contains(r0.err, "rankwise-run: this node's workers succeeded; waiting up to 20 s "
+                               "for the other nodes to finish (1 of 2 have; Ctrl-C to stop "
+                               "waiting, which ends the job on every node: this node hosts its "
+                               "store)\n"))
       << r0.err;
-  EXPECT_LT(r0.seconds, 45.0) << r0.err;
+  EXPECT_TRUE(contains(r0.err, "rankwise-run: this node's workers succeeded, but the job failed: "
+                               "node 1 (host " + this_host() + ")'s launcher stopped answering"))
+      << r0.err;
+}
+
+TEST(GroupFailure, ANodeWaitingAtItsEndNamesALostStoreHost) {
+  // The reverse: node 1 waits at its end and node 0's launcher, which hosts
+  // the store, is SIGKILLed. Before: node 1 exited 0 at once.
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  Launcher node0(node_args(port, 0, one_node_ends_early(1), {}), kJobKey);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Launcher node1(node_args(port, 1, one_node_ends_early(1), {}), kJobKey);
+  std::this_thread::sleep_for(std::chrono::milliseconds(4000));
+  ::kill(node0.pid(), SIGKILL);
+  EXPECT_EQ(node0.wait(20).code, 128 + SIGKILL);
+  const Result r1 = node1.wait(60);
+  EXPECT_EQ(r1.code, 1) << r1.err;
+  EXPECT_TRUE(contains(r1.err, "rankwise-run: this node's workers succeeded, but the job failed: "
+                               "node 0's launcher, which hosts the rendezvous store at 127.0.0.1:" +
+                               std::to_string(port) + ", stopped answering: its store went away "
+                               "while this node waited for the others to finish"))
+      << r1.err;
+}
+
+TEST(GroupFailure, ASignalWhileWaitingAtTheEndExits128PlusIt) {
+  // SIGINT to node 0 while it waits for node 1 at its end: exit 130, said.
+  // Before: exit 0, silently.
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  Launcher node0(node_args(port, 0, one_node_ends_early(0), {}), kJobKey);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Launcher node1(node_args(port, 1, one_node_ends_early(0), {}), kJobKey);
+  std::this_thread::sleep_for(std::chrono::milliseconds(4000));
+  ::kill(node0.pid(), SIGINT);
+  const Result r0 = node0.wait(30);
+  EXPECT_EQ(r0.code, 128 + SIGINT) << r0.err;
+  EXPECT_TRUE(contains(r0.err, "rankwise-run: received SIGINT while waiting for the other nodes "
+                               "to finish; exiting\n"))
+      << r0.err;
+  const Result r1 = node1.wait(60);
+  EXPECT_EQ(r1.code, 1) << r1.err;  // its store went with node 0
 }
 
 TEST(GroupFailure, ALostStoreHostIsNamedByTheOtherNode) {

@@ -338,7 +338,8 @@ TEST(LaunchRun, HelpDocumentsEveryFlag) {
         "--max-restarts", "--monitor-interval", "--run-id", "--grace-period",
         "--rendezvous-timeout", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf",
         "--redirects", "--tee", "--local-ranks-filter", "--no-python", "--role",
-        "--log-line-prefix-template", "--shutdown-timeout", "Examples:", "Exit codes:",
+        "--log-line-prefix-template", "--shutdown-timeout", "--start-method", "--event-log-handler",
+        "--signals-to-handle", "--cpu-sched", "--hang-timeout", "--iface", "Examples:", "Exit codes:",
         "PROGRAM [ARGS...]"}) {
     EXPECT_TRUE(contains(r.out, flag)) << flag;
   }

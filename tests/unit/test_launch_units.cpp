@@ -149,15 +149,17 @@ TEST(LaunchCli, BadUsageNamesTheFlag) {
       {{"--master-port", "70000", sh}, "--master-port 70000"},
       {{"--only-ranks", "0,5", "--nproc-per-node", "2", sh}, "--only-ranks '0,5'"},
       {{"--only_ranks", "x", sh}, "--only-ranks 'x'"},
-      // One strict parser for every numeric value: no sign, space or empty entry.
-      {{"--only-ranks", " 1", sh}, "--only-ranks ' 1': ' 1' is not a rank in [0, 1) (world size 1)"},
-      {{"--only-ranks", "0,", sh}, "--only-ranks '0,': '' is not a rank in [0, 1)"},
-      {{"--only-ranks", "+0", sh}, "--only-ranks '+0': '+0' is not a rank"},
+      // One parser for every integer, as torchrun's int(): no empty entry,
+      // fraction, hex or negative index.
+      {{"--only-ranks", "0,", sh}, "--only-ranks '0,': '' is not a rank in [0, 1) (world size 1)"},
+      {{"--only-ranks", "-1", sh}, "--only-ranks '-1': '-1' is not a rank"},
+      {{"--only-ranks", "1.5", sh}, "--only-ranks '1.5': '1.5' is not a rank"},
       {{"--local-ranks-filter", "0,,1", "--nproc-per-node", "2", sh},
        "--local-ranks-filter '0,,1': '' is not a local rank in [0, 2) (--nproc-per-node 2)"},
-      {{"--nnodes", "+2", sh}, "--nnodes '+2': expected a number of nodes"},
-      {{"--nnodes", " 2", sh}, "--nnodes ' 2': expected a number of nodes"},
-      {{"--nproc-per-node", "+2", sh}, "--nproc-per-node '+2': expected a positive integer"},
+      {{"--nnodes", "0x2", sh}, "--nnodes '0x2': expected a number of nodes"},
+      {{"--nnodes", "-2", sh}, "--nnodes -2: must be at least 1"},
+      {{"--nproc-per-node", "2 2", sh}, "--nproc-per-node '2 2': expected a positive integer"},
+      {{"--tee", "-1", sh}, "--tee '-1': '-1' is not 0, 1, 2 or 3"},
       {{"--max-restarts", "-1", sh}, "--max-restarts"},
       {{"--grace-period", "-1", sh}, "--grace-period"},
       {{"--monitor-interval", "0", sh}, "--monitor-interval"},
@@ -310,6 +312,11 @@ TEST(LaunchCli, OnlyRanksListsAreKeptOnceInOrder) {
   EXPECT_EQ(parsed({"--nproc-per-node", "2", "--local-ranks-filter", "1,1", "sh"})
                 .local_ranks_filter,
             (std::vector<int>{1}));
+  // What torchrun's int() accepts: spaces around, a sign (before: refused).
+  EXPECT_EQ(parsed({"--nproc-per-node", "4", "--local-ranks-filter", "0, 1,+2,-0", "sh"})
+                .local_ranks_filter,
+            (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(parsed({"--nnodes", " +1", "--nproc-per-node", "+2 ", "sh"}).world_size(), 2);
 }
 
 /// Sets an environment variable for the life of the object.
