@@ -411,6 +411,7 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
     }
   }
   o.cpu_sched = parse_cpu_sched(cpu_sched);
+  check_cpu_sched_allowed(o.cpu_sched);
   if (!prefix_template.empty()) {
     if (tag_flag->count() > 0) {
       throw UsageError("--log-line-prefix-template and --tag both set the line prefix; give one");

@@ -2,6 +2,10 @@
 
 #include <sched.h>
 
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
 #include <fmt/format.h>
 
 namespace rankwise {
@@ -35,6 +39,25 @@ int linux_sched_policy(CpuSched policy) {
     case CpuSched::kIdle: return SCHED_IDLE;
   }
   return -1;
+}
+
+void check_cpu_sched_allowed(CpuSched policy) {
+  const int wanted = linux_sched_policy(policy);
+  if (wanted < 0) return;
+  int error = 0;
+  std::thread([&] {
+    sched_param param{};
+    if (::sched_setscheduler(0, wanted, &param) != 0) error = errno;  // this thread only
+  }).join();
+  if (error == 0) return;
+  const int current = ::sched_getscheduler(0);
+  throw UsageError(fmt::format(
+      "--cpu-sched {}: the kernel refuses it ({}){}; give --cpu-sched inherit (or idle), or start "
+      "rankwise-run under the policy you want (e.g. chrt -b 0 rankwise-run ...)",
+      cpu_sched_name(policy), std::strerror(error),
+      current == SCHED_IDLE ? ": this launcher runs under SCHED_IDLE, which an unprivileged "
+                              "process may not leave (RLIMIT_NICE)"
+                            : ""));
 }
 
 }  // namespace launch

@@ -20,5 +20,12 @@ const char* cpu_sched_name(CpuSched policy);
 /// or -1 for kInherit (the launcher leaves its own).
 int linux_sched_policy(CpuSched policy);
 
+/// Checks that this process may give its workers `policy` (tried on a
+/// thread of its own, which then ends): the kernel refuses an unprivileged
+/// process that runs under SCHED_IDLE a move to normal or batch (unless
+/// RLIMIT_NICE allows it). Throws UsageError saying so and what to use
+/// instead; does nothing for kInherit.
+void check_cpu_sched_allowed(CpuSched policy);
+
 }  // namespace launch
 }  // namespace rankwise

@@ -5,6 +5,7 @@
 
 #include <sched.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -285,6 +286,46 @@ TEST(LaunchCli, CpuSchedValuesAndTheirPolicies) {
     EXPECT_EQ(cpu_sched_name(policy), name);
   }
   EXPECT_EQ(linux_sched_policy(CpuSched::kInherit), -1);
+}
+
+// An unprivileged launcher under SCHED_IDLE may not give its workers normal
+// or batch: a usage error that says why (before: every worker "exited with
+// code 127" after failing to start). In a child process that drops to
+// nobody (when root; its RLIMIT_NICE stays 0) and moves to SCHED_IDLE.
+TEST(LaunchCli, CpuSchedTheKernelRefusesIsAUsageError) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    std::string message = "no error";
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) message = "setuid";
+    sched_param param{};
+    if (::sched_setscheduler(0, SCHED_IDLE, &param) != 0) message = "sched_setscheduler";
+    std::vector<std::string> args = {"rankwise-run", "--cpu-sched", "batch", "sh"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    try {
+      if (message == "no error") parse_command_line(static_cast<int>(argv.size()), argv.data());
+    } catch (const UsageError& e) {
+      message = e.what();
+    }
+    const ssize_t written = ::write(fds[1], message.data(), message.size());
+    _exit(written == static_cast<ssize_t>(message.size()) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  std::string message;
+  char buf[1024];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) message.append(buf, n);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_EQ(message,
+            "--cpu-sched batch: the kernel refuses it (Operation not permitted): this launcher "
+            "runs under SCHED_IDLE, which an unprivileged process may not leave (RLIMIT_NICE); "
+            "give --cpu-sched inherit (or idle), or start rankwise-run under the policy you want "
+            "(e.g. chrt -b 0 rankwise-run ...)");
 }
 
 /// parse_command_line over `args` (program name prepended), which must succeed.
