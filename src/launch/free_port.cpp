@@ -115,5 +115,18 @@ std::string why_store_cannot_be_hosted(const std::string& addr, int port,
   return fmt::format("{}: {}{}", where, store_error, why.empty() ? "" : "; " + why);
 }
 
+void check_resolves(const std::string& addr) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = ::getaddrinfo(addr.c_str(), nullptr, &hints, &res);
+  if (rc != 0) {
+    throw std::runtime_error(fmt::format("cannot resolve master address '{}': {}; check "
+                                         "--master-addr", addr, ::gai_strerror(rc)));
+  }
+  ::freeaddrinfo(res);
+}
+
 }  // namespace launch
 }  // namespace rankwise

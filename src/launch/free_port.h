@@ -33,5 +33,9 @@ int listening_socket(const std::string& addr, int port);
 std::string why_store_cannot_be_hosted(const std::string& addr, int port,
                                        const std::string& store_error);
 
+/// Throws std::runtime_error ("cannot resolve master address 'X': ...;
+/// check --master-addr") when `addr` does not resolve; else does nothing.
+void check_resolves(const std::string& addr);
+
 }  // namespace launch
 }  // namespace rankwise

@@ -210,6 +210,11 @@ int run(LaunchOptions o) {
   if (may_fall_back && o.master_port) host_store = can_listen_on(o.master_addr, *o.master_port);
   if (o.master_port) {
     try {
+      check_resolves(o.master_addr);  // at once, not after the whole timeout
+    } catch (const std::runtime_error& e) {
+      throw UsageError(e.what());
+    }
+    try {
       rdzv = std::make_unique<NodeRendezvous>(o.master_addr, *o.master_port, host_store,
                                               store_timeout, key);
     } catch (const RendezvousError& e) {
@@ -260,8 +265,12 @@ int run(LaunchOptions o) {
       o.node_rank = host_store ? 0 : rdzv->take_node_rank(o.nnodes, store_timeout);
     }
   }
-  if (!rdzv->join(o.node_rank, o.nnodes, host, o.rendezvous_timeout, stop_requested)) {
-    return signaled();
+  try {
+    if (!rdzv->join(o.node_rank, o.nnodes, host, o.rendezvous_timeout, stop_requested)) {
+      return signaled();
+    }
+  } catch (const JobMismatchError& e) {
+    throw UsageError(e.what());  // e.g. a --node-rank given to two nodes
   }
   // From here to the exit, the other nodes can tell this launcher is alive.
   std::optional<LauncherHeartbeat> heartbeat;

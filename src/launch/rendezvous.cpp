@@ -1,6 +1,7 @@
 #include "launch/rendezvous.h"
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -292,10 +293,21 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
   auto closed = std::make_shared<std::string>();
   const std::string what = round == 0 ? std::string("rendezvous")
                                       : fmt::format("rendezvous for restart {}", round);
+  auto taken_by = std::make_shared<std::string>();
   try {
     const Waited waited = run_off_thread(
         [store = store_, key = job_key_, node_rank, nnodes, host, deadline, round, missing,
-         closed](const std::atomic<bool>& cancel) {
+         closed, taken_by](const std::atomic<bool>& cancel) {
+          // Each node rank is claimed once per round, by one launcher
+          // (host and pid): a second node given the same --node-rank is told.
+          const std::string me = fmt::format("{} (pid {})", host, ::getpid());
+          const std::vector<uint8_t> claim(me.begin(), me.end());
+          const std::vector<uint8_t> holder =
+              store->compareSet(node_key(key, node_rank, round) + "/claim", {}, claim);
+          if (holder != claim) {
+            *taken_by = std::string(holder.begin(), holder.end());
+            return;
+          }
           store->set(node_key(key, node_rank, round),
                      std::vector<uint8_t>(host.begin(), host.end()));
           std::vector<std::string> keys;
@@ -340,6 +352,13 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
     const std::string message = e.what();
     throw RendezvousError(fmt::format("{}: the store {}:{} failed: {}", what, addr_, port_,
                                       message.substr(0, message.find('\n'))));
+  }
+  if (!taken_by->empty()) {
+    throw JobMismatchError(fmt::format(
+        "{}: node rank {} is already taken by the launcher on {}; give every node its own "
+        "--node-rank in [0, {}) (or, with --rdzv-backend c10d, none: nodes are then numbered as "
+        "they join)",
+        what, node_rank, *taken_by, nnodes));
   }
   if (!closed->empty()) {
     throw RendezvousError(fmt::format("{} cannot complete: {}", what, *closed));

@@ -307,8 +307,13 @@ TEST(LaunchRun, BadUsageExits2NamingTheProblem) {
       {{"--master-addr", "no-such-host.invalid", kProbe, "echo"},
        "cannot resolve master address 'no-such-host.invalid'", {}},
       {{"--master-addr", "no-such-host.invalid", "--master-port", "29417", kProbe, "echo"},
-       "cannot host the rendezvous store at no-such-host.invalid:29417: cannot resolve master "
-       "address 'no-such-host.invalid'",
+       "cannot resolve master address 'no-such-host.invalid': Name or service not known; check "
+       "--master-addr",
+       {}},
+      // A node that joins (node rank 1) is told at once, not after the timeout.
+      {{"--nnodes", "2", "--node-rank", "1", "--master-addr", "no-such-host.invalid",
+        "--master-port", "29419", kProbe, "echo"},
+       "cannot resolve master address 'no-such-host.invalid'",
        {}},
       {{"--master-addr", "192.0.2.1", "--master-port", "29418", kProbe, "echo"},
        "cannot host the rendezvous store at 192.0.2.1:29418: '192.0.2.1' is not an address of "
@@ -651,6 +656,32 @@ bool wait_for_listener(int port) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
+}
+
+TEST(LaunchRun, ANodeRankGivenTwiceIsNamed) {
+  // --node-rank 1 on two nodes of a 3-node job: the second is refused at
+  // once, naming the launcher that holds it. Before: both node-rank-1
+  // launchers failed with "Connection reset by peer" and node 0 reported
+  // node 2 missing at the timeout.
+  const int port = rankwise::launch::find_free_port("127.0.0.1");
+  auto node = [&](const std::string& rank) {
+    return std::vector<std::string>{"--nnodes", "3", "--node-rank", rank, "--master-port",
+                                    std::to_string(port), "--rendezvous-timeout", "30",
+                                    "/bin/sleep", "30"};
+  };
+  Launcher first(node("0"));
+  ASSERT_TRUE(wait_for_listener(port));
+  Launcher second(node("1"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // it claimed node rank 1
+  const Result twice = run(node("1"));
+  EXPECT_EQ(twice.code, 2) << twice.err;
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  EXPECT_TRUE(contains(twice.err, "rankwise-run: error: rendezvous: node rank 1 is already taken "
+                                  "by the launcher on " + std::string(name) + " (pid " +
+                                  std::to_string(second.pid()) + "); give every node its own "
+                                  "--node-rank in [0, 3)"))
+      << twice.err;
 }
 
 TEST(LaunchRun, StorePortInUseIsNamedWithWhatToDo) {
