@@ -5,6 +5,8 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "detail/check.h"
 #include "detail/write_line.h"
 #include "rankwise/error.h"
@@ -28,19 +30,68 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, DistributedSamplerO
                  rank_, num_replicas_ - 1);
 }
 
+namespace {
+// PyTorch's shares of n indices over r ranks (pad mode): ceil(n / r) each,
+// floor with drop_last.
+int64_t padded_share(int64_t n, int64_t r, bool drop_last) {
+  return drop_last && n % r != 0 ? n / r : (n + r - 1) / r;
+}
+
+// How many of a stretch's n indices its r ranks deal out: all, or with
+// drop_last PyTorch's truncated total.
+int64_t dealt(int64_t n, int64_t r, const DistributedSamplerOptions& o) {
+  return o.pad() && o.drop_last() ? padded_share(n, r, true) * r : n;
+}
+}  // namespace
+
 int64_t DistributedSampler::num_samples() const {
-  const int64_t n = dataset_size_, r = num_replicas_;
+  const int64_t n = stretch_size(), r = num_replicas_;
   if (!options_.pad()) return n / r + (rank_ < n % r ? 1 : 0);
-  if (options_.drop_last() && n % r != 0) return (n - r + r - 1) / r;  // ceil((n - r) / r)
-  return (n + r - 1) / r;
+  return padded_share(n, r, options_.drop_last());
 }
 
 int64_t DistributedSampler::total_size() const {
-  if (!options_.pad()) return dataset_size_;
-  const int64_t n = dataset_size_, r = num_replicas_;
-  const int64_t per_rank =
-      (options_.drop_last() && n % r != 0) ? (n - r + r - 1) / r : (n + r - 1) / r;
-  return per_rank * r;
+  const int64_t n = stretch_size();
+  if (!options_.pad()) return n;
+  return padded_share(n, num_replicas_, options_.drop_last()) * num_replicas_;
+}
+
+void DistributedSampler::resume_epoch(std::vector<Stretch> before) {
+  stretches_.clear();  // a refused list leaves none behind
+  int64_t n = dataset_size_;
+  for (std::size_t k = 0; k < before.size(); ++k) {
+    const Stretch& s = before[k];
+    RANKWISE_CHECK(s.num_replicas >= 1, ConfigError,
+                   "rankwise: DistributedSampler::resume_epoch: stretch {} has num_replicas {}; it "
+                   "must be at least 1",
+                   k, s.num_replicas);
+    const int64_t share = options_.pad() ? padded_share(n, s.num_replicas, options_.drop_last())
+                                         : (n + s.num_replicas - 1) / s.num_replicas;
+    RANKWISE_CHECK(s.per_rank >= 0 && s.per_rank <= share, ConfigError,
+                   "rankwise: DistributedSampler::resume_epoch: stretch {} consumed {} indices "
+                   "per rank, but {} ranks share {} indices there ({} per rank)",
+                   k, s.per_rank, s.num_replicas, n, share);
+    n = std::max<int64_t>(0, dealt(n, s.num_replicas, options_) - s.num_replicas * s.per_rank);
+  }
+  stretches_ = std::move(before);
+}
+
+int64_t DistributedSampler::stretch_size() const {
+  int64_t n = dataset_size_;
+  for (const Stretch& s : stretches_) {
+    n = std::max<int64_t>(0, dealt(n, s.num_replicas, options_) - s.num_replicas * s.per_rank);
+  }
+  return n;
+}
+
+std::vector<int64_t> DistributedSampler::stretch_list() const {
+  std::vector<int64_t> list = permutation();
+  for (const Stretch& s : stretches_) {
+    const int64_t kept = dealt(static_cast<int64_t>(list.size()), s.num_replicas, options_);
+    const int64_t consumed = std::min(kept, s.num_replicas * s.per_rank);
+    list = std::vector<int64_t>(list.begin() + consumed, list.begin() + kept);
+  }
+  return list;
 }
 
 std::vector<int64_t> DistributedSampler::permutation() const {
@@ -84,16 +135,18 @@ std::vector<int64_t> DistributedSampler::indices() const {
 }
 
 std::vector<int64_t> DistributedSampler::compute_indices() const {
-  const auto order = permutation();
+  const auto order = stretch_list();
+  const auto n = static_cast<int64_t>(order.size());
   std::vector<int64_t> result;
-  if (dataset_size_ == 0) return result;
-  for (int64_t p : positions()) result.push_back(order[static_cast<std::size_t>(p % dataset_size_)]);
+  if (n == 0) return result;
+  for (int64_t p : positions()) result.push_back(order[static_cast<std::size_t>(p % n)]);
   return result;
 }
 
 std::vector<bool> DistributedSampler::is_padding() const {
+  const auto n = static_cast<int64_t>(stretch_list().size());
   std::vector<bool> result;
-  for (int64_t p : positions()) result.push_back(p >= dataset_size_);
+  for (int64_t p : positions()) result.push_back(p >= n);
   return result;
 }
 

@@ -73,8 +73,36 @@ class DistributedSampler {
   /// Throws ConfigError when rank is not in [0, num_replicas).
   explicit DistributedSampler(int64_t dataset_size, DistributedSamplerOptions options = {});
 
-  /// Sets the epoch, so each epoch is shuffled differently (call on every rank).
-  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  /// Sets the epoch, so each epoch is shuffled differently (call on every
+  /// rank). Another epoch than the current one also ends a resume_epoch().
+  void set_epoch(int64_t epoch) {
+    if (epoch != epoch_) stretches_.clear();
+    epoch_ = epoch;
+  }
+
+  /// One stretch of an epoch that ran before a checkpoint: `num_replicas`
+  /// ranks each consumed `per_rank` indices of it.
+  struct Stretch {
+    int num_replicas = 1;
+    int64_t per_rank = 0;
+  };
+
+  /// Resumes the current epoch (set_epoch() first) where a checkpoint left
+  /// it, at this sampler's world size, which may differ from the one that
+  /// took it. `before` lists the epoch's earlier stretches in order (one per
+  /// run that took part; several after repeated resumes). Each stretch at W
+  /// ranks of p indices consumed the first W * p entries of that stretch's
+  /// list, PyTorch's list (its own padding aside) for the first; what was not
+  /// consumed, without padding duplicates, is the next stretch's list,
+  /// padded anew for this world size (is_padding() marks the duplicates) and
+  /// dealt as PyTorch deals it (rank r takes positions r, r + R, ...). So
+  /// every sample of the epoch is seen exactly once over all stretches,
+  /// padding aside; with drop_last each stretch drops its own tail (PyTorch's
+  /// rule applied to what is left). indices(), is_padding(), num_samples()
+  /// and total_size() then describe the rest of the epoch. Throws
+  /// ConfigError naming the stretch when num_replicas < 1 or per_rank is
+  /// negative or more than that stretch's share.
+  void resume_epoch(std::vector<Stretch> before);
   int64_t epoch() const { return epoch_; }
 
   /// This rank's indices for the current epoch. With shuffle, a second call
@@ -98,8 +126,14 @@ class DistributedSampler {
   std::vector<int64_t> positions() const;
   std::vector<int64_t> permutation() const;
 
+  // This stretch's list: the permutation, or what earlier stretches left
+  // (without padding); stretch_size() is its length, without the permutation.
+  std::vector<int64_t> stretch_list() const;
+  int64_t stretch_size() const;
+
   int64_t dataset_size_;
   DistributedSamplerOptions options_;
+  std::vector<Stretch> stretches_;  // resume_epoch()
   int num_replicas_;
   int rank_;
   int64_t epoch_ = 0;
