@@ -84,7 +84,9 @@ done
 echo "ok: 2 nodes x 2 ranks, world size 4"
 
 # lonely_node NS NODE_RANK EXPECTED: that node alone, --rendezvous-timeout 3:
-# it must exit 1 within 10 s with a message matching EXPECTED (grep pattern).
+# it must exit 1 within 20 s (the timeout, plus starting libtorch, which takes
+# 2-7 s for the 2.x wheel on a loaded 2-core machine; the default timeout
+# would be 300 s) with a message matching EXPECTED (grep pattern).
 lonely_node() {
   local ns=$1 node=$2 expected=$3 start rc elapsed
   start=$(date +%s.%N)
@@ -95,7 +97,7 @@ lonely_node() {
   cat "$work/alone$node.out"
   [ "$rc" = 1 ] || fail "lonely node $node exited $rc, expected 1"
   grep -q "$expected" "$work/alone$node.out" || fail "node $node's error does not say: $expected"
-  awk -v e="$elapsed" 'BEGIN { exit !(e < 10) }' || fail "node $node took ${elapsed}s to fail (timeout 3 s)"
+  awk -v e="$elapsed" 'BEGIN { exit !(e < 20) }' || fail "node $node took ${elapsed}s to fail (timeout 3 s)"
   echo "ok: node $node alone failed after ${elapsed}s: $expected"
 }
 
