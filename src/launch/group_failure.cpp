@@ -104,17 +104,13 @@ GroupFailureWatch::GroupFailureWatch(const std::string& addr, int port,
                   read_beats = now - state->heartbeats_read >= kHeartbeatInterval;
                   hosts = state->hosts;
                 }
-                std::map<int, std::int64_t> beats;
-                std::vector<int> exited;
-                for (int n = 0; read_beats && n < nnodes; ++n) {
-                  if (n == node_rank) continue;
-                  if (store.check({exited_key(job_key, n)})) {
-                    exited.push_back(n);
-                  } else {
-                    beats[n] = store.add(heartbeat_key(job_key, n), 0);
+                HeartbeatReading beats;
+                if (read_beats) {
+                  beats = read_heartbeats(store, job_key, nnodes, node_rank);
+                  for (int n = 0; n < nnodes; ++n) {
+                    if (n == node_rank || hosts.count(n) != 0) continue;
+                    if (auto host = read_if_set(store, node_key(job_key, n))) hosts[n] = *host;
                   }
-                  if (hosts.count(n) != 0) continue;
-                  if (auto host = read_if_set(store, node_key(job_key, n))) hosts[n] = *host;
                 }
                 std::lock_guard<std::mutex> lock(state->mutex);
                 if (first) state->first = first;
@@ -122,8 +118,7 @@ GroupFailureWatch::GroupFailureWatch(const std::string& addr, int port,
                 state->hosts = hosts;
                 if (read_beats) {
                   state->heartbeats_read = now;
-                  for (const auto& [n, beat] : beats) state->silence.seen(n, beat, now);
-                  for (int n : exited) state->silence.forget(n);
+                  state->silence.record(beats, now);
                 }
               }) {}
 

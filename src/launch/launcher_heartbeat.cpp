@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "detail/progress_record.h"
 
 namespace rankwise {
@@ -28,6 +30,25 @@ LauncherHeartbeat::LauncherHeartbeat(const std::string& addr, int port,
 LauncherHeartbeat::~LauncherHeartbeat() {
   poller_.post([key = exited_key_](c10d::TCPStore& store) { store.set(key, {'1'}); });
   poller_.flush(std::chrono::seconds(1));
+}
+
+HeartbeatReading read_heartbeats(c10d::TCPStore& store, const std::string& job_key, int nnodes,
+                                 int self, const std::vector<int>& skip) {
+  HeartbeatReading reading;
+  for (int n = 0; n < nnodes; ++n) {
+    if (n == self || std::find(skip.begin(), skip.end(), n) != skip.end()) continue;
+    if (store.check({exited_key(job_key, n)})) {
+      reading.exited.push_back(n);
+    } else {
+      reading.beats[n] = store.add(heartbeat_key(job_key, n), 0);
+    }
+  }
+  return reading;
+}
+
+void SilenceTracker::record(const HeartbeatReading& reading, Clock::time_point now) {
+  for (const auto& [node, counter] : reading.beats) seen(node, counter, now);
+  for (const int node : reading.exited) forget(node);
 }
 
 void SilenceTracker::seen(int node_rank, std::int64_t counter, Clock::time_point now) {

@@ -16,8 +16,13 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "launch/store_poller.h"
+
+namespace c10d {
+class TCPStore;
+}
 
 namespace rankwise {
 namespace launch {
@@ -44,6 +49,18 @@ class LauncherHeartbeat {
   StorePoller poller_;
 };
 
+/// One read of the other launchers' heartbeats from the store: each watched
+/// node's counter, or that it marked itself exited.
+struct HeartbeatReading {
+  std::map<int, std::int64_t> beats;  ///< node rank -> counter
+  std::vector<int> exited;            ///< node ranks that marked themselves exited
+};
+
+/// Reads the heartbeats of nodes [0, nnodes) except `self` and those in
+/// `skip` (two store calls per node). Throws what the store throws.
+HeartbeatReading read_heartbeats(c10d::TCPStore& store, const std::string& job_key, int nnodes,
+                                 int self, const std::vector<int>& skip = {});
+
 /// Which watched node's heartbeat stopped: fed each node's counter as read
 /// from the store, with the time it was read; a node is silent once its
 /// counter has not changed for `limit` since it was first seen.
@@ -55,6 +72,8 @@ class SilenceTracker {
   void seen(int node_rank, std::int64_t counter, Clock::time_point now);
   /// No longer watched (it marked itself exited).
   void forget(int node_rank) { nodes_.erase(node_rank); }
+  /// seen() for every counter of `reading`, forget() for every exited node.
+  void record(const HeartbeatReading& reading, Clock::time_point now);
   /// The lowest silent node rank as of `now`, with how long it has been
   /// silent; nullopt when none is.
   std::optional<std::pair<int, std::chrono::milliseconds>> silent(Clock::time_point now) const;

@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <atomic>
 #include <future>
 #include <thread>
@@ -416,9 +415,6 @@ std::optional<NodeFailure> NodeRendezvous::leave(int node_rank, int nnodes,
          failed = succeeded ? failure_key(attempt_prefix) : std::string(),
          closed = succeeded ? closed_key(job_key_) : std::string(), nnodes, node_rank, gone, start,
          deadline, failure, still_waiting](const std::atomic<bool>& cancel) {
-          const auto is_gone = [&](int n) {
-            return std::find(gone.begin(), gone.end(), n) != gone.end();
-          };
           const auto name = [&](int n) {
             const auto h = read_if_set(*store, node_key(job_key, n));
             return h ? fmt::format("node {} (host {})", n, *h) : fmt::format("node {}", n);
@@ -456,13 +452,8 @@ std::optional<NodeFailure> NodeRendezvous::leave(int node_rank, int nnodes,
               }
               // A node that can no longer say anything will not finish either.
               const auto now = SteadyClock::now();
-              for (int n = 0; succeeded && n < nnodes; ++n) {
-                if (n == node_rank || is_gone(n)) continue;
-                if (store->check({exited_key(job_key, n)})) {
-                  silence.forget(n);
-                } else {
-                  silence.seen(n, store->add(heartbeat_key(job_key, n), 0), now);
-                }
+              if (succeeded) {
+                silence.record(read_heartbeats(*store, job_key, nnodes, node_rank, gone), now);
               }
               if (const auto quiet = silence.silent(now)) {
                 *failure = silent_launcher_failure(quiet->first, name(quiet->first), quiet->second);
@@ -475,11 +466,9 @@ std::optional<NodeFailure> NodeRendezvous::leave(int node_rank, int nnodes,
             // all finished and ended (each marks itself exited), at most 2 s.
             for (auto until = SteadyClock::now() + std::chrono::seconds(2);
                  host && SteadyClock::now() < until && !cancel;) {
-              bool all_exited = true;
-              for (int n = 0; n < nnodes && all_exited; ++n) {
-                if (n != node_rank && !is_gone(n)) all_exited = store->check({exited_key(job_key, n)});
-              }
-              if (all_exited) break;
+              const HeartbeatReading reading =
+                  read_heartbeats(*store, job_key, nnodes, node_rank, gone);
+              if (reading.beats.empty()) break;  // every other node marked itself exited
               std::this_thread::sleep_for(std::chrono::milliseconds(50));
             }
           } catch (const std::exception& e) {
