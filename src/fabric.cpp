@@ -126,8 +126,21 @@ class FabricCore {
     check_same_run(state.extras, pending_path);
     describe_run();
     resumed = true;
-    print0("resumed from {} at step {} (epoch {}, {} samples into it on each rank)", pending_path,
-           state.step, state.epoch + 1, state.position);
+    if (state.epoch_stretches.empty()) {
+      print0("resumed from {} at step {} (epoch {}, {} samples into it on each rank)",
+             pending_path, state.step, state.epoch + 1, state.position);
+    } else {
+      std::string earlier;
+      for (const auto& stretch : state.epoch_stretches) {
+        earlier += fmt::format("{}{} samples on each of {} ranks", earlier.empty() ? "" : ", then ",
+                               stretch.per_rank, stretch.num_replicas);
+      }
+      print0("resumed from {} at step {} (epoch {} at world size {}, after {}; the rest of the "
+             "epoch is dealt anew, {} samples into it on each rank)",
+             pending_path, state.step, state.epoch + 1,
+             rankwise::is_initialized() ? rankwise::world_size() : 1, earlier,
+             state.position);
+    }
   }
 
   void save_if_due(bool epoch_end) {
@@ -171,10 +184,14 @@ int64_t LoaderHooks::epoch(FabricCore& core) { return core.state.epoch; }
 
 std::pair<int64_t, int64_t> LoaderHooks::begin_training_pass(FabricCore& core) {
   core.ensure_resumed();
-  if (core.state.position == 0) {
+  if (core.state.position == 0 && core.state.epoch_stretches.empty()) {  // an epoch's start
     for (auto& [name, metrics] : core.state.metrics) metrics->reset();
   }
   return {core.state.epoch, core.state.position};
+}
+
+std::vector<DistributedSampler::Stretch> LoaderHooks::epoch_stretches(FabricCore& core) {
+  return core.state.epoch_stretches;
 }
 
 void LoaderHooks::end_training_batch(FabricCore& core, int64_t end, int64_t shard_size) {
@@ -187,6 +204,7 @@ void LoaderHooks::end_training_pass(FabricCore& core, int64_t epoch) {
   if (core.join) core.join();  // every rank, after its last batch
   core.state.epoch = epoch + 1;
   core.state.position = 0;
+  core.state.epoch_stretches.clear();
 }
 
 torch::Device LoaderHooks::device(FabricCore& core) { return core.device; }

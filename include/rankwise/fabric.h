@@ -71,8 +71,9 @@ enum class Resume {
   kNew,
   /// Continue from the newest checkpoint that verifies, if there is one
   /// (else start from epoch 1, and say so). A checkpoint of another run is
-  /// refused: other training data (dataset size), or another batch size or
-  /// world size mid-epoch.
+  /// refused: other training data (dataset size), or another batch size
+  /// mid-epoch. At another world size mid-epoch the epoch goes on with the
+  /// samples not yet seen (TrainingState::epoch_stretches).
   kLatest,
   /// Remove an earlier run's checkpoints, then start a new run.
   kOverwrite,
