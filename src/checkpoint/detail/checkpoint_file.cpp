@@ -5,7 +5,6 @@
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
-#include <zlib.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -22,6 +21,7 @@
 #include "checkpoint/detail/atomic_file.h"
 #include "checkpoint/detail/python_pickle.h"
 #include "checkpoint/detail/unpickled_value.h"
+#include "detail/crc32.h"
 #include "rankwise/error.h"
 
 namespace rankwise::detail {
@@ -94,7 +94,7 @@ class ChecksumSink {
  private:
   void emit(const char* data, std::size_t size) {
     if (size == 0) return;
-    crc_ = static_cast<uint32_t>(crc32_z(crc_, reinterpret_cast<const Bytef*>(data), size));
+    crc_ = crc32_update(crc_, data, size);
     file_.write(data, size);
   }
 
@@ -131,17 +131,17 @@ void read_exactly(int fd, void* buffer, std::size_t size, uint64_t offset, const
 uint32_t crc_of_range(int fd, uint64_t begin, uint64_t end, const std::string& path) {
   constexpr std::size_t kChunk = std::size_t{8} << 20;
   std::vector<unsigned char> buffer(std::min<uint64_t>(kChunk, end - begin));
-  uLong crc = crc32_z(0, nullptr, 0);
+  uint32_t crc = 0;
   for (uint64_t at = begin; at < end;) {
     const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(buffer.size(), end - at));
     read_exactly(fd, buffer.data(), n, at, path);
-    crc = crc32_z(crc, buffer.data(), n);
+    crc = crc32_update(crc, buffer.data(), n);
     at += n;
   }
-  return static_cast<uint32_t>(crc);
+  return crc;
 }
 
-// CRC-32 of [0, end), the two halves on two threads, combined (zlib crc32_combine).
+// CRC-32 of [0, end), the two halves on two threads, combined.
 uint32_t crc_of_prefix(int fd, uint64_t end, const std::string& path) {
   const uint64_t half = end / 2;
   uint32_t second = 0;
@@ -163,8 +163,7 @@ uint32_t crc_of_prefix(int fd, uint64_t end, const std::string& path) {
   worker.join();
   if (first_error) std::rethrow_exception(first_error);
   if (second_error) std::rethrow_exception(second_error);
-  return static_cast<uint32_t>(
-      crc32_combine(first, second, static_cast<z_off_t>(end - half)));
+  return crc32_combine_lengths(first, second, end - half);
 }
 
 // Opens `path` and checks its trailer and CRC; returns the integrity found.
