@@ -298,7 +298,9 @@ void Fabric::start(FabricOptions options) {
           .keep_last(o.keep_last())
           .every_n_steps(o.checkpoint_every()));
   if (o.resume() == Resume::kLatest) {
-    core.pending = core.checkpoints->load_latest(&core.pending_path);  // every rank, onto the CPU
+    // Rank 0's latest, on every rank (its bytes sent where a node does not see it).
+    core.pending = core.checkpoints->load_latest_collective(
+        &core.pending_path, CollectiveLoadOptions().node_local(o.checkpoint_node_local()));
     if (!core.pending) print0("no checkpoint in {}; starting from epoch 1", o.checkpoint_dir());
     return;
   }
@@ -396,7 +398,8 @@ int64_t Fabric::step() const { return core_->state.step; }
 std::string Fabric::save() { return core_->save(); }
 
 void Fabric::load(const std::string& path) {
-  core_->pending = rankwise::load(path);
+  core_->pending = rankwise::load_collective(
+      path, CollectiveLoadOptions().node_local(core_->options.checkpoint_node_local()));
   core_->pending_path = path;
   core_->ensure_resumed();
 }

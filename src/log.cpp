@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "detail/host_name.h"
 #include "detail/write_line.h"
 #include "rankwise/device.h"
 #include "rankwise/error.h"
@@ -43,12 +44,6 @@ namespace {
 
 // Bytes per rank in print_header's all_gather: "rank\tlocal\thost\tpid\tdevice\tphysical".
 constexpr std::size_t kHeaderInfoBytes = 256;
-
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "?";
-  return buf;
-}
 
 std::vector<std::string> split_tabs(const std::string& s) {
   std::vector<std::string> parts;
@@ -88,7 +83,7 @@ void print_header() {
   } catch (const Error&) {
   }
   const LaunchEnv env = is_initialized() ? process_group().env() : LaunchEnv::from_environment();
-  std::string info = fmt::format("{}\t{}\t{}\t{}\t{}\t{}", rank(), env.local_rank, host_name(),
+  std::string info = fmt::format("{}\t{}\t{}\t{}\t{}\t{}", rank(), env.local_rank, detail::host_name(),
                                  ::getpid(), device, physical);
   info.resize(std::min(info.size(), kHeaderInfoBytes - 1));  // keeps a terminating 0
 
