@@ -191,6 +191,8 @@ def figure(records):
         ax.set_ylabel("samples/s")
         wait_axis.set_ylabel("wait ms per step")
 
+    for ax in axes[:-1]:
+        ax.set_xlabel("")  # the steps are shared; labelled below the last panel
     for ax in axes:
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
