@@ -5,8 +5,8 @@
 /// bar updated in place, otherwise (a pipe, a CI log) a plain line now and
 /// then:
 ///
-///     [rank0]: epoch 1 of 2 [#########...............]  376/938 | 5120 samples/s | loss 0.6123 | ETA 0:11
-///     [rank0]: progress: epoch 1 of 2, step 376/938 (40%) | 5120 samples/s | loss 0.6123 | ETA 0:11
+///     [rank0]: epoch 1 of 2 [############............]  8/16 | 8886 samples/s | loss 2.1211 | ETA 0:00
+///     [rank0]: progress: epoch 2 of 2, step 220/469 (46%) | 9277 samples/s | loss 0.3640 | ETA 0:03
 ///
 /// \code
 ///   rankwise::monitor::Progress progress;               // every rank
