@@ -1,7 +1,8 @@
 #pragma once
 /// \file progress.h
 /// Training progress on rank 0: epoch, step/total, global samples/s (over
-/// every rank), ETA and the latest loss reduced over ranks. On a terminal a
+/// every rank), ETA (the epoch's remaining time, from its pace so far) and
+/// the latest loss reduced over ranks. On a terminal a
 /// bar updated in place, otherwise (a pipe, a CI log) a plain line now and
 /// then:
 ///
