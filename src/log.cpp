@@ -12,16 +12,16 @@
 
 #include "detail/host_name.h"
 #include "detail/write_line.h"
+#include "detail/write_text.h"
 #include "rankwise/device.h"
 #include "rankwise/error.h"
 #include "rankwise/process_group.h"
 
 namespace rankwise {
 
-void detail::write_line(int fd, const std::string& line) {
-  std::string data = line + "\n";
-  const char* p = data.data();
-  std::size_t left = data.size();
+void detail::write_text(int fd, std::string_view text) {
+  const char* p = text.data();
+  std::size_t left = text.size();
   while (left > 0) {
     ssize_t n = ::write(fd, p, left);
     if (n < 0) {
@@ -32,6 +32,8 @@ void detail::write_line(int fd, const std::string& line) {
     left -= static_cast<std::size_t>(n);
   }
 }
+
+void detail::write_line(int fd, const std::string& line) { write_text(fd, line + "\n"); }
 
 void print_line(const std::string& line) {
   std::fflush(stdout);  // keep order with anything the program wrote via stdio

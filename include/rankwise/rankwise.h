@@ -24,6 +24,8 @@
 #include "rankwise/metrics/classification.h"
 #include "rankwise/metrics/collection.h"
 #include "rankwise/metrics/metric.h"
+#include "rankwise/monitor/metrics_log.h"
+#include "rankwise/monitor/progress.h"
 #include "rankwise/process_group.h"
 #include "rankwise/run_main.h"
 #include "rankwise/seed.h"

@@ -56,6 +56,14 @@ std::string error_file(const AttemptConfig& c, int rank) {
 std::string stack_dump_file(const AttemptConfig& c, int rank) {
   return fmt::format("{}/stacks_attempt{}_rank{}.txt", c.error_dir, c.attempt, rank);
 }
+
+// Sets NAME=value in `env`, replacing an entry of that name.
+void set_variable(std::vector<std::string>& env, const std::string& name, const std::string& value) {
+  env.erase(std::remove_if(env.begin(), env.end(),
+                           [&](const std::string& v) { return v.rfind(name + "=", 0) == 0; }),
+            env.end());
+  env.push_back(name + "=" + value);
+}
 }  // namespace
 
 std::vector<std::string> worker_environment(const AttemptConfig& c, int local_rank) {
@@ -86,13 +94,7 @@ std::vector<std::string> worker_environment(const AttemptConfig& c, int local_ra
   set("RANKWISE_STACK_DUMP_FILE", stack_dump_file(c, rank));
   if (!c.job_key.empty()) set(detail::kJobKeyVariable, c.job_key);
   // A flag wins over the same variable in the launcher's own environment.
-  auto replace = [&](const std::string& name, const std::string& value) {
-    env.erase(std::remove_if(env.begin(), env.end(),
-                             [&](const std::string& v) { return v.rfind(name + "=", 0) == 0; }),
-              env.end());
-    set(name.c_str(), value);
-  };
-  if (!o.iface.empty()) replace("GLOO_SOCKET_IFNAME", o.iface);
+  if (!o.iface.empty()) set_variable(env, "GLOO_SOCKET_IFNAME", o.iface);
   // With --log-dir, a collective that fails dumps its rank's flight recorder
   // beside the logs (unless the user chose a directory already).
   const bool user_dir = std::any_of(env.begin(), env.end(), [](const std::string& v) {
@@ -129,6 +131,7 @@ class AttemptRunner {
     const int n = o_.nproc_per_node;
     MergerOptions mo;
     mo.group_by_rank = o_.group_by_rank;
+    mo.terminal = ::isatty(mo.stdout_fd) == 1;
     const TagTemplate tag = TagTemplate::parse(o_.tag_enabled ? o_.tag : "");
     std::string log_attempt_dir;
     if (!o_.log_dir.empty()) {
@@ -166,6 +169,7 @@ class AttemptRunner {
       rec.rank = o_.node_rank * n + l;
       WorkerSpec spec{o_.program, o_.program_argv, worker_environment(c_, l),
                       linux_sched_policy(o_.cpu_sched)};
+      set_variable(spec.env, kStdoutIsTtyVariable, merger_->shows_in_place(l) ? "1" : "0");
       rec.error_file = error_file(c_, rec.rank);
       ::unlink(rec.error_file.c_str());
       SpawnedWorker sw;
