@@ -24,6 +24,7 @@
 #include "rankwise/metrics/classification.h"
 #include "rankwise/metrics/collection.h"
 #include "rankwise/metrics/metric.h"
+#include "rankwise/monitor/heartbeat.h"
 #include "rankwise/process_group.h"
 #include "rankwise/run_main.h"
 #include "rankwise/seed.h"
