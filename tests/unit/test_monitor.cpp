@@ -274,9 +274,9 @@ TEST(MonitorTable, ColumnsAreAlignedAndUnknownsAreDashes) {
   b.state = "starting";
   const auto lines = rankwise::launch::format_monitor_table({a, b});
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(lines[0], "rank  host    device  step  samples/s  compute ms  wait ms   loss      rss  heartbeat  state");
+  EXPECT_EQ(lines[0], "rank  host    device  step  samples/s  compute ms  wait ms    loss      rss  heartbeat  state");
   EXPECT_EQ(lines[1], "   0  node-a  cpu     1200       1234        11.8     40.2  0.1235  300 MiB      0.4 s  running");
-  EXPECT_EQ(lines[2], "   1  -       -          -          -           -        -      -        -          -  starting");
+  EXPECT_EQ(lines[2], "   1  -       -          -          -           -        -       -        -          -  starting");
 }
 
 }  // namespace
