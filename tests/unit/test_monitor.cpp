@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "launch/monitor_table.h"
+#include "launch/run_monitor.h"
 #include "support/launcher.h"
 #include "support/shell.h"
 
@@ -253,6 +254,62 @@ TEST(Monitor, TableIsRedrawnInPlaceOnATerminal) {
   EXPECT_EQ(matching(screen, "^rankwise-run: +1 .* ended$").size(), 1u) << screen;
   EXPECT_EQ(matching(screen, "^\\[rank0\\]: step 1$").size(), 1u) << screen;
   EXPECT_EQ(matching(screen, "^\\[rank1\\]: pid 1 [0-9]+$").size(), 1u) << screen;
+}
+
+// A rank of another node (not local: the launcher cannot see its process)
+// whose heartbeat stops changing is named stalled after the heartbeat
+// timeout (2.5 s by the launcher's clock), once, and running again when it
+// changes; the lines go to the monitor's stream, the table when due.
+TEST(RunMonitor, ARemoteRankWhoseHeartbeatStopsIsStalledOnce) {
+  using namespace rankwise::launch;
+  using namespace std::chrono_literals;
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_NONBLOCK), 0);
+  MonitorOptions options;
+  options.fd = fds[1];
+  options.refresh = 60s;
+  const auto t0 = std::chrono::steady_clock::time_point{} + 1000s;
+  std::string text;
+  auto drain = [&] {
+    char buf[65536];
+    ssize_t n;
+    while ((n = ::read(fds[0], buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
+  };
+  {
+    RunMonitor monitor(options, t0);
+    auto views = [](int64_t heartbeat_ms) {
+      std::vector<RankView> v(2);
+      for (int r = 0; r < 2; ++r) {
+        v[r].rank = r;
+        v[r].progress.emplace();
+        v[r].progress->host = "n" + std::to_string(r);
+        v[r].progress->pid = 100 + r;
+        v[r].progress->heartbeat_ms = r == 1 ? 5000 : heartbeat_ms;
+      }
+      return v;
+    };
+    monitor.observe(views(1000), t0 + 60s);  // the table is due: drawn once
+    monitor.observe(views(2000), t0 + 61s);
+    monitor.observe(views(3000), t0 + 62s);  // rank 1: 2 s unchanged
+    drain();
+    EXPECT_EQ(text.find("rankwise-run: stalled:"), std::string::npos) << text;
+    monitor.observe(views(4000), t0 + 63s);  // 3 s
+    monitor.observe(views(5000), t0 + 64s);
+    drain();
+    EXPECT_EQ(matching(text, "^rankwise-run: stalled: rank 1 \\(host n1, pid 101\\): heartbeat "
+                             "stopped 3\\.0 s ago \\(process stopped").size(), 1u) << text;
+    EXPECT_TRUE(matching(text, "stalled: rank 0").empty()) << text;
+    auto moving = views(6000);
+    moving[1].progress->heartbeat_ms = 6000;
+    monitor.observe(moving, t0 + 65s);
+    monitor.finish(&moving, t0 + 66s);
+  }
+  drain();
+  ::close(fds[0]);
+  ::close(fds[1]);
+  EXPECT_EQ(matching(text, "^rankwise-run: stalled: rank 1 is running again after 2 s$").size(), 1u)
+      << text;
+  EXPECT_EQ(matching(text, "monitor at").size(), 2u) << text;  // the due one and the last one
 }
 
 TEST(MonitorTable, ColumnsAreAlignedAndUnknownsAreDashes) {
