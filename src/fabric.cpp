@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <utility>
 
 #include "detail/where.h"
 #include "detail/write_line.h"
@@ -21,6 +22,7 @@
 #include "rankwise/error.h"
 #include "rankwise/fabric_cli.h"
 #include "rankwise/metrics/collection.h"
+#include "rankwise/monitor/heartbeat.h"
 #include "rankwise/seed.h"
 
 namespace rankwise {
@@ -48,6 +50,9 @@ class FabricCore {
   int64_t train_samples = 0;
   int64_t batch_size = 0;
   std::vector<double> initial_lrs;  // each param_group's lr at setup()
+  // The last loss given to backward() when it is a one-element CPU tensor
+  // (reading a CUDA loss would wait for the GPU): the heartbeat's loss.
+  std::optional<double> last_loss;
 
   void describe_run() {
     if (has_training_loader) {
@@ -195,6 +200,8 @@ std::vector<DistributedSampler::Stretch> LoaderHooks::epoch_stretches(FabricCore
 }
 
 void LoaderHooks::end_training_batch(FabricCore& core, int64_t end, int64_t shard_size) {
+  // The batch's samples, padding duplicates included (they were computed).
+  monitor::record_step(end - core.state.position, std::exchange(core.last_loss, std::nullopt));
   core.state.step += 1;
   core.state.position = end;
   if (end < shard_size) core.save_if_due(/*epoch_end=*/false);
@@ -280,6 +287,7 @@ void Fabric::start(FabricOptions options) {
   // Before init(): with device auto and a GPU per rank, init() picks NCCL;
   // training on the CPU needs only Gloo.
   core.device = detail::resolve_device(o.device());
+  monitor::set_device(core.device.str());
   const std::string backend = o.backend() == "auto" && core.device.is_cpu() ? "gloo" : o.backend();
   auto& group = init(InitOptions()
                          .backend(backend)
@@ -388,6 +396,7 @@ void Fabric::backward(const torch::Tensor& loss) {
                 "it returns");
   }
   loss.backward();
+  if (loss.device().is_cpu() && loss.numel() == 1) core_->last_loss = loss.item<double>();
 }
 
 Fabric::EpochRange Fabric::epochs(int64_t total) { return EpochRange(core_, total); }

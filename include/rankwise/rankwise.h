@@ -24,6 +24,7 @@
 #include "rankwise/metrics/classification.h"
 #include "rankwise/metrics/collection.h"
 #include "rankwise/metrics/metric.h"
+#include "rankwise/monitor/heartbeat.h"
 #include "rankwise/monitor/metrics_log.h"
 #include "rankwise/monitor/progress.h"
 #include "rankwise/process_group.h"

@@ -26,6 +26,7 @@
 #include "launch/output_merger.h"
 #include "launch/progress_reader.h"
 #include "launch/root_cause.h"
+#include "launch/run_monitor.h"
 #include "launch/signals.h"
 #include "launch/tag_template.h"
 #include "launch/worker_process.h"
@@ -47,6 +48,9 @@ constexpr std::chrono::milliseconds kStackDumpWait{3000};
 // how long it waits for the store to take or give a failure's details.
 constexpr std::chrono::milliseconds kGroupPoll{250};
 constexpr std::chrono::milliseconds kGroupWait{2000};
+// --monitor: how often the launcher reads the heartbeats and looks for
+// stragglers and stalled ranks (the table has its own refresh interval).
+constexpr std::chrono::milliseconds kMonitorTick{500};
 
 namespace {
 // Files in the launcher's temporary directory, per attempt and rank.
@@ -152,12 +156,15 @@ class AttemptRunner {
     merger_.emplace(std::move(mo));
     job_start_ = Clock::now();
     const std::string attempt_prefix = detail::attempt_prefix(c_.attempt, c_.job_key);
-    if (c_.hang_check) {
+    if (c_.hang_check || o_.monitor) {
       reader_.emplace(o_.master_addr, c_.master_port, attempt_prefix, o_.world_size(),
-                      hang_check_interval());
+                      c_.hang_check ? hang_check_interval() : kMonitorTick);
+    }
+    if (c_.hang_check) {
       watchdog_.emplace(o_.hang_timeout);
       next_hang_check_ = job_start_ + hang_check_interval();
     }
+    if (o_.monitor) start_monitor();
     if (o_.nnodes > 1) {
       group_.emplace(o_.master_addr, c_.master_port, attempt_prefix, c_.job_key, kGroupPoll,
                      o_.node_rank, o_.nnodes);
@@ -190,6 +197,10 @@ class AttemptRunner {
 
     loop();
     close_logs();
+    if (monitor_) {
+      const std::vector<RankView> views = observe_ranks(reader_->latest().records);
+      monitor_->finish(&views, Clock::now());
+    }
 
     AttemptResult result;
     if (signal_ != 0) {
@@ -458,6 +469,25 @@ class AttemptRunner {
     return views;
   }
 
+  void start_monitor() {
+    MonitorOptions mo;
+    mo.fd = 2;
+    mo.terminal = ::isatty(mo.fd) == 1;
+    mo.refresh = *o_.monitor;
+    mo.straggler_threshold = o_.straggler_threshold;
+    mo.straggler_window = o_.straggler_window;
+    monitor_.emplace(mo, job_start_);
+    next_monitor_ = job_start_ + kMonitorTick;
+  }
+
+  bool monitor_due() const { return monitor_ && !stopping_ && !killed_ && signal_ == 0; }
+
+  // --monitor: the latest heartbeats, straggler and stall lines, the table.
+  void tick_monitor() {
+    next_monitor_ = Clock::now() + kMonitorTick;
+    monitor_->observe(observe_ranks(reader_->latest().records), Clock::now());
+  }
+
   void check_hang() {
     next_hang_check_ = Clock::now() + hang_check_interval();
     // Only a new complete read of the store counts: while the store does not
@@ -541,6 +571,7 @@ class AttemptRunner {
       if (report_deadline_ && !stopping_) timeout = std::min(timeout, kReportPoll);
       if (all_reaped_) timeout = std::min(timeout, until(drain_deadline_));
       if (hang_check_due()) timeout = std::min(timeout, until(next_hang_check_));
+      if (monitor_due()) timeout = std::min(timeout, until(next_monitor_));
       if (group_ && !remote_) timeout = std::min(timeout, kGroupPoll);
 
       pfds.clear();
@@ -566,6 +597,7 @@ class AttemptRunner {
       }
       check_group();
       if (hang_check_due() && Clock::now() >= next_hang_check_) check_hang();
+      if (monitor_due() && Clock::now() >= next_monitor_) tick_monitor();
       if (stopping_ && !killed_ && Clock::now() >= kill_deadline_ && any_running()) {
         stop_all(SIGKILL);
       }
@@ -599,9 +631,11 @@ class AttemptRunner {
   Clock::time_point kill_deadline_;
   Clock::time_point drain_deadline_;
   Clock::time_point job_start_;
-  std::optional<ProgressReader> reader_;  // with --hang-timeout (several ranks)
+  std::optional<ProgressReader> reader_;  // with --hang-timeout (several ranks) or --monitor
   uint64_t last_generation_ = 0;         // of the last snapshot observed
   std::optional<HangWatchdog> watchdog_;
+  std::optional<RunMonitor> monitor_;  // with --monitor
+  Clock::time_point next_monitor_;
   Clock::time_point next_hang_check_;
   std::vector<int> hang_ranks_;  // after a hang: the ranks that held the others up
   std::string hang_;             // ... and the summary's line about it

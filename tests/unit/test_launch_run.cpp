@@ -344,7 +344,8 @@ TEST(LaunchRun, HelpDocumentsEveryFlag) {
         "--rendezvous-timeout", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf",
         "--redirects", "--tee", "--local-ranks-filter", "--no-python", "--role",
         "--log-line-prefix-template", "--shutdown-timeout", "--start-method", "--event-log-handler",
-        "--signals-to-handle", "--cpu-sched", "--hang-timeout", "--iface", "Examples:", "Exit codes:",
+        "--signals-to-handle", "--cpu-sched", "--hang-timeout", "--iface", "--monitor",
+        "--straggler-threshold", "--straggler-window", "Examples:", "Exit codes:",
         "PROGRAM [ARGS...]"}) {
     EXPECT_TRUE(contains(r.out, flag)) << flag;
   }
