@@ -86,7 +86,8 @@ int train(int argc, char** argv) {
                                            .every_n_steps(progress_every)
                                            .line_interval(std::chrono::milliseconds(std::llround(progress_interval * 1000))));
   auto log_step = [&](int64_t step, int64_t epoch) {  // after a reduction of the progress (every rank)
-    log.log_step(step, epoch + 1, {{"loss", progress.loss()}}, progress.samples_per_second());
+    log.log_step(step, epoch + 1, {{"loss", progress.loss()}}, progress.samples_per_second(),
+                 progress.rank_stats());
   };
 
   for (int64_t epoch : fabric.epochs(epochs)) {  // from a resumed run's epoch; checkpoint at each end

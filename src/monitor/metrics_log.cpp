@@ -144,8 +144,8 @@ void MetricsLog::write(const LogRecord& record) {
 }
 
 void MetricsLog::log_step(int64_t step, int64_t epoch, const MetricValues& metrics,
-                          std::optional<double> samples_per_s) {
-  write(LogRecord{"step", step, epoch, metrics, samples_per_s, {}});
+                          std::optional<double> samples_per_s, std::vector<RankStats> ranks) {
+  write(LogRecord{"step", step, epoch, metrics, samples_per_s, std::move(ranks)});
 }
 
 void MetricsLog::log_epoch(int64_t epoch, int64_t step, const MetricValues& metrics,

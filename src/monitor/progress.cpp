@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "detail/check.h"
+#include "detail/collective_clock.h"
 #include "detail/write_text.h"
 #include "rankwise/env.h"
 #include "rankwise/error.h"
@@ -60,6 +61,7 @@ Progress::Progress(ProgressOptions options)
   printer_ = style != ProgressStyle::kOff && is_rank_zero();
   bar_ = style == ProgressStyle::kBar || (style == ProgressStyle::kAuto && stdout_is_terminal());
   epoch_started_ = last_reduction_ = last_line_ = std::chrono::steady_clock::now();
+  wait_ns_at_reduction_ = detail::collective_clock().total().count();
 }
 
 Progress::~Progress() = default;
@@ -76,6 +78,7 @@ void Progress::start_epoch(int64_t epoch, int64_t total_epochs, int64_t steps, i
   pending_calls_ = pending_samples_ = pending_loss_samples_ = 0;
   loss_sum_ = torch::Tensor();
   epoch_started_ = last_reduction_ = std::chrono::steady_clock::now();
+  wait_ns_at_reduction_ = detail::collective_clock().total().count();
 }
 
 bool Progress::update(int64_t samples, const torch::Tensor& loss) {
@@ -104,20 +107,37 @@ bool Progress::end_epoch() {
 void Progress::reduce() {
   const auto now = std::chrono::steady_clock::now();
   const double seconds = std::chrono::duration<double>(now - last_reduction_).count();
+  const int64_t wait_ns = detail::collective_clock().total().count();
+  const double wait_seconds = static_cast<double>(wait_ns - wait_ns_at_reduction_) * 1e-9;
   const double loss_sum = loss_sum_.defined() ? loss_sum_.item<double>() : 0.0;
-  // Sums over ranks: samples, loss sum, loss weight, and rank 0's seconds
-  // (0 elsewhere), so that every rank gets rank 0's interval.
-  auto values = torch::tensor({static_cast<double>(pending_samples_), loss_sum,
-                               static_cast<double>(pending_loss_samples_), is_rank_zero() ? seconds : 0.0},
-                              torch::kFloat64);
-  if (is_initialized()) process_group().all_reduce(values, ReduceOp::kSum);
-  values = values.cpu();  // where the group left it (a GPU with NCCL)
-  const auto v = values.accessor<double, 1>();
-  samples_per_second_ = v[3] > 0 ? v[0] / v[3] : kNaN;
-  loss_ = v[2] > 0 ? v[1] / v[2] : kNaN;
+  // Each rank's samples, loss sum, loss weight, own seconds and seconds with
+  // a collective in flight, gathered to every rank, summed there in rank
+  // order (so every rank gets the same values, bit for bit).
+  const auto mine = torch::tensor({static_cast<double>(pending_samples_), loss_sum,
+                                   static_cast<double>(pending_loss_samples_), seconds, wait_seconds},
+                                  torch::kFloat64);
+  std::vector<torch::Tensor> gathered{mine};
+  if (is_initialized()) gathered = process_group().all_gather(mine);
+  double samples = 0, loss_total = 0, loss_weight = 0;
+  rank_stats_.clear();
+  const auto steps = static_cast<double>(std::max<int64_t>(pending_calls_, 1));
+  for (std::size_t r = 0; r < gathered.size(); ++r) {
+    const auto values = gathered[r].cpu();  // where the group left it (a GPU with NCCL)
+    const auto v = values.accessor<double, 1>();
+    samples += v[0];
+    loss_total += v[1];
+    loss_weight += v[2];
+    rank_stats_.push_back({static_cast<int>(r), v[3] > 0 ? v[0] / v[3] : kNaN, v[4] / steps * 1000,
+                           std::max(0.0, v[3] - v[4]) / steps * 1000});
+  }
+  // Global throughput by rank 0's clock, the same on every rank.
+  const double rank0_seconds = gathered.front().cpu()[3].item<double>();
+  samples_per_second_ = rank0_seconds > 0 ? samples / rank0_seconds : kNaN;
+  loss_ = loss_weight > 0 ? loss_total / loss_weight : kNaN;
   pending_calls_ = pending_samples_ = pending_loss_samples_ = 0;
   loss_sum_ = torch::Tensor();
   last_reduction_ = now;
+  wait_ns_at_reduction_ = wait_ns;
 }
 
 std::string Progress::describe(bool bar) const {

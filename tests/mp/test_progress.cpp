@@ -5,6 +5,8 @@
 // included (rank 0's seconds travel in the reduction); only rank 0 prints;
 // and a MetricsLog beside it is written by rank 0 only.
 #include <gtest/gtest.h>
+
+#include <thread>
 #include <torch/types.h>
 #include <unistd.h>
 
@@ -44,10 +46,43 @@ TEST(ProgressOverRanks, ValuesAreReducedOverEveryRankAndTheSameEverywhere) {
     EXPECT_EQ(other[0].item<double>(), p.samples_per_second());  // bit for bit: rank 0's clock everywhere
     EXPECT_EQ(other[1].item<double>(), p.loss());
   }
+  // Per-rank statistics: one per rank, in rank order, the same everywhere.
+  ASSERT_EQ(p.rank_stats().size(), static_cast<std::size_t>(w));
+  for (int k = 0; k < w; ++k) {
+    const auto& s = p.rank_stats()[static_cast<std::size_t>(k)];
+    EXPECT_EQ(s.rank, k);
+    EXPECT_GT(s.samples_per_s, 0);
+    EXPECT_GE(s.wait_ms, 0);
+    EXPECT_GE(s.compute_ms, 0);
+    auto stats = torch::tensor({s.samples_per_s, s.wait_ms, s.compute_ms}, torch::kFloat64);
+    for (const auto& other : pg.all_gather(stats)) EXPECT_TRUE(torch::equal(other, stats)) << "rank " << k;
+  }
   // The third step is pending: end_epoch reduces it on every rank.
   p.update(r + 1, torch::tensor(1.0));
   EXPECT_TRUE(p.end_epoch());
   EXPECT_DOUBLE_EQ(p.loss(), 1.0);
+}
+
+// The collectives between two reductions count as this rank's wait: a rank
+// that sleeps before a barrier makes the others wait about that long.
+TEST(ProgressOverRanks, TheRankOthersWaitForWaitsLeast) {
+  auto& pg = group();
+  if (pg.world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  Progress p(ProgressOptions().style(ProgressStyle::kOff).every_n_steps(2));
+  p.start_epoch(1, 1, 2);
+  for (int step = 0; step < 2; ++step) {
+    if (pg.rank() == pg.world_size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    pg.barrier();
+    p.update(1);
+  }
+  const auto& stats = p.rank_stats();
+  const auto& slow = stats.back();
+  for (int k = 0; k + 1 < pg.world_size(); ++k) {
+    // Each other rank waited ~200 ms per step in the barrier; the slow one computed them.
+    EXPECT_GT(stats[static_cast<std::size_t>(k)].wait_ms, 150) << "rank " << k;
+    EXPECT_GT(stats[static_cast<std::size_t>(k)].wait_ms, slow.wait_ms + 100) << "rank " << k;
+  }
+  EXPECT_GT(slow.compute_ms, 150);
 }
 
 TEST(ProgressOverRanks, OnlyRankZeroPrints) {

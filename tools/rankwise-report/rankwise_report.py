@@ -146,29 +146,22 @@ def figure(records):
     axes = [a[0] for a in axes]
     fig.suptitle(title_of(records), fontsize=11)
 
-    ax = axes[0]
-    ax.set_title("loss (reduced over ranks)", fontsize=10)
-    for i, name in enumerate(losses):
-        color = LOSS_COLORS[i % len(LOSS_COLORS)]
-        if name in step_series:
-            ax.plot(*step_series[name], color=color, linewidth=1.5, label=f"{name} (steps)")
-        if name in epoch_series:
-            ax.plot(*epoch_series[name], color=color, marker="o", linestyle="--", label=f"{name} (epochs)")
-    ax.set_xlabel("step")
-    if not losses:
-        ax.text(0.5, 0.5, "no loss recorded", ha="center", va="center", transform=ax.transAxes)
+    def series_panel(ax, title, names, colors, epoch_linestyle, empty_text):
+        ax.set_title(title, fontsize=10)
+        for i, name in enumerate(names):
+            color = colors[i % len(colors)]
+            if name in step_series:
+                ax.plot(*step_series[name], color=color, linewidth=1.5, label=f"{name} (steps)")
+            if name in epoch_series:
+                ax.plot(*epoch_series[name], color=color, marker="o", linewidth=1.5,
+                        linestyle=epoch_linestyle, label=f"{name} (epochs)")
+        ax.set_xlabel("step")
+        if not names:
+            ax.text(0.5, 0.5, empty_text, ha="center", va="center", transform=ax.transAxes)
 
-    ax = axes[1]
-    ax.set_title("metrics (reduced over ranks)", fontsize=10)
-    for i, name in enumerate(others):
-        color = METRIC_COLORS[i % len(METRIC_COLORS)]
-        if name in step_series:
-            ax.plot(*step_series[name], color=color, linewidth=1.5, label=f"{name} (steps)")
-        if name in epoch_series:
-            ax.plot(*epoch_series[name], color=color, marker="o", linewidth=1.5, label=f"{name} (epochs)")
-    ax.set_xlabel("step")
-    if not others:
-        ax.text(0.5, 0.5, "no other metrics recorded", ha="center", va="center", transform=ax.transAxes)
+    series_panel(axes[0], "loss (reduced over ranks)", losses, LOSS_COLORS, "--", "no loss recorded")
+    series_panel(axes[1], "metrics (reduced over ranks)", others, METRIC_COLORS, "-",
+                 "no other metrics recorded")
 
     ax = axes[2]
     ax.set_title("global throughput", fontsize=10)

@@ -45,6 +45,8 @@
 #include <variant>
 #include <vector>
 
+#include "rankwise/monitor/rank_stats.h"
+
 namespace rankwise::monitor {
 
 /// Named values of one record, kept in this order (e.g. {{"loss", 0.61}}).
@@ -54,14 +56,6 @@ using MetricValues = std::vector<std::pair<std::string, double>>;
 using ConfigValue = std::variant<bool, int64_t, double, std::string>;
 /// The run's configuration (options, hyper-parameters), in this order.
 using RunConfig = std::vector<std::pair<std::string, ConfigValue>>;
-
-/// One rank's share of a step, for the `ranks` field of a record.
-struct RankStats {
-  int rank = 0;               ///< global rank
-  double samples_per_s = 0;   ///< this rank's own throughput (samples/s)
-  double wait_ms = 0;         ///< time per step spent waiting in collectives (ms)
-  double compute_ms = 0;      ///< time per step spent computing (ms)
-};
 
 /// One record of the log (kind "step" or "epoch").
 struct LogRecord {
@@ -109,7 +103,8 @@ class MetricsLog {
   void write(const LogRecord& record);
   /// write() of a "step" record.
   void log_step(int64_t step, int64_t epoch, const MetricValues& metrics,
-                std::optional<double> samples_per_s = std::nullopt);
+                std::optional<double> samples_per_s = std::nullopt,
+                std::vector<RankStats> ranks = {});
   /// write() of an "epoch" record: `epoch` ended at `step`.
   void log_epoch(int64_t epoch, int64_t step, const MetricValues& metrics,
                  std::optional<double> samples_per_s = std::nullopt);

@@ -21,8 +21,9 @@
 ///   }
 /// \endcode
 ///
-/// Collectives. update() all_reduces (one float64 tensor of 3 values: this
-/// rank's samples, loss sum and loss weight since the last reduction) on
+/// Collectives. update() all_gathers (one float64 tensor of 5 values: this
+/// rank's samples, loss sum and loss weight since the last reduction, its own
+/// seconds and its seconds with a collective in flight) on
 /// every ProgressOptions::every_n_steps-th call, and end_epoch() once more for
 /// the steps left. (Rank 0's seconds since the last reduction travel in the
 /// same tensor, so every rank computes the same samples/s.) When to reduce is decided by the count of calls only,
@@ -48,6 +49,9 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "rankwise/monitor/rank_stats.h"
 
 namespace rankwise::monitor {
 
@@ -119,6 +123,13 @@ class Progress {
   /// the first reduction.
   double samples_per_second() const { return samples_per_second_; }
   double loss() const { return loss_; }
+  /// Every rank's throughput and step time split (wait: a collective in
+  /// flight; compute: the rest) over the steps between the last two
+  /// reductions, by each rank's own clock, in rank order (same on every
+  /// rank). The rank that the others wait for is the one that waits least:
+  /// DistributedDataParallel's all_reduces even out the step times. Empty
+  /// before the first reduction.
+  const std::vector<RankStats>& rank_stats() const { return rank_stats_; }
   /// Steps done in the current epoch on each rank.
   int64_t step() const { return step_; }
 
@@ -134,6 +145,8 @@ class Progress {
   int64_t pending_calls_ = 0, pending_samples_ = 0, pending_loss_samples_ = 0;  // since the last reduction
   torch::Tensor loss_sum_;  // sum of loss * samples since the last reduction, on the loss's device
   double samples_per_second_, loss_;
+  std::vector<RankStats> rank_stats_;
+  int64_t wait_ns_at_reduction_ = 0;  // the collective clock at the last reduction
   std::chrono::steady_clock::time_point epoch_started_, last_reduction_, last_line_;
   bool printed_line_ = false;
 };
