@@ -4,6 +4,7 @@
     rankwise-report RUN.jsonl -o report.html   # plots (inline SVG) + epoch and configuration tables
     rankwise-report RUN.jsonl -o report.svg    # the plots only
     rankwise-report RUN.jsonl -o report.png
+    rankwise-report RUN.jsonl --tensorboard runs/demo   # scalars TensorBoard reads
 
 RUN.jsonl is what rankwise::monitor::MetricsLog writes (rank 0, JSON Lines):
 one "config" record, then "step" and "epoch" records. Curves drawn:
@@ -15,7 +16,12 @@ out otherwise). A log cut short (a killed run) is read up to its last whole
 line. The output is self-contained: no network, no external files.
 
 Plotting is matplotlib's (Debian's python3-matplotlib), headless (Agg and
-SVG backends). Exit codes: 0 written, 2 bad usage or an unreadable log.
+SVG backends). --tensorboard DIR writes the same values as TensorBoard
+scalars, one event file in DIR (tags: each step metric by its name,
+"samples_per_s", "epoch/<metric>", "rank<r>/samples_per_s" and
+"rank<r>/wait_ms"), encoded with Debian's python3-protobuf (TensorBoard's
+Event and Summary messages, declared here by their field numbers) and framed
+as TFRecords with CRC-32C checksums (python3-crcmod). Exit codes: 0 written, 2 bad usage or an unreadable log.
 """
 
 import argparse
@@ -252,6 +258,104 @@ td:first-child {{ text-align: left; }}
 """
 
 
+# TensorBoard's event file: TFRecords (length, masked CRC-32C of the length,
+# data, masked CRC-32C of the data) of tensorboard.Event messages, whose
+# field numbers are TensorBoard's (tensorboard/compat/proto/event.proto and
+# summary.proto): Event{double wall_time = 1; int64 step = 2;
+# string file_version = 3; Summary summary = 5}, Summary{repeated Value value
+# = 1}, Value{string tag = 1; float simple_value = 2}.
+def event_class():
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    f = descriptor_pb2.FieldDescriptorProto
+    proto = descriptor_pb2.FileDescriptorProto(name="rankwise_tensorboard_event.proto",
+                                               package="rankwise_tensorboard", syntax="proto3")
+    value = proto.message_type.add(name="SummaryValue")
+    value.field.add(name="tag", number=1, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL)
+    value.field.add(name="simple_value", number=2, type=f.TYPE_FLOAT, label=f.LABEL_OPTIONAL)
+    summary = proto.message_type.add(name="Summary")
+    summary.field.add(name="value", number=1, type=f.TYPE_MESSAGE, label=f.LABEL_REPEATED,
+                      type_name=".rankwise_tensorboard.SummaryValue")
+    event = proto.message_type.add(name="Event")
+    event.field.add(name="wall_time", number=1, type=f.TYPE_DOUBLE, label=f.LABEL_OPTIONAL)
+    event.field.add(name="step", number=2, type=f.TYPE_INT64, label=f.LABEL_OPTIONAL)
+    event.field.add(name="file_version", number=3, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL)
+    event.field.add(name="summary", number=5, type=f.TYPE_MESSAGE, label=f.LABEL_OPTIONAL,
+                    type_name=".rankwise_tensorboard.Summary")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(proto)
+    descriptor = pool.FindMessageTypeByName("rankwise_tensorboard.Event")
+    if hasattr(message_factory, "GetMessageClass"):
+        return message_factory.GetMessageClass(descriptor)
+    return message_factory.MessageFactory(pool).GetPrototype(descriptor)
+
+
+def tfrecord(data, crc32c):
+    import struct
+
+    def masked(crc):
+        return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+    header = struct.pack("<Q", len(data))
+    return (header + struct.pack("<I", masked(crc32c(header))) + data +
+            struct.pack("<I", masked(crc32c(data))))
+
+
+def start_time(records):
+    """The run's start as Unix seconds (the config record's started_at), else 0."""
+    import datetime
+
+    started = config_of(records).get("started_at")
+    try:
+        return datetime.datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=datetime.timezone.utc).timestamp()
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def scalars(records):
+    """[(wall_time, step, tag, value)] of every number the log holds."""
+    t0 = start_time(records)
+    out = []
+    for r in records:
+        if r.get("kind") not in ("step", "epoch") or not is_number(r.get("step")):
+            continue
+        wall = t0 + (r["time"] if is_number(r.get("time")) else 0.0)
+        prefix = "epoch/" if r["kind"] == "epoch" else ""
+        for name, value in (r.get("metrics") or {}).items():
+            if is_number(value):
+                out.append((wall, r["step"], prefix + name, value))
+        if is_number(r.get("samples_per_s")):
+            out.append((wall, r["step"], prefix + "samples_per_s", r["samples_per_s"]))
+        for entry in r.get("ranks") or []:
+            if isinstance(entry, dict) and is_number(entry.get("rank")):
+                for key in ("samples_per_s", "wait_ms", "compute_ms"):
+                    if is_number(entry.get(key)):
+                        out.append((wall, r["step"], f"rank{int(entry['rank'])}/{key}", entry[key]))
+    return out
+
+
+def write_tensorboard(records, directory):
+    """Writes the log's scalars into one new event file in `directory`; returns its path."""
+    import crcmod.predefined
+    import socket
+
+    crc32c = crcmod.predefined.mkCrcFun("crc-32c")
+    Event = event_class()
+    t0 = start_time(records)
+    data = [tfrecord(Event(wall_time=t0, file_version="brain.Event:2").SerializeToString(), crc32c)]
+    for wall, step, tag, value in scalars(records):
+        event = Event(wall_time=wall, step=int(step))
+        event.summary.value.add(tag=tag, simple_value=value)
+        data.append(tfrecord(event.SerializeToString(), crc32c))
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"events.out.tfevents.{int(t0)}.{socket.gethostname()}.rankwise")
+    with open(path + ".tmp", "wb") as f:
+        f.write(b"".join(data))
+    os.replace(path + ".tmp", path)
+    return path
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="rankwise-report",
@@ -259,17 +363,32 @@ def main(argv=None):
         "epoch summaries and the run's configuration, in one self-contained file.",
         epilog="E.g. rankwise-report build/fashion_mnist_checkpoints/metrics.jsonl -o report.html")
     parser.add_argument("log", help="the metrics log (RUN.jsonl)")
-    parser.add_argument("-o", "--output", required=True,
+    parser.add_argument("-o", "--output",
                         help="report.html (plots and tables), report.svg or report.png (plots)")
+    parser.add_argument("--tensorboard", metavar="DIR",
+                        help="also write the scalars as a TensorBoard event file in DIR "
+                        "(tensorboard --logdir DIR)")
     args = parser.parse_args(argv)
-    ext = os.path.splitext(args.output)[1].lower()
-    if ext not in (".html", ".htm", ".svg", ".png"):
+    if not args.output and not args.tensorboard:
+        parser.error("give -o report.html|.svg|.png, --tensorboard DIR, or both")
+    ext = os.path.splitext(args.output or "")[1].lower()
+    if args.output and ext not in (".html", ".htm", ".svg", ".png"):
         parser.error(f"-o {args.output}: the name must end in .html, .svg or .png")
     try:
         records = read_log(args.log)
     except LogError as e:
         print(f"rankwise-report: {e}", file=sys.stderr)
         return 2
+    if args.tensorboard:
+        try:
+            path = write_tensorboard(records, args.tensorboard)
+        except OSError as e:
+            print(f"rankwise-report: cannot write the TensorBoard events in {args.tensorboard}: "
+                  f"{e.strerror}", file=sys.stderr)
+            return 2
+        print(f"rankwise-report: wrote {path}")
+        if not args.output:
+            return 0
     fig = figure(records)
     if ext == ".png":
         data = render(fig, "png")
