@@ -165,21 +165,22 @@ class Loader {
     const std::string what = chunk_name(key, c);
     detail::TensorRecord r;
     if (const auto* m = manifest_chunk(key, c)) {
-      if (m->data_begin < 0 || m->directory_begin < m->data_begin || m->directory_begin > c.length) {
+      // The bytes before and after the storage (zip headers, data.pkl, directory), verified first.
+      const int64_t trailer_begin = m->data_begin + m->data_size;
+      if (m->data_begin < 0 || m->data_size < 0 || trailer_begin > c.length) {
         fail("the manifest's entry for the " + what + " is inconsistent");
       }
       const std::string header = read_at(c.relative_path, c.offset, m->data_begin);
       check_crc(m->header_crc32, header, "the record header of the " + what, c.offset);
-      const std::string directory =
-          read_at(c.relative_path, c.offset + m->directory_begin, c.length - m->directory_begin);
-      check_crc(m->directory_crc32, directory, "the zip directory of the " + what, c.offset + m->directory_begin);
+      const std::string trailer = read_at(c.relative_path, c.offset + trailer_begin, c.length - trailer_begin);
+      check_crc(m->trailer_crc32, trailer, "the record trailer of the " + what, c.offset + trailer_begin);
       r = detail::parse_tensor_record(
           [&](int64_t at, int64_t n) -> std::string {
             if (at + n <= m->data_begin) return header.substr(static_cast<std::size_t>(at), static_cast<std::size_t>(n));
-            if (at >= m->directory_begin) {
-              return directory.substr(static_cast<std::size_t>(at - m->directory_begin), static_cast<std::size_t>(n));
+            if (at >= trailer_begin) {
+              return trailer.substr(static_cast<std::size_t>(at - trailer_begin), static_cast<std::size_t>(n));
             }
-            fail("the record of the " + what + " points outside its verified parts");
+            fail("the record of the " + what + " points into its storage for its headers");
           },
           c.length, "the " + what);
       if (r.data_begin != m->data_begin || r.data_size != m->data_size) {

@@ -87,10 +87,9 @@ detail::ManifestChunk write_chunk(detail::AtomicFile& out, const std::string& fi
   c.length = length;
   c.data_begin = record.data_begin;
   c.data_size = record.data_size;
-  c.directory_begin = record.directory_begin;
+  const int64_t trailer = record.data_begin + record.data_size;
   c.header_crc32 = detail::crc32_of(bytes.data(), static_cast<std::size_t>(record.data_begin));
-  c.directory_crc32 = detail::crc32_of(bytes.data() + record.directory_begin,
-                                       static_cast<std::size_t>(length - record.directory_begin));
+  c.trailer_crc32 = detail::crc32_of(bytes.data() + trailer, static_cast<std::size_t>(length - trailer));
   for (int64_t b = 0; b < record.data_size; b += detail::kChecksumBlockBytes) {
     const int64_t n = std::min(detail::kChecksumBlockBytes, record.data_size - b);
     c.block_crc32.push_back(detail::crc32_of(bytes.data() + record.data_begin + b, static_cast<std::size_t>(n)));

@@ -19,9 +19,8 @@ nlohmann::json to_json(const ManifestChunk& c) {
           {"length", c.length},
           {"data_begin", c.data_begin},
           {"data_size", c.data_size},
-          {"directory_begin", c.directory_begin},
           {"header_crc32", c.header_crc32},
-          {"directory_crc32", c.directory_crc32},
+          {"trailer_crc32", c.trailer_crc32},
           {"block_crc32", c.block_crc32}};
 }
 
@@ -35,9 +34,8 @@ ManifestChunk from_json(const nlohmann::json& j) {
   c.length = j.at("length").get<int64_t>();
   c.data_begin = j.at("data_begin").get<int64_t>();
   c.data_size = j.at("data_size").get<int64_t>();
-  c.directory_begin = j.at("directory_begin").get<int64_t>();
   c.header_crc32 = j.at("header_crc32").get<uint32_t>();
-  c.directory_crc32 = j.at("directory_crc32").get<uint32_t>();
+  c.trailer_crc32 = j.at("trailer_crc32").get<uint32_t>();
   c.block_crc32 = j.at("block_crc32").get<std::vector<uint32_t>>();
   return c;
 }

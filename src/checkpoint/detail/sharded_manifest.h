@@ -8,9 +8,8 @@
 ///    "chunks": [{"key": "a", "offsets": [0], "sizes": [2], "file": "__0_0.distcp",
 ///                "offset": 0, "length": 1344,          // the record, in the file
 ///                "data_begin": 704, "data_size": 8,    // its storage, in the record
-///                "directory_begin": 900,               // its central directory, in the record
 ///                "header_crc32": ..,                   // bytes [0, data_begin) of the record
-///                "directory_crc32": ..,                // bytes [directory_begin, length)
+///                "trailer_crc32": ..,                  // bytes [data_begin + data_size, length)
 ///                "block_crc32": [..]}]}                // each block_bytes of the storage
 #include <cstdint>
 #include <string>
@@ -33,9 +32,8 @@ struct ManifestChunk {
   int64_t length = 0;
   int64_t data_begin = 0;
   int64_t data_size = 0;
-  int64_t directory_begin = 0;
   uint32_t header_crc32 = 0;
-  uint32_t directory_crc32 = 0;
+  uint32_t trailer_crc32 = 0;
   std::vector<uint32_t> block_crc32;
 };
 

@@ -75,9 +75,7 @@ class Parser {
     if (pickle->size > (uint64_t{1} << 20)) bad("a data.pkl larger than 1 MiB");
     const int64_t pickle_begin = data_begin(*pickle);
     const std::string pkl = get(pickle_begin, static_cast<int64_t>(pickle->size));
-    TensorRecord record = read_tensor(read_pickle(pkl.data(), pkl.size(), what_ + " (its data.pkl)"), prefix);
-    record.directory_begin = directory_begin_;
-    return record;
+    return read_tensor(read_pickle(pkl.data(), pkl.size(), what_ + " (its data.pkl)"), prefix);
   }
 
  private:

@@ -23,7 +23,6 @@ struct TensorRecord {
   int64_t storage_offset = 0;    ///< elements
   int64_t data_begin = 0;        ///< bytes: the storage's first byte
   int64_t data_size = 0;         ///< bytes of the storage
-  int64_t directory_begin = 0;   ///< bytes: the zip's central directory (then the record's end)
 };
 
 /// Reads `size` bytes at `offset` of the record; throws when it cannot.
