@@ -265,17 +265,25 @@ void save_sharded(const std::string& dir_in, const ShardedState& state) {
   }
 
   // 3. Rank 0 checks, writes .metadata and the manifest, publishes; every rank learns the outcome.
-  detail::on_rank_zero(
-      [&] {
-        try {
-          publish(dir, tmp, reports);
-        } catch (...) {
-          std::error_code ec;
-          fs::remove_all(tmp, ec);
-          throw;
-        }
-      },
-      "the sharded save of '" + dir + "'");
+  try {
+    detail::on_rank_zero(
+        [&] {
+          try {
+            publish(dir, tmp, reports);
+          } catch (...) {
+            std::error_code ec;
+            fs::remove_all(tmp, ec);
+            throw;
+          }
+        },
+        "the sharded save of '" + dir + "'");
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const std::exception& e) {  // rank 0 died or hung while publishing
+    throw CheckpointError("rankwise: " + here + ": save_sharded('" + dir +
+                          "'): rank 0 did not report the publication: the path holds the previous checkpoint or "
+                          "the new one, each whole (load it to know which). Original error: " + e.what());
+  }
 }
 
 }  // namespace rankwise

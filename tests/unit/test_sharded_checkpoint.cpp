@@ -185,6 +185,47 @@ TEST(ShardedCheckpoint, AFlippedByteNamesTheFileTensorAndChunk) {
   fs::remove_all(dir.parent_path());
 }
 
+// A load at another world size reads a slice of a stored chunk: the 1 MiB
+// blocks that hold it are verified, the others not even read. (Each rank's
+// load is local, so one process plays the three ranks.)
+TEST(ShardedCheckpoint, PartialReadsVerifyTheBlocksTheyRead) {
+  const auto dir = fresh_dir("partial") / "ckpt";
+  const int64_t rows = 3 * 1024, cols = 256;  // 3 MiB of float32: three checksum blocks
+  const auto values = at::arange(rows * cols, at::kFloat).reshape({rows, cols});
+  rankwise::ShardedState saved;
+  saved.emplace("big", rankwise::shard_rows(values, 0, 1));
+  rankwise::save_sharded(dir.string(), saved);
+  auto load_rank = [&](int rank) {
+    rankwise::ShardedState state;
+    state.emplace("big", rankwise::zeros_sharded_rows({rows, cols}, at::kFloat, rank, 3));
+    rankwise::load_sharded(dir.string(), state);
+    const auto& chunk = std::get<rankwise::ShardedTensor>(state.at("big")).chunks()[0];
+    return at::equal(chunk.data, values.narrow(0, chunk.offsets[0], chunk.data.size(0)));
+  };
+  for (int rank = 0; rank < 3; ++rank) EXPECT_TRUE(load_rank(rank)) << rank;
+  // Flip a byte in the last block: only rank 2, whose rows lie there, sees it.
+  const auto manifest = nlohmann::json::parse(std::ifstream(dir / ".rankwise-manifest.json"));
+  const auto& c = manifest.at("chunks").at(0);
+  ASSERT_EQ(c.at("block_crc32").size(), 3u);
+  const int64_t at = c.at("offset").get<int64_t>() + c.at("data_begin").get<int64_t>() + (5 << 19);
+  {
+    std::fstream f(dir / "__0_0.distcp", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(at);
+    f.put('\x7f');
+  }
+  EXPECT_TRUE(load_rank(0));
+  EXPECT_TRUE(load_rank(1));
+  try {
+    load_rank(2);
+    ADD_FAILURE() << "no error on rank 2";
+  } catch (const rankwise::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum mismatch in the file '__0_0.distcp', tensor 'big', chunk at offsets [0, 0]"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir.parent_path());
+}
+
 TEST(ShardedCheckpoint, KeyShapeAndDtypeMismatchesAreClearErrors) {
   const auto dir = fresh_dir("mismatch") / "ckpt";
   const auto saved = sample_state(1);
@@ -232,42 +273,71 @@ TEST(ShardedCheckpointProcesses, SavedAtFourRanksLoadsAtOneTwoThreeAndEight) {
   fs::remove_all(dir.parent_path());
 }
 
-TEST(ShardedCheckpointProcesses, KilledRankPublishesNothingAndIsNamedByTheOthers) {
-  const auto dir = fresh_dir("kill") / "ckpt";
-  ASSERT_NE(run_worker(3, "save " + dir.string() + " rankwise 1").find("exit=0"), std::string::npos);
-  // Three ranks started by hand (torchrun's variables), so that the survivors
-  // report instead of being stopped by the launcher; rank 1 dies at its first byte.
+// Starts `nproc` ranks of the worker by hand (torchrun's variables), so that
+// the survivors of a killed rank report instead of being stopped by the
+// launcher; `fault` (RANKWISE_CHECKPOINT_FAULT) is set on `fault_rank` only.
+// Returns each rank's output.
+namespace {
+std::vector<std::string> run_by_hand(int nproc, int fault_rank, const std::string& fault, const std::string& args,
+                                     const fs::path& logs) {
   int port = 0;
   {
     const int s = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    socklen_t n = sizeof a;
-    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
-    port = ntohs(a.sin_port);
+    if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      socklen_t n = sizeof a;
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
+      port = ntohs(a.sin_port);
+    }
     ::close(s);
   }
-  const auto logs = dir.parent_path();
   std::string script;
-  for (int r = 0; r < 3; ++r) {
-    script += "env RANK=" + std::to_string(r) + " WORLD_SIZE=3 LOCAL_RANK=" + std::to_string(r) +
-              " LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
-              (r == 1 ? " RANKWISE_CHECKPOINT_FAULT=kill_at_byte=1" : "") + " " + kWorker + " save " + dir.string() +
-              " rankwise 2 > " + (logs / ("rank" + std::to_string(r) + ".log")).string() + " 2>&1 & ";
+  for (int r = 0; r < nproc; ++r) {
+    script += "env RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(nproc) +
+              " LOCAL_RANK=" + std::to_string(r) + " LOCAL_WORLD_SIZE=" + std::to_string(nproc) +
+              " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+              (r == fault_rank ? " RANKWISE_CHECKPOINT_FAULT=" + fault : "") + " " + kWorker + " " + args + " > " +
+              (logs / ("rank" + std::to_string(r) + ".log")).string() + " 2>&1 & ";
   }
   shell(script + "wait");
+  std::vector<std::string> out;
+  for (int r = 0; r < nproc; ++r) out.push_back(shell("cat " + (logs / ("rank" + std::to_string(r) + ".log")).string()));
+  return out;
+}
+}  // namespace
+
+TEST(ShardedCheckpointProcesses, KilledRankPublishesNothingAndIsNamedByTheOthers) {
+  const auto logs = fresh_dir("kill");
+  const auto dir = logs / "ckpt";
+  ASSERT_NE(run_worker(3, "save " + dir.string() + " rankwise 1").find("exit=0"), std::string::npos);
+  // Rank 1 dies at the first byte of its data file.
+  const auto out = run_by_hand(3, 1, "kill_at_byte=1", "save " + dir.string() + " rankwise 2", logs);
   for (int r : {0, 2}) {
-    const auto log = shell("cat " + (logs / ("rank" + std::to_string(r) + ".log")).string());
+    const auto& log = out[static_cast<std::size_t>(r)];
     EXPECT_NE(log.find("error: rankwise: rank " + std::to_string(r) + "/3: save_sharded"), std::string::npos) << log;
     EXPECT_NE(log.find("Nothing was published"), std::string::npos) << log;
     EXPECT_NE(log.find("rank 1 never entered it"), std::string::npos) << "the dead rank is not named:\n" << log;
   }
   // The previous checkpoint is intact, and nothing else is left beside it.
-  const auto out = run_worker(2, "check " + dir.string() + " rankwise 1");
-  EXPECT_NE(out.find("exit=0"), std::string::npos) << out;
+  const auto check = run_worker(2, "check " + dir.string() + " rankwise 1");
+  EXPECT_NE(check.find("exit=0"), std::string::npos) << check;
   EXPECT_EQ(shell("ls -a " + logs.string() + " | grep -c rankwise-tmp"), "0\n");
+  fs::remove_all(logs);
+}
+
+TEST(ShardedCheckpointProcesses, RankZeroKilledBeforePublishingLeavesThePreviousCheckpoint) {
+  const auto logs = fresh_dir("kill_publish");
+  const auto dir = logs / "ckpt";
+  ASSERT_NE(run_worker(3, "save " + dir.string() + " rankwise 1").find("exit=0"), std::string::npos);
+  const auto out = run_by_hand(3, 0, "kill_at=before-publish", "save " + dir.string() + " rankwise 2", logs);
+  for (int r : {1, 2}) {
+    const auto& log = out[static_cast<std::size_t>(r)];
+    EXPECT_NE(log.find("rank 0 did not report the publication"), std::string::npos) << log;
+  }
+  const auto check = run_worker(3, "check " + dir.string() + " rankwise 1");
+  EXPECT_NE(check.find("exit=0"), std::string::npos) << check;
   fs::remove_all(logs);
 }
 
