@@ -3,8 +3,12 @@
 
   dcp_interop.py save DIR NPROC SEED       NPROC processes dcp.save the "python" set: DTensors
                                            sharded by rows (Shard(0)) and a plain, replicated tensor
-  dcp_interop.py load DIR NPROC SET SEED   NPROC processes dcp.load every tensor of DIR into plain
-                                           tensors and compare them with expected() for SET
+  dcp_interop.py load DIR NPROC SET SEED   NPROC processes dcp.load every tensor of DIR and compare
+                                           them with expected() for SET: plain tensors at one process;
+                                           beyond, DTensors sharded by rows (Shard(0)) at NPROC ranks
+                                           (replicated tensors stay plain)
+  dcp_interop.py convert DIR SET SEED      format_utils.dcp_to_torch_save(DIR, DIR + ".pt"), then
+                                           torch.load it and compare with expected() for SET
 
 Each process prints "rank R: ok" (or its error); the command exits 0 when every one succeeded.
 The processes meet over Gloo with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set here.
@@ -79,20 +83,47 @@ def worker(mode, path, set_name, seed):
             state[key] = DTensor.from_local(local.contiguous(), mesh, [Shard(0)], run_check=False,
                                             shape=full.shape, stride=full.stride())
         dcp.save(state, checkpoint_id=path)
-    else:
+    elif mode == "load":
         metadata = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
         keys = sorted(metadata)
         want = sorted(key for key, _, _, _ in specs)
         if keys != want:
             raise SystemExit(f"rank {rank}: keys {keys}, expected {want}")
-        state = {key: torch.zeros(metadata[key].size, dtype=metadata[key].properties.dtype) for key in keys}
-        dcp.load(state, checkpoint_id=path)
+        state, pieces = {}, {}
+        if world > 1:
+            from torch.distributed.device_mesh import init_device_mesh
+            from torch.distributed.tensor import DTensor, Shard
+
+            mesh = init_device_mesh("cpu", (world,))
         for k, (key, shape, dtype, layout) in enumerate(specs, start=1):
             values = expected(torch, shape, dtype, k, seed)
             if layout == "flat":
                 values = values.reshape(-1)
-            if state[key].dtype != values.dtype or not torch.equal(state[key], values):
-                raise SystemExit(f"rank {rank}: '{key}' differs: {state[key]} expected {values}")
+            if world == 1 or layout == "replicated":
+                state[key] = torch.zeros_like(values)
+                pieces[key] = values
+                continue
+            # Sharded targets at this world size: DCP reads the overlapping parts of the stored chunks.
+            chunks = list(torch.chunk(values, world, dim=0))
+            pieces[key] = chunks[rank] if rank < len(chunks) else values[0:0]
+            state[key] = DTensor.from_local(torch.zeros_like(pieces[key]), mesh, [Shard(0)], run_check=False,
+                                            shape=values.shape, stride=values.stride())
+        dcp.load(state, checkpoint_id=path)
+        for key, piece in pieces.items():
+            got = state[key].to_local() if hasattr(state[key], "to_local") else state[key]
+            if got.dtype != piece.dtype or not torch.equal(got, piece):
+                raise SystemExit(f"rank {rank}: '{key}' differs: {got} expected {piece}")
+    else:  # convert: DCP's own converter to one torch.save file
+        from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+        dcp_to_torch_save(path, path + ".pt")
+        loaded = torch.load(path + ".pt")
+        for k, (key, shape, dtype, layout) in enumerate(specs, start=1):
+            values = expected(torch, shape, dtype, k, seed)
+            if layout == "flat":
+                values = values.reshape(-1)
+            if not torch.equal(loaded[key], values):
+                raise SystemExit(f"'{key}' differs after dcp_to_torch_save: {loaded[key]} expected {values}")
     if world > 1:
         dist.barrier()
         dist.destroy_process_group()
@@ -122,6 +153,9 @@ def main():
     elif mode == "load":
         path, nproc, set_name, seed = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
         sys.exit(launch(["load", path, set_name, seed], nproc))
+    elif mode == "convert":
+        path, set_name, seed = sys.argv[2], sys.argv[3], sys.argv[4]
+        sys.exit(launch(["convert", path, set_name, seed], 1))
     else:
         sys.exit(f"unknown mode {mode}")
 
