@@ -226,6 +226,33 @@ TEST(ShardedCheckpoint, PartialReadsVerifyTheBlocksTheyRead) {
   fs::remove_all(dir.parent_path());
 }
 
+// Without a manifest (as from Python's dcp.save) nothing is verified, but a
+// damaged file is still a CheckpointError, never a crash or a wrong read.
+TEST(ShardedCheckpoint, DamagedFilesWithoutAManifestAreCheckpointErrors) {
+  const auto dir = fresh_dir("damaged") / "ckpt";
+  const auto saved = sample_state(1);
+  rankwise::save_sharded(dir.string(), saved);
+  fs::remove(dir / ".rankwise-manifest.json");
+  auto loaded = zeros_like_state(saved);
+  rankwise::load_sharded(dir.string(), loaded);  // unverified, but whole
+  expect_equal(saved, loaded);
+
+  const auto data = dir / "__0_0.distcp";
+  fs::resize_file(data, fs::file_size(data) / 2);
+  std::string error = load_error(dir, zeros_like_state(saved));
+  EXPECT_NE(error.find("rankwise: rank 0/1: load_sharded('" + dir.string() + "')"), std::string::npos) << error;
+  EXPECT_NE(error.find("__0_0.distcp"), std::string::npos) << error;
+
+  const auto metadata = dir / ".metadata";
+  fs::resize_file(metadata, fs::file_size(metadata) / 2);
+  error = load_error(dir, zeros_like_state(saved));
+  EXPECT_NE(error.find(".metadata' is not a valid pickle"), std::string::npos) << error;
+  std::ofstream(metadata, std::ios::trunc) << "not a pickle";
+  error = load_error(dir, zeros_like_state(saved));
+  EXPECT_NE(error.find(".metadata' is not a pickle rankwise reads"), std::string::npos) << error;
+  fs::remove_all(dir.parent_path());
+}
+
 TEST(ShardedCheckpoint, KeyShapeAndDtypeMismatchesAreClearErrors) {
   const auto dir = fresh_dir("mismatch") / "ckpt";
   const auto saved = sample_state(1);
