@@ -51,7 +51,7 @@ class Loader {
       }
       for (const auto& c : manifest_->chunks) manifest_chunks_[{c.key, c.offsets}] = &c;
     }
-    metadata_ = detail::unpickle_dcp_metadata(bytes, dir_ + "/" + detail::kMetadataName);
+    relabelled([&] { metadata_ = detail::unpickle_dcp_metadata(bytes, dir_ + "/" + detail::kMetadataName); });
   }
 
   ~Loader() {
@@ -102,6 +102,18 @@ class Loader {
  private:
   [[noreturn]] void fail(const std::string& why) const {
     throw CheckpointError("rankwise: " + label_ + ": load_sharded('" + dir_ + "'): " + why);
+  }
+
+  // Runs `parse`; its CheckpointError ("rankwise: <what>") gets this rank and operation in front.
+  template <typename Parse>
+  void relabelled(const Parse& parse) const {
+    try {
+      parse();
+    } catch (const CheckpointError& e) {
+      const std::string text = e.what();
+      const std::string prefix = "rankwise: ";
+      fail(text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text);
+    }
   }
 
   int open_file(const std::string& name) {
@@ -174,7 +186,7 @@ class Loader {
       check_crc(m->header_crc32, header, "the record header of the " + what, c.offset);
       const std::string trailer = read_at(c.relative_path, c.offset + trailer_begin, c.length - trailer_begin);
       check_crc(m->trailer_crc32, trailer, "the record trailer of the " + what, c.offset + trailer_begin);
-      r = detail::parse_tensor_record(
+      relabelled([&] { r = detail::parse_tensor_record(
           [&](int64_t at, int64_t n) -> std::string {
             if (at + n <= m->data_begin) return header.substr(static_cast<std::size_t>(at), static_cast<std::size_t>(n));
             if (at >= trailer_begin) {
@@ -182,14 +194,16 @@ class Loader {
             }
             fail("the record of the " + what + " points into its storage for its headers");
           },
-          c.length, "the " + what);
+          c.length, "the " + what); });
       if (r.data_begin != m->data_begin || r.data_size != m->data_size) {
         fail("the record of the " + what + " does not match its manifest entry");
       }
     } else {
-      r = detail::parse_tensor_record(
-          [&](int64_t at, int64_t n) { return read_at(c.relative_path, c.offset + at, n); }, c.length,
-          "the " + what);
+      relabelled([&] {
+        r = detail::parse_tensor_record(
+            [&](int64_t at, int64_t n) { return read_at(c.relative_path, c.offset + at, n); }, c.length,
+            "the " + what);
+      });
     }
     if (r.dtype != metadata_.tensors.at(key).dtype || r.sizes != c.sizes) {
       fail(fmt::format("the {} holds {} {}, .metadata says {} {}", what, c10::toString(r.dtype), shape_text(r.sizes),
