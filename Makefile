@@ -1,4 +1,4 @@
-# rankwise: `make demo` runs the main job, `make test` runs every test.
+# rankwise: `make demo` runs the main job and draws its report, `make test` runs every test.
 # Both install what is missing first (scripts/setup, Debian packages only).
 #
 # TORCH picks the libtorch to build against:
@@ -46,9 +46,12 @@ build: configure
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 600
 
+# The main job (progress on rank 0; metrics.jsonl beside its checkpoints),
+# then its report: build/fashion_mnist_report.html.
 demo: build
 	$(BUILD)/rankwise-run --nproc-per-node $(NPROC) $(BUILD)/examples/fashion_mnist \
 	  --checkpoint-dir $(BUILD)/fashion_mnist_checkpoints --overwrite-checkpoints
+	$(BUILD)/rankwise-report $(BUILD)/fashion_mnist_checkpoints/metrics.jsonl -o $(BUILD)/fashion_mnist_report.html
 
 bench: build
 	bash bench/run $(BUILD)

@@ -21,6 +21,7 @@ install(TARGETS rankwise rankwise_fmt rankwise-run EXPORT rankwiseTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/rankwise DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(PROGRAMS tools/rankwise-report/rankwise_report.py DESTINATION ${CMAKE_INSTALL_BINDIR} RENAME rankwise-report)
 install(EXPORT rankwiseTargets NAMESPACE rankwise:: DESTINATION ${RANKWISE_CMAKE_DIR})
 
 # Whether the library was built with libtorch's header-only fmt (then the

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <utility>
 
 #include "detail/where.h"
 #include "detail/write_line.h"
@@ -21,6 +22,7 @@
 #include "rankwise/error.h"
 #include "rankwise/fabric_cli.h"
 #include "rankwise/metrics/collection.h"
+#include "rankwise/monitor/heartbeat.h"
 #include "rankwise/seed.h"
 
 namespace rankwise {
@@ -48,6 +50,9 @@ class FabricCore {
   int64_t train_samples = 0;
   int64_t batch_size = 0;
   std::vector<double> initial_lrs;  // each param_group's lr at setup()
+  // The last loss given to backward() when it is a one-element CPU tensor
+  // (reading a CUDA loss would wait for the GPU): the heartbeat's loss.
+  std::optional<double> last_loss;
 
   void describe_run() {
     if (has_training_loader) {
@@ -126,8 +131,21 @@ class FabricCore {
     check_same_run(state.extras, pending_path);
     describe_run();
     resumed = true;
-    print0("resumed from {} at step {} (epoch {}, {} samples into it on each rank)", pending_path,
-           state.step, state.epoch + 1, state.position);
+    if (state.epoch_stretches.empty()) {
+      print0("resumed from {} at step {} (epoch {}, {} samples into it on each rank)",
+             pending_path, state.step, state.epoch + 1, state.position);
+    } else {
+      std::string earlier;
+      for (const auto& stretch : state.epoch_stretches) {
+        earlier += fmt::format("{}{} samples on each of {} ranks", earlier.empty() ? "" : ", then ",
+                               stretch.per_rank, stretch.num_replicas);
+      }
+      print0("resumed from {} at step {} (epoch {} at world size {}, after {}; the rest of the "
+             "epoch is dealt anew, {} samples into it on each rank)",
+             pending_path, state.step, state.epoch + 1,
+             rankwise::is_initialized() ? rankwise::world_size() : 1, earlier,
+             state.position);
+    }
   }
 
   void save_if_due(bool epoch_end) {
@@ -171,13 +189,19 @@ int64_t LoaderHooks::epoch(FabricCore& core) { return core.state.epoch; }
 
 std::pair<int64_t, int64_t> LoaderHooks::begin_training_pass(FabricCore& core) {
   core.ensure_resumed();
-  if (core.state.position == 0) {
+  if (core.state.position == 0 && core.state.epoch_stretches.empty()) {  // an epoch's start
     for (auto& [name, metrics] : core.state.metrics) metrics->reset();
   }
   return {core.state.epoch, core.state.position};
 }
 
+std::vector<DistributedSampler::Stretch> LoaderHooks::epoch_stretches(FabricCore& core) {
+  return core.state.epoch_stretches;
+}
+
 void LoaderHooks::end_training_batch(FabricCore& core, int64_t end, int64_t shard_size) {
+  // The batch's samples, padding duplicates included (they were computed).
+  monitor::record_step(end - core.state.position, std::exchange(core.last_loss, std::nullopt));
   core.state.step += 1;
   core.state.position = end;
   if (end < shard_size) core.save_if_due(/*epoch_end=*/false);
@@ -187,6 +211,7 @@ void LoaderHooks::end_training_pass(FabricCore& core, int64_t epoch) {
   if (core.join) core.join();  // every rank, after its last batch
   core.state.epoch = epoch + 1;
   core.state.position = 0;
+  core.state.epoch_stretches.clear();
 }
 
 torch::Device LoaderHooks::device(FabricCore& core) { return core.device; }
@@ -262,6 +287,7 @@ void Fabric::start(FabricOptions options) {
   // Before init(): with device auto and a GPU per rank, init() picks NCCL;
   // training on the CPU needs only Gloo.
   core.device = detail::resolve_device(o.device());
+  monitor::set_device(core.device.str());
   const std::string backend = o.backend() == "auto" && core.device.is_cpu() ? "gloo" : o.backend();
   auto& group = init(InitOptions()
                          .backend(backend)
@@ -280,7 +306,9 @@ void Fabric::start(FabricOptions options) {
           .keep_last(o.keep_last())
           .every_n_steps(o.checkpoint_every()));
   if (o.resume() == Resume::kLatest) {
-    core.pending = core.checkpoints->load_latest(&core.pending_path);  // every rank, onto the CPU
+    // Rank 0's latest, on every rank (its bytes sent where a node does not see it).
+    core.pending = core.checkpoints->load_latest_collective(
+        &core.pending_path, CollectiveLoadOptions().node_local(o.checkpoint_node_local()));
     if (!core.pending) print0("no checkpoint in {}; starting from epoch 1", o.checkpoint_dir());
     return;
   }
@@ -368,6 +396,7 @@ void Fabric::backward(const torch::Tensor& loss) {
                 "it returns");
   }
   loss.backward();
+  if (loss.device().is_cpu() && loss.numel() == 1) core_->last_loss = loss.item<double>();
 }
 
 Fabric::EpochRange Fabric::epochs(int64_t total) { return EpochRange(core_, total); }
@@ -378,7 +407,8 @@ int64_t Fabric::step() const { return core_->state.step; }
 std::string Fabric::save() { return core_->save(); }
 
 void Fabric::load(const std::string& path) {
-  core_->pending = rankwise::load(path);
+  core_->pending = rankwise::load_collective(
+      path, CollectiveLoadOptions().node_local(core_->options.checkpoint_node_local()));
   core_->pending_path = path;
   core_->ensure_resumed();
 }

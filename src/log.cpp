@@ -10,17 +10,18 @@
 #include <cstring>
 #include <vector>
 
+#include "detail/host_name.h"
 #include "detail/write_line.h"
+#include "detail/write_text.h"
 #include "rankwise/device.h"
 #include "rankwise/error.h"
 #include "rankwise/process_group.h"
 
 namespace rankwise {
 
-void detail::write_line(int fd, const std::string& line) {
-  std::string data = line + "\n";
-  const char* p = data.data();
-  std::size_t left = data.size();
+void detail::write_text(int fd, std::string_view text) {
+  const char* p = text.data();
+  std::size_t left = text.size();
   while (left > 0) {
     ssize_t n = ::write(fd, p, left);
     if (n < 0) {
@@ -31,6 +32,8 @@ void detail::write_line(int fd, const std::string& line) {
     left -= static_cast<std::size_t>(n);
   }
 }
+
+void detail::write_line(int fd, const std::string& line) { write_text(fd, line + "\n"); }
 
 void print_line(const std::string& line) {
   std::fflush(stdout);  // keep order with anything the program wrote via stdio
@@ -43,12 +46,6 @@ namespace {
 
 // Bytes per rank in print_header's all_gather: "rank\tlocal\thost\tpid\tdevice\tphysical".
 constexpr std::size_t kHeaderInfoBytes = 256;
-
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "?";
-  return buf;
-}
 
 std::vector<std::string> split_tabs(const std::string& s) {
   std::vector<std::string> parts;
@@ -88,7 +85,7 @@ void print_header() {
   } catch (const Error&) {
   }
   const LaunchEnv env = is_initialized() ? process_group().env() : LaunchEnv::from_environment();
-  std::string info = fmt::format("{}\t{}\t{}\t{}\t{}\t{}", rank(), env.local_rank, host_name(),
+  std::string info = fmt::format("{}\t{}\t{}\t{}\t{}\t{}", rank(), env.local_rank, detail::host_name(),
                                  ::getpid(), device, physical);
   info.resize(std::min(info.size(), kHeaderInfoBytes - 1));  // keeps a terminating 0
 

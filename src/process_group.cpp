@@ -21,6 +21,7 @@
 #include "detail/gloo_devices.h"
 #include "detail/hang_diagnosis.h"
 #include "detail/join.h"
+#include "detail/collective_clock.h"
 #include "detail/progress_publisher.h"
 #include "detail/progress_record.h"
 #include "detail/where.h"
@@ -74,6 +75,17 @@ std::optional<torch::Device> nccl_device(const LaunchEnv& env, const std::string
         "(NCCL when every rank has its own GPU, else Gloo)");
   }
   return std::nullopt;
+}
+
+// The device the monitor's table shows until monitor::set_device() names
+// another: NCCL's, else rankwise::device() (CPU when that cannot be known).
+std::string heartbeat_device(const LaunchEnv& env, const std::optional<torch::Device>& nccl) {
+  if (nccl) return nccl->str();
+  try {
+    return device_assignment(env, DeviceKind::kAuto).torch_device().str();
+  } catch (const std::exception&) {
+    return "cpu";
+  }
 }
 
 const char* reduce_op_name(ReduceOp op) {
@@ -205,7 +217,7 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
     try {
       publisher_ = std::make_unique<detail::ProgressPublisher>(
           env_.master_addr, env_.master_port, store_prefix(env_), env_.rank, recorder_,
-          options_.timeout());
+          options_.timeout(), heartbeat_device(env_, nccl));
     } catch (const std::exception& e) {
       throw RendezvousError("rankwise: " + where(env_.rank, env_.world_size) +
                             ": cannot open a second connection to the store at " +
@@ -316,24 +328,29 @@ void ProcessGroup::check_call(const CollectiveRecord& call, const torch::Tensor&
 void ProcessGroup::recorded(CollectiveRecord call,
                             const std::function<void(uint64_t sequence)>& body) {
   const uint64_t sequence = recorder_->enter(std::move(call));
+  detail::collective_clock().begin(sequence);
   if (publisher_) publisher_->notify();
   try {
     body(sequence);
   } catch (...) {
     recorder_->end(sequence, false);
+    detail::collective_clock().end(sequence);
     if (publisher_) publisher_->notify();
     throw;
   }
   recorder_->end(sequence, true);
+  detail::collective_clock().end(sequence);
   if (publisher_) publisher_->notify();
 }
 
 void ProcessGroup::record_launched(CollectiveRecord call,
                                    const c10::intrusive_ptr<c10::ivalue::Future>& done) {
   const uint64_t sequence = recorder_->enter(std::move(call));
+  detail::collective_clock().begin(sequence);
   if (publisher_) publisher_->notify();  // its heartbeat publishes the completion
   done->addCallback([recorder = recorder_, sequence](c10::ivalue::Future& f) {
     recorder->end(sequence, !f.hasError());
+    detail::collective_clock().end(sequence);
   });
 }
 

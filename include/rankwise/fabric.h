@@ -71,8 +71,9 @@ enum class Resume {
   kNew,
   /// Continue from the newest checkpoint that verifies, if there is one
   /// (else start from epoch 1, and say so). A checkpoint of another run is
-  /// refused: other training data (dataset size), or another batch size or
-  /// world size mid-epoch.
+  /// refused: other training data (dataset size), or another batch size
+  /// mid-epoch. At another world size mid-epoch the epoch goes on with the
+  /// samples not yet seen (TrainingState::epoch_stretches).
   kLatest,
   /// Remove an earlier run's checkpoints, then start a new run.
   kOverwrite,
@@ -117,6 +118,12 @@ struct FabricOptions {
   TORCH_ARG(int64_t, keep_last) = 3;
   /// What to do with an existing checkpoint directory (see Resume).
   TORCH_ARG(Resume, resume) = Resume::kNew;
+  /// The checkpoint directory is on each node's own disk, not shared: a
+  /// resume sends rank 0's checkpoint to the ranks of the other nodes at
+  /// once (CollectiveLoadOptions::node_local). Default false: every rank
+  /// reads the shared directory, waiting up to 10 s for a stale view
+  /// (network filesystems) before rank 0 sends it the file.
+  TORCH_ARG(bool, checkpoint_node_local) = false;
   /// Print the sanity header (print_header()) at construction.
   TORCH_ARG(bool, print_header) = true;
   /// Checked collectives (InitOptions::check_collectives): one extra
@@ -240,9 +247,11 @@ class Fabric {
   /// same CheckpointError on every rank and keeps the previous checkpoints.
   /// Returns the file's path. Throws ConfigError without a checkpoint_dir.
   std::string save();
-  /// Restores the training state from the checkpoint file `path` (every
-  /// rank, onto the CPU then the model's device), with the run-identity
-  /// checks of Resume::kLatest. Throws CheckpointError, ConfigError.
+  /// Restores the training state from the checkpoint file `path` as rank 0
+  /// sees it (load_collective(): every rank gets the same bytes, onto the
+  /// CPU then the model's device), with the run-identity checks of
+  /// Resume::kLatest. Collective: every rank, same order. Throws
+  /// CheckpointError, ConfigError.
   void load(const std::string& path);
 
   /// rankwise::print on this rank, and print0 (rank 0 writes; no

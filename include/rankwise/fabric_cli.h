@@ -53,6 +53,9 @@ inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
       "without --resume, remove the checkpoints of an earlier run in --checkpoint-dir "
       "(otherwise such a directory is refused)");
   resume->excludes(overwrite);
+  app.add_flag("--checkpoint-node-local,--checkpoint_node_local", options.checkpoint_node_local(),
+               "--checkpoint-dir is on each node's own disk (not shared): a resume sends rank 0's "
+               "checkpoint to the other nodes' ranks");
 }
 
 /// What CLI11_PARSE's app.exit(error) does, except that --help (and any

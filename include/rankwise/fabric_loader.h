@@ -28,6 +28,9 @@ struct LoaderHooks {
   /// first (once), resets the tracked metrics at an epoch's start, and returns
   /// the epoch and the position (indices of this rank's shard already used).
   static std::pair<int64_t, int64_t> begin_training_pass(FabricCore& core);
+  /// The current epoch's earlier stretches at other world sizes (a run that
+  /// resumed it at another world size): for DistributedSampler::resume_epoch.
+  static std::vector<DistributedSampler::Stretch> epoch_stretches(FabricCore& core);
   /// After the training batch that ended at position `end` of a shard of
   /// `shard_size` indices: one more step; saves when the schedule says so.
   static void end_training_batch(FabricCore& core, int64_t end, int64_t shard_size);
@@ -127,6 +130,10 @@ class FabricLoader {
       position_ = 0;
     }
     sampler_.set_epoch(epoch_);
+    if (training_) {
+      auto stretches = detail::LoaderHooks::epoch_stretches(*core_);
+      if (!stretches.empty()) sampler_.resume_epoch(std::move(stretches));
+    }
     indices_ = sampler_.indices();
     padding_ = sampler_.is_padding();
     done_ = false;

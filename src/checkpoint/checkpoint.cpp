@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "checkpoint/detail/agreed_read.h"
 #include "checkpoint/detail/atomic_file.h"
 #include "checkpoint/detail/checkpoint_file.h"
 #include "checkpoint/detail/file_lock.h"
@@ -73,6 +74,11 @@ Checkpoint checkpoint_from(const c10::IValue& value, const std::string& path) {
 
 Checkpoint load(const std::string& path) {
   return detail::checkpoint_from(detail::read_checkpoint_file(path), path);
+}
+
+Checkpoint load_collective(const std::string& path, CollectiveLoadOptions options) {
+  auto file = detail::read_agreed([&]() -> std::optional<std::string> { return path; }, options);
+  return detail::checkpoint_from(file->value, path);
 }
 
 bool verify(const std::string& path) {

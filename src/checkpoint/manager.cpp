@@ -10,6 +10,7 @@
 #include <functional>
 #include <iostream>
 
+#include "checkpoint/detail/agreed_read.h"
 #include "checkpoint/detail/atomic_file.h"
 #include "checkpoint/detail/checkpoint_file.h"
 #include "checkpoint/detail/fault_injection.h"
@@ -235,6 +236,14 @@ std::optional<Checkpoint> CheckpointManager::load_latest(std::string* path) cons
   if (!found) return std::nullopt;
   if (path) *path = *found;
   return loaded;
+}
+
+std::optional<Checkpoint> CheckpointManager::load_latest_collective(
+    std::string* path, CollectiveLoadOptions options) const {
+  auto file = detail::read_agreed([this] { return latest(); }, options);
+  if (!file) return std::nullopt;
+  if (path) *path = file->path;
+  return detail::checkpoint_from(file->value, file->path);
 }
 
 }  // namespace rankwise

@@ -1,5 +1,8 @@
 #include "rankwise/checkpoint/training_state.h"
 
+#include <algorithm>
+#include <limits>
+
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
@@ -36,13 +39,76 @@ c10::IValue local_state(const TrainingState& state) {
   return local;
 }
 
-int64_t integer(const Checkpoint& checkpoint, const std::string& key) {
-  const auto& value = checkpoint.at(key);
+int64_t integer(const c10::IValue& value, const std::string& key) {
   if (!value.isInt()) {
     throw CheckpointError("rankwise: checkpoint entry '" + key + "' is a " + value.tagKind() +
                           ", expected an integer");
   }
   return value.toInt();
+}
+
+int64_t integer(const Checkpoint& checkpoint, const std::string& key) {
+  return integer(checkpoint.at(key), key);
+}
+
+c10::IValue stretches_value(const std::vector<DistributedSampler::Stretch>& stretches) {
+  c10::impl::GenericList list(c10::DictType::create(c10::StringType::get(), c10::IntType::get()));
+  for (const auto& stretch : stretches) {
+    c10::Dict<std::string, int64_t> entry;
+    entry.insert("world_size", stretch.num_replicas);
+    entry.insert("position", stretch.per_rank);
+    list.push_back(entry);
+  }
+  return list;
+}
+
+// The checkpoint's "epoch_stretches" (absent in checkpoints before it: none).
+std::vector<DistributedSampler::Stretch> saved_stretches(const Checkpoint& checkpoint) {
+  std::vector<DistributedSampler::Stretch> result;
+  if (!checkpoint.contains("epoch_stretches")) return result;
+  const auto& value = checkpoint.at("epoch_stretches");
+  const std::string error =
+      "rankwise: checkpoint entry 'epoch_stretches' is not a list of {\"world_size\", "
+      "\"position\"} dicts";
+  if (!value.isList()) throw CheckpointError(error);
+  for (const auto& item : value.toListRef()) {
+    if (!item.isGenericDict()) throw CheckpointError(error);
+    const auto dict = item.toGenericDict();
+    if (!dict.contains("world_size") || !dict.contains("position")) throw CheckpointError(error);
+    const int64_t world = integer(dict.at("world_size"), "epoch_stretches.world_size");
+    const int64_t position = integer(dict.at("position"), "epoch_stretches.position");
+    if (world < 1 || world > std::numeric_limits<int>::max() || position < 0) {
+      throw CheckpointError(error + " (world size " + std::to_string(world) + ", position " +
+                            std::to_string(position) + ")");
+    }
+    result.push_back({static_cast<int>(world), position});
+  }
+  return result;
+}
+
+// The metric collection state `name` of one saved rank.
+c10::Dict<std::string, torch::Tensor> saved_metric_state(const c10::IValue& rank_state,
+                                                         const std::string& name) {
+  const auto saved_metrics = rank_state.toGenericDict().at("metrics").toGenericDict();
+  if (!saved_metrics.contains(name)) {
+    throw CheckpointError("rankwise: the checkpoint has no state for the metric collection '" +
+                          name + "'");
+  }
+  c10::Dict<std::string, torch::Tensor> metric_state;
+  for (const auto& entry : saved_metrics.at(name).toGenericDict()) {
+    metric_state.insert(entry.key().toStringRef(), entry.value().toTensor());
+  }
+  return metric_state;
+}
+
+void load_metric_state(metrics::MetricCollection& collection, const std::string& name,
+                       const c10::Dict<std::string, torch::Tensor>& state) {
+  try {
+    collection.load_state(state);
+  } catch (const ConfigError& e) {
+    throw CheckpointError(std::string("rankwise: restoring metric collection '") + name +
+                          "': " + e.what());
+  }
 }
 
 }  // namespace
@@ -62,6 +128,7 @@ Checkpoint capture(const TrainingState& state) {
   checkpoint.insert("epoch", state.epoch);
   checkpoint.insert("position", state.position);
   checkpoint.insert("world_size", static_cast<int64_t>(is_initialized() ? world_size() : 1));
+  checkpoint.insert("epoch_stretches", stretches_value(state.epoch_stretches));
   checkpoint.insert("rank_states", detail::all_gather_ivalues(local_state(state)));
   auto extras = new_dict();
   for (const auto& [name, value] : state.extras) extras.insert(name, value);
@@ -81,15 +148,13 @@ void restore(const Checkpoint& checkpoint, TrainingState& state) {
   const int64_t world = is_initialized() ? world_size() : 1;
   const int64_t my_rank = is_initialized() ? rank() : 0;
   const int64_t saved_position = integer(checkpoint, "position");
-  const bool same_world = saved_world == world;
-  if (!same_world && saved_position != 0) {
-    throw CheckpointError(
-        "rankwise: the checkpoint was written by " + std::to_string(saved_world) +
-        " ranks in the middle of an epoch and this run has " + std::to_string(world) +
-        "; the position in the epoch and the per-rank states (RNG, metric states) cannot be "
-        "mapped to another world size. Resume with " + std::to_string(saved_world) +
-        " ranks, or from a checkpoint written at an epoch end");
+  const auto stretches = saved_stretches(checkpoint);
+  if (saved_world < 1 || saved_world > std::numeric_limits<int>::max() || saved_position < 0) {
+    throw CheckpointError("rankwise: the checkpoint's world_size (" + std::to_string(saved_world) +
+                          ") or position (" + std::to_string(saved_position) + ") is invalid");
   }
+  const bool same_world = saved_world == world;
+  const bool mid_epoch = saved_position != 0 || !stretches.empty();
   if (state.optimizer && checkpoint.contains("optimizer_type")) {
     const std::string saved = checkpoint.at("optimizer_type").toStringRef();
     const std::string mine = optimizer_type_name(*state.optimizer);
@@ -116,39 +181,74 @@ void restore(const Checkpoint& checkpoint, TrainingState& state) {
   state.step = integer(checkpoint, "step");
   state.epoch = integer(checkpoint, "epoch");
   state.position = saved_position;
+  state.epoch_stretches = stretches;
   state.extras.clear();
   for (const auto& entry : checkpoint.at("extras").toGenericDict()) {
     state.extras[entry.key().toStringRef()] = entry.value();
   }
   // At an epoch end a new world size is accepted: the model, optimizer and
   // counters carry over; per-rank RNG and metric states (one per old rank) do not.
-  if (!same_world) return;
+  if (!same_world && !mid_epoch) return;
 
   const auto& rank_states = checkpoint.at("rank_states");
-  if (!rank_states.isList() || rank_states.toListRef().size() != static_cast<std::size_t>(world)) {
+  const bool valid = rank_states.isList() &&
+                     rank_states.toListRef().size() == static_cast<std::size_t>(saved_world) &&
+                     std::all_of(rank_states.toListRef().begin(), rank_states.toListRef().end(),
+                                 [](const c10::IValue& v) {
+                                   return v.isGenericDict() && v.toGenericDict().contains("rng") &&
+                                          v.toGenericDict().contains("metrics") &&
+                                          v.toGenericDict().at("metrics").isGenericDict();
+                                 });
+  if (!valid) {
     throw CheckpointError("rankwise: checkpoint entry 'rank_states' is not a list of " +
-                          std::to_string(world) + " per-rank states");
+                          std::to_string(saved_world) + " per-rank states");
   }
-  const auto mine = rank_states.toListRef()[static_cast<std::size_t>(my_rank)].toGenericDict();
-  set_rng_state(mine.at("rng"));
-  const auto saved_metrics = mine.at("metrics").toGenericDict();
+  const auto& saved_ranks = rank_states.toListRef();
+  if (same_world) {
+    const auto& mine = saved_ranks[static_cast<std::size_t>(my_rank)];
+    set_rng_state(mine.toGenericDict().at("rng"));
+    for (const auto& [name, collection] : state.metrics) {
+      if (collection) load_metric_state(*collection, name, saved_metric_state(mine, name));
+    }
+    return;
+  }
+
+  // Mid-epoch at another world size: the epoch goes on from what the
+  // earlier stretches left (DistributedSampler::resume_epoch).
+  state.epoch_stretches.push_back({static_cast<int>(saved_world), saved_position});
+  state.position = 0;
+  // Metric states: every old rank's, merged, on rank 0; reset elsewhere.
   for (const auto& [name, collection] : state.metrics) {
     if (!collection) continue;
-    if (!saved_metrics.contains(name)) {
-      throw CheckpointError("rankwise: the checkpoint has no state for the metric collection '" +
-                            name + "'");
-    }
-    c10::Dict<std::string, torch::Tensor> metric_state;
-    for (const auto& entry : saved_metrics.at(name).toGenericDict()) {
-      metric_state.insert(entry.key().toStringRef(), entry.value().toTensor());
-    }
+    std::vector<c10::Dict<std::string, torch::Tensor>> parts;
+    for (const auto& saved : saved_ranks) parts.push_back(saved_metric_state(saved, name));
+    c10::Dict<std::string, torch::Tensor> merged;
     try {
-      collection->load_state(metric_state);
+      merged = collection->merge_states(parts);
     } catch (const ConfigError& e) {
       throw CheckpointError(std::string("rankwise: restoring metric collection '") + name +
                             "': " + e.what());
     }
+    if (my_rank == 0) {
+      load_metric_state(*collection, name, merged);
+    } else {
+      collection->reset();
+    }
   }
+  // RNG: rank r takes old rank r's generators where there is one.
+  if (my_rank < saved_world) {
+    set_rng_state(saved_ranks[static_cast<std::size_t>(my_rank)].toGenericDict().at("rng"));
+  }
+  detail::note("rankwise: note: the checkpoint was written mid-epoch at world size " +
+               std::to_string(saved_world) + " and this run has " + std::to_string(world) +
+               ": the epoch continues with the samples not yet seen, metric states are merged, "
+               "and " +
+               (world <= saved_world
+                    ? std::string("each rank takes the RNG state of the old rank of its number")
+                    : "ranks 0-" + std::to_string(saved_world - 1) +
+                          " take the RNG states of the old ranks of their number, the others keep "
+                          "their own") +
+               " (randomness does not continue bitwise at another world size)");
 }
 
 }  // namespace rankwise

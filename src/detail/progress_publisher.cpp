@@ -5,9 +5,12 @@
 
 #include <unistd.h>
 
+#include <fstream>
 #include <mutex>
+#include <optional>
 
 #include "detail/progress_record.h"
+#include "monitor/detail/step_counters.h"
 #include "detail/stack_dump.h"
 #include "rankwise/flight_recorder.h"
 
@@ -17,6 +20,16 @@ namespace {
 
 constexpr auto kBatchInterval = std::chrono::milliseconds(20);
 constexpr auto kHeartbeat = std::chrono::seconds(1);
+// Step rates are averaged over at least this much of the rank's time.
+constexpr int64_t kRateWindowNs = 1'000'000'000;
+
+// Resident set size from /proc/self/statm (pages); 0 when unreadable.
+int64_t rss_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+}
 
 std::string host_name() {
   char name[256] = {};
@@ -42,8 +55,41 @@ struct ProgressPublisher::State {
   int pid = 0;
   std::string host;
   bool stack_dump = false;
+  std::string default_device;
+  // Heartbeat (publisher's thread only): the reading that opened the current
+  // rate window, the last rates, the last RSS and when it was read.
+  std::optional<monitor::detail::StepSample> window;
+  std::optional<monitor::detail::StepRates> rates;
+  int64_t rss = 0;
+  int64_t rss_read_ms = 0;
 
-  ProgressRecord snapshot(bool exited) const {
+  void add_heartbeat(ProgressRecord& p) {
+    const monitor::detail::StepSample sample = monitor::detail::step_sample();
+    if (sample.steps > 0) {
+      if (!window) {
+        window = sample;  // the first step's end opens the first window
+      } else if (sample.end_ns - window->end_ns >= kRateWindowNs) {
+        if (auto r = monitor::detail::rates_between(*window, sample)) rates = r;
+        window = sample;
+      }
+      p.step = sample.steps;
+      p.loss = sample.loss;
+      if (rates) {
+        p.step_ms = rates->step_ms;
+        p.wait_ms = rates->wait_ms;
+        p.samples_per_s = rates->samples_per_s;
+      }
+    }
+    if (p.heartbeat_ms - rss_read_ms >= 1000) {
+      rss = rss_bytes();
+      rss_read_ms = p.heartbeat_ms;
+    }
+    p.rss_bytes = rss;
+    const std::string device = monitor::detail::device();
+    p.device = device.empty() ? default_device : device;
+  }
+
+  ProgressRecord snapshot(bool exited) {
     ProgressRecord p;
     const CollectiveRecord last = recorder->last_entered();
     p.entered = last.sequence;
@@ -63,6 +109,7 @@ struct ProgressPublisher::State {
     p.pid = pid;
     p.host = host;
     p.stack_dump = stack_dump;
+    add_heartbeat(p);
     return p;
   }
 
@@ -103,7 +150,8 @@ struct ProgressPublisher::State {
 
 ProgressPublisher::ProgressPublisher(const std::string& addr, int port, const std::string& prefix,
                                      int rank, std::shared_ptr<const FlightRecorder> recorder,
-                                     std::chrono::milliseconds connect_timeout)
+                                     std::chrono::milliseconds connect_timeout,
+                                     std::string device)
     : state_(std::make_shared<State>()) {
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(port);
@@ -118,6 +166,7 @@ ProgressPublisher::ProgressPublisher(const std::string& addr, int port, const st
   state_->host = host_name();
   // A rank that publishes its progress can also show its stacks in a hang report.
   state_->stack_dump = install_stack_dump();
+  state_->default_device = std::move(device);
   state_->wanted = 1;  // publish at once: "in no collective yet" is progress too
   thread_ = std::thread([state = state_] { state->run(); });
 }

@@ -5,6 +5,7 @@
 // 20 ms (batching a burst of collectives into one write) and at least every
 // second (the heartbeat). It has its own store connection, never shared with
 // the main thread. Not copyable; the destructor publishes `exited`.
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <string>
@@ -17,11 +18,14 @@ namespace detail {
 class ProgressPublisher {
  public:
   /// Connects to the store at addr:port (keys under `prefix`) as rank `rank`
-  /// and starts the thread. Throws what c10d's TCPStore throws when the store
-  /// cannot be reached within `connect_timeout`.
+  /// and starts the thread. Each record also carries the heartbeat of
+  /// monitor::record_step (monitor/heartbeat.h), and `device` unless
+  /// monitor::set_device() names another.
+  /// Throws what c10d's TCPStore throws when the store cannot be reached
+  /// within `connect_timeout`.
   ProgressPublisher(const std::string& addr, int port, const std::string& prefix, int rank,
                     std::shared_ptr<const FlightRecorder> recorder,
-                    std::chrono::milliseconds connect_timeout);
+                    std::chrono::milliseconds connect_timeout, std::string device);
   /// Publishes `exited` and stops the thread, waiting for it at most 2 s (a
   /// thread stuck on an unresponsive store is left to end with the process).
   ~ProgressPublisher();

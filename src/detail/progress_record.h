@@ -28,6 +28,16 @@ struct ProgressRecord {
   /// The rank answers detail::kStackDumpSignal with a dump of its threads'
   /// stacks (detail/stack_dump.h); rankwise-run sends it only then.
   bool stack_dump = false;
+
+  // Heartbeat fields (monitor/heartbeat.h; rankwise-run --monitor). Records
+  // of releases without them decode with these defaults.
+  int64_t step = -1;          ///< monitor::record_step() calls so far (-1: it was never called)
+  double samples_per_s = 0;   ///< local samples per second over the last rate window (about 1 s)
+  double step_ms = 0;         ///< wall time per step over that window (0: none measured yet)
+  double wait_ms = 0;         ///< of which a collective was in flight (step_ms - wait_ms: compute)
+  std::optional<double> loss;  ///< the last local loss given to record_step
+  int64_t rss_bytes = 0;      ///< resident set size (/proc/self/statm; 0: unknown)
+  std::string device;         ///< "cpu", "cuda:0", ... ("" unknown)
 };
 
 /// "rankwise/<job_key>/", or "rankwise/" without a job key: the root of
@@ -47,8 +57,13 @@ constexpr const char* kJobKeyVariable = "RANKWISE_JOB_KEY";
 
 /// The store key (under the attempt's prefix) of rank `rank`'s record.
 std::string progress_key(int rank);
+/// The record as one JSON object. The heartbeat fields are written only once
+/// a step was recorded (step >= 0), the loss only when set.
 std::string encode_progress(const ProgressRecord& record);
-/// nullopt when `text` is not a progress record.
+/// nullopt when `text` is not a progress record. Tolerant of both older and
+/// newer writers: missing heartbeat fields take their defaults, unknown
+/// fields are ignored, a heartbeat field of the wrong type is left at its
+/// default (the collective fields are required).
 std::optional<ProgressRecord> decode_progress(const std::string& text);
 
 /// Milliseconds since the Unix epoch, now.

@@ -62,6 +62,7 @@ Examples:
             --nproc-per-node 8 --rdzv-id $JOB --rdzv-backend c10d \
             --rdzv-endpoint node0:29400 ./train
   rankwise-run --nproc-per-node 4 --tee 3 --local-ranks-filter 0 --log-dir logs ./train
+  rankwise-run --nproc-per-node 4 --monitor ./train    (live per-rank table, stragglers)
 )";
 
 }  // namespace
@@ -110,6 +111,11 @@ class LauncherFormatter : public CLI::Formatter {
   std::string make_usage(const CLI::App*, std::string name) const override {
     return "Usage: " + name + " [OPTIONS] PROGRAM [ARGS...]\n"
            "  Options end at PROGRAM; everything after it is passed to PROGRAM unchanged.\n";
+  }
+  // A flag with an optional value shows as --flag[=VALUE], not CLI11's --flag{default}.
+  std::string make_option_name(const CLI::Option* option, bool positional) const override {
+    if (option->get_name() == "--monitor") return "--monitor[=SECONDS]";
+    return CLI::Formatter::make_option_name(option, positional);
   }
 };
 
@@ -274,6 +280,23 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
                  "off). A rank working outside collectives is never a hang. E.g. "
                  "--hang-timeout 60");
 
+  std::string monitor;  // "" not given; "auto": the flag alone
+  double straggler_pct = 20.0, straggler_window_s = 5.0;
+  app.add_flag("--monitor{auto}", monitor,
+               "Show a live table of every rank's heartbeat (step, samples/s, compute and wait "
+               "ms per step, loss, memory, heartbeat age, state) on stderr, redrawn in place on "
+               "a terminal every SECONDS (default 1), else printed every SECONDS (default 30); "
+               "name stragglers and stalled ranks as they start and end. Give SECONDS with '='. "
+               "E.g. --monitor=5");
+  app.add_option("--straggler-threshold,--straggler_threshold", straggler_pct,
+                 "With --monitor: a rank whose compute time per step is more than this many "
+                 "percent over the median of the ranks (and at least 2 ms over it) for "
+                 "--straggler-window seconds is a straggler (default 20). "
+                 "E.g. --straggler-threshold 50");
+  app.add_option("--straggler-window,--straggler_window", straggler_window_s,
+                 "With --monitor: seconds a rank must stay over the straggler threshold before "
+                 "it is named (default 5). E.g. --straggler-window 10");
+
   std::string cpu_sched = "inherit";
   app.add_option("--cpu-sched,--cpu_sched", cpu_sched,
                  "Linux scheduling policy of every worker and all its threads: inherit (the "
@@ -379,6 +402,26 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   o.grace_period = seconds_to_ms(grace_s, "--grace-period", true);
   o.rendezvous_timeout = seconds_to_ms(rdzv_s, "--rendezvous-timeout", false);
   o.hang_timeout = seconds_to_ms(hang_s, "--hang-timeout", true);
+  if (!monitor.empty()) {
+    if (monitor == "auto") {
+      o.monitor = std::chrono::milliseconds(0);
+    } else {
+      char* end = nullptr;
+      const double seconds = std::strtod(monitor.c_str(), &end);
+      if (end == monitor.c_str() || *end != '\0') {
+        throw UsageError(fmt::format("--monitor={}: expected a number of seconds; e.g. --monitor=5",
+                                     monitor));
+      }
+      o.monitor = seconds_to_ms(seconds, "--monitor", false);
+    }
+  }
+  if (!(straggler_pct > 0 && straggler_pct <= 100000)) {
+    throw UsageError(fmt::format(
+        "--straggler-threshold {}: expected a percentage above 0; e.g. --straggler-threshold 20",
+        straggler_pct));
+  }
+  o.straggler_threshold = straggler_pct / 100.0;
+  o.straggler_window = seconds_to_ms(straggler_window_s, "--straggler-window", false);
 
   const RdzvConf conf = parse_rdzv_conf(rdzv_conf);
   if (conf.join_timeout) {

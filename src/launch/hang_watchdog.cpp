@@ -24,20 +24,21 @@ RankActivity activity_of(const RankView& v) {
   return RankActivity::kWorking;
 }
 
+std::vector<const detail::ProgressRecord*> progress_of(const std::vector<RankView>& ranks) {
+  std::vector<const detail::ProgressRecord*> records;
+  records.reserve(ranks.size());
+  for (const RankView& v : ranks) records.push_back(v.progress ? &*v.progress : nullptr);
+  return records;
+}
+
 bool HangWatchdog::observe(std::vector<RankView>& ranks,
                            std::chrono::steady_clock::time_point now) {
-  heartbeats_.resize(ranks.size());
   stopped_since_.resize(ranks.size());
+  heartbeats_.observe(progress_of(ranks), now);
   bool stopped_too_long = false;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     RankView& v = ranks[r];
-    Heartbeat& h = heartbeats_[r];
-    if (v.progress && v.progress->heartbeat_ms != h.value) {
-      h.value = v.progress->heartbeat_ms;
-      h.changed = now;
-    }
-    v.heartbeat_stale = v.progress && !v.progress->exited &&
-                        now - h.changed > std::chrono::milliseconds(detail::kStaleHeartbeatMs);
+    v.heartbeat_stale = heartbeats_.stale(static_cast<int>(r), now);
     if (activity_of(v) == RankActivity::kStopped) {
       if (!stopped_since_[r]) stopped_since_[r] = now;
       stopped_too_long = stopped_too_long || now - *stopped_since_[r] >= timeout_;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "detail/progress_record.h"
+#include "launch/heartbeat_ages.h"
 
 namespace rankwise {
 namespace launch {
@@ -33,11 +34,13 @@ struct RankView {
   bool stopped = false;  ///< local and in state T (is_stopped)
   bool ended = false;    ///< local and its process ended
   /// Its heartbeat has not changed for detail::kStaleHeartbeatMs of the
-  /// launcher's own clock (set by HangWatchdog::observe: comparing the
-  /// worker's clock with the launcher's would call every rank of a node
-  /// whose clock is off "not responding").
+  /// launcher's own clock (HeartbeatAges::stale; set by HangWatchdog::observe
+  /// and by the monitor).
   bool heartbeat_stale = false;
 };
+
+/// Each view's record (nullptr: none), index = rank, for HeartbeatAges.
+std::vector<const detail::ProgressRecord*> progress_of(const std::vector<RankView>& ranks);
 
 /// What a rank was doing, as the hang report's per-rank line shows it.
 enum class RankActivity { kWorking, kInCollective, kStopped, kEnded };
@@ -66,11 +69,7 @@ class HangWatchdog {
   std::chrono::milliseconds timeout_;
   std::optional<std::chrono::steady_clock::time_point> blocked_since_;
   std::vector<uint64_t> completed_;  // each rank's last completed, last time
-  struct Heartbeat {
-    int64_t value = -1;  // heartbeat_ms last seen
-    std::chrono::steady_clock::time_point changed;
-  };
-  std::vector<Heartbeat> heartbeats_;
+  HeartbeatAges heartbeats_;
   std::vector<std::optional<std::chrono::steady_clock::time_point>> stopped_since_;
 };
 

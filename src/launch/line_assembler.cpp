@@ -14,10 +14,12 @@ void LineAssembler::feed(const char* data, std::size_t n, const LineFn& emit) {
       if (*p == '\n') {
         emit(line_, false);
         line_.clear();
+        rewritten_ = false;
         ++p;
         continue;
       }
       line_.clear();  // carriage return: the line is being overwritten
+      rewritten_ = true;
     }
     // The run of ordinary bytes up to the next '\n' or '\r'.
     const char* stop = p;
@@ -35,6 +37,7 @@ void LineAssembler::feed(const char* data, std::size_t n, const LineFn& emit) {
     if (*p == '\n') {
       emit(line_, false);
       line_.clear();
+      rewritten_ = false;
     } else {
       pending_cr_ = true;
     }
@@ -57,6 +60,7 @@ void LineAssembler::split_overlong(const LineFn& emit) {
 
 void LineAssembler::finish(const LineFn& emit) {
   pending_cr_ = false;
+  rewritten_ = false;
   if (!line_.empty()) emit(line_, false);
   line_.clear();
 }

@@ -37,12 +37,17 @@ class LineAssembler {
   void feed(const char* data, std::size_t n, const LineFn& emit);
   /// Emits the unterminated rest, if any (end of stream).
   void finish(const LineFn& emit);
+  /// The unfinished line's current state when a '\r' has rewritten it (a
+  /// progress bar between updates), for showing it in place on a terminal;
+  /// empty otherwise (no line begun, or one merely not yet ended).
+  std::string_view rewritten_line() const { return rewritten_ ? std::string_view(line_) : std::string_view(); }
 
  private:
   void split_overlong(const LineFn& emit);
 
   std::string line_;
   bool pending_cr_ = false;
+  bool rewritten_ = false;  // a '\r' rewrote the unfinished line_
 };
 
 }  // namespace launch

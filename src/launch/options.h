@@ -87,6 +87,14 @@ struct LaunchOptions {
   /// blocked (in a collective, stopped or ended) this long with no collective
   /// completed (see hang_watchdog.h); 0 turns the check off.
   std::chrono::milliseconds hang_timeout{300000};
+  /// --monitor[=SECONDS]: show a live per-rank table of the workers'
+  /// heartbeats and flag stragglers and stalled ranks (run_monitor.h).
+  /// nullopt: off; 0: the default refresh (1 s on a terminal, 30 s otherwise).
+  std::optional<std::chrono::milliseconds> monitor;
+  /// --straggler-threshold (given in %): a rank computing more than this
+  /// fraction over the median for --straggler-window is a straggler.
+  double straggler_threshold = 0.2;
+  std::chrono::milliseconds straggler_window{5000};  ///< --straggler-window
   /// Workers' scheduling policy (--cpu-sched; default: see cli.cpp).
   CpuSched cpu_sched = CpuSched::kInherit;
   std::string program;            ///< resolved path of the program to execute

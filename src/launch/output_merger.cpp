@@ -44,21 +44,60 @@ void OutputMerger::on_data(std::size_t worker, Stream stream, const char* data, 
   if (log_fd >= 0) write_all(log_fd, std::string_view(data, n));
   assemblers_[2 * worker + static_cast<int>(stream)].feed(
       data, n, [&](std::string_view line, bool continued) { emit(worker, stream, line, continued); });
+  if (stream == Stream::kStdout) track_rewritten(worker);
   flush();
+}
+
+bool OutputMerger::shows_in_place(std::size_t worker) const {
+  return options_.terminal && !options_.group_by_rank && (options_.console[worker] & kStdoutBit) != 0;
+}
+
+void OutputMerger::track_rewritten(std::size_t worker) {
+  if (!shows_in_place(worker)) return;
+  const std::string_view line = assemblers_[2 * worker].rewritten_line();
+  if (line.empty()) {
+    if (in_place_worker_ == worker && !in_place_.empty()) {  // its line ended (or was emptied)
+      in_place_.clear();
+      in_place_changed_ = true;
+    }
+    return;
+  }
+  std::string shown = options_.tags[worker];
+  shown += line;
+  if (in_place_worker_ == worker && shown == in_place_) return;
+  in_place_ = std::move(shown);
+  in_place_worker_ = worker;
+  in_place_changed_ = true;
 }
 
 void OutputMerger::on_eof(std::size_t worker, Stream stream) {
   assemblers_[2 * worker + static_cast<int>(stream)].finish(
       [&](std::string_view line, bool continued) { emit(worker, stream, line, continued); });
+  if (stream == Stream::kStdout) track_rewritten(worker);
   flush();
 }
 
 void OutputMerger::flush() {
+  const bool lines = !pending_[0].empty() || !pending_[1].empty();
+  if (!lines && !in_place_changed_) return;
+  // "\r" + ESC[K: back to the start of the in-place line and clear it, so
+  // whole lines print over it and it is redrawn below them.
+  static constexpr std::string_view kClearLine = "\r\x1b[K";
+  if (in_place_shown_ && !lines) {
+    write_all(options_.stdout_fd, std::string(kClearLine) + in_place_);
+    in_place_shown_ = !in_place_.empty();
+    in_place_changed_ = false;
+    return;
+  }
+  if (in_place_shown_) pending_[0].insert(0, kClearLine);
   for (int s = 0; s < 2; ++s) {
     if (pending_[s].empty()) continue;
     write_all(s == 0 ? options_.stdout_fd : options_.stderr_fd, pending_[s]);
     pending_[s].clear();
   }
+  if (!in_place_.empty()) write_all(options_.stdout_fd, in_place_);
+  in_place_shown_ = !in_place_.empty();
+  in_place_changed_ = false;
 }
 
 void OutputMerger::emit(std::size_t worker, Stream stream, std::string_view line, bool continued) {

@@ -4,6 +4,14 @@
 /// Each write(2) carries whole tagged lines only (all the lines completed by
 /// one read from a worker's pipe, in one batch), so lines of different ranks
 /// never mix and a busy job costs one write per read, not one per line.
+///
+/// On a terminal (MergerOptions::terminal), a worker's stdout line that it
+/// rewrites with '\r' (a progress bar) is also shown before it ends, in
+/// place: the last such line stays at the bottom, rewritten as it changes,
+/// and is cleared and redrawn below any whole lines printed meanwhile. One
+/// line at the bottom, whichever worker updated it last (rankwise::monitor::
+/// Progress draws from rank 0 only). Elsewhere (a pipe, a file) only whole
+/// lines are written, so a bar yields its state when its line ends.
 
 #include <cstddef>
 #include <deque>
@@ -35,6 +43,8 @@ struct MergerOptions {
   int stderr_fd = 2;              ///< where merged stderr goes
   /// Raw copies per local worker: {stdout fd, stderr fd}, -1 for none.
   std::vector<std::pair<int, int>> log_fds;
+  /// stdout_fd (and stderr_fd) is a terminal: show '\r'-rewritten lines in place.
+  bool terminal = false;
 };
 
 /// Line assembly, tagging and routing for one attempt's local workers.
@@ -53,6 +63,10 @@ class OutputMerger {
   void flush_groups();
   /// The last kTailLines lines the worker wrote to stderr (untagged).
   const std::deque<std::string>& stderr_tail(std::size_t worker) const { return tails_[worker]; }
+  /// Whether the worker's '\r'-rewritten stdout lines are shown in place: a
+  /// terminal, the worker's stdout on the console, no --group-by-rank. The
+  /// worker learns it from RANKWISE_STDOUT_IS_TTY (kStdoutIsTtyVariable).
+  bool shows_in_place(std::size_t worker) const;
 
  private:
   struct Held {
@@ -60,15 +74,25 @@ class OutputMerger {
     std::string text;  // tagged line with its '\n'
   };
   void emit(std::size_t worker, Stream stream, std::string_view line, bool continued);
-  /// Writes the batched lines of both streams.
+  /// Writes the batched lines of both streams, and the in-place line.
   void flush();
+  /// After a read of `worker`'s stdout: the line to show in place now.
+  void track_rewritten(std::size_t worker);
 
   MergerOptions options_;
   std::string pending_[2];  // batched tagged lines per stream (stdout, stderr)
   std::vector<LineAssembler> assemblers_;  // 2 per worker
   std::vector<std::deque<std::string>> tails_;
   std::vector<std::vector<Held>> held_;
+  std::string in_place_;          // tagged line shown in place ("" none)
+  std::size_t in_place_worker_ = 0;
+  bool in_place_shown_ = false;   // the terminal's last line is in_place_, unterminated
+  bool in_place_changed_ = false;
 };
+
+/// The variable that tells a worker whether its stdout reaches a terminal
+/// through the launcher ("1" or "0"; read by rankwise::monitor::stdout_is_terminal()).
+constexpr const char* kStdoutIsTtyVariable = "RANKWISE_STDOUT_IS_TTY";
 
 }  // namespace launch
 }  // namespace rankwise

@@ -26,6 +26,7 @@
 #include "launch/output_merger.h"
 #include "launch/progress_reader.h"
 #include "launch/root_cause.h"
+#include "launch/run_monitor.h"
 #include "launch/signals.h"
 #include "launch/tag_template.h"
 #include "launch/worker_process.h"
@@ -47,6 +48,9 @@ constexpr std::chrono::milliseconds kStackDumpWait{3000};
 // how long it waits for the store to take or give a failure's details.
 constexpr std::chrono::milliseconds kGroupPoll{250};
 constexpr std::chrono::milliseconds kGroupWait{2000};
+// --monitor: how often the launcher reads the heartbeats and looks for
+// stragglers and stalled ranks (the table has its own refresh interval).
+constexpr std::chrono::milliseconds kMonitorTick{500};
 
 namespace {
 // Files in the launcher's temporary directory, per attempt and rank.
@@ -55,6 +59,14 @@ std::string error_file(const AttemptConfig& c, int rank) {
 }
 std::string stack_dump_file(const AttemptConfig& c, int rank) {
   return fmt::format("{}/stacks_attempt{}_rank{}.txt", c.error_dir, c.attempt, rank);
+}
+
+// Sets NAME=value in `env`, replacing an entry of that name.
+void set_variable(std::vector<std::string>& env, const std::string& name, const std::string& value) {
+  env.erase(std::remove_if(env.begin(), env.end(),
+                           [&](const std::string& v) { return v.rfind(name + "=", 0) == 0; }),
+            env.end());
+  env.push_back(name + "=" + value);
 }
 }  // namespace
 
@@ -86,13 +98,7 @@ std::vector<std::string> worker_environment(const AttemptConfig& c, int local_ra
   set("RANKWISE_STACK_DUMP_FILE", stack_dump_file(c, rank));
   if (!c.job_key.empty()) set(detail::kJobKeyVariable, c.job_key);
   // A flag wins over the same variable in the launcher's own environment.
-  auto replace = [&](const std::string& name, const std::string& value) {
-    env.erase(std::remove_if(env.begin(), env.end(),
-                             [&](const std::string& v) { return v.rfind(name + "=", 0) == 0; }),
-              env.end());
-    set(name.c_str(), value);
-  };
-  if (!o.iface.empty()) replace("GLOO_SOCKET_IFNAME", o.iface);
+  if (!o.iface.empty()) set_variable(env, "GLOO_SOCKET_IFNAME", o.iface);
   // With --log-dir, a collective that fails dumps its rank's flight recorder
   // beside the logs (unless the user chose a directory already).
   const bool user_dir = std::any_of(env.begin(), env.end(), [](const std::string& v) {
@@ -129,6 +135,7 @@ class AttemptRunner {
     const int n = o_.nproc_per_node;
     MergerOptions mo;
     mo.group_by_rank = o_.group_by_rank;
+    mo.terminal = ::isatty(mo.stdout_fd) == 1;
     const TagTemplate tag = TagTemplate::parse(o_.tag_enabled ? o_.tag : "");
     std::string log_attempt_dir;
     if (!o_.log_dir.empty()) {
@@ -149,12 +156,15 @@ class AttemptRunner {
     merger_.emplace(std::move(mo));
     job_start_ = Clock::now();
     const std::string attempt_prefix = detail::attempt_prefix(c_.attempt, c_.job_key);
-    if (c_.hang_check) {
+    if (c_.hang_check || o_.monitor) {
       reader_.emplace(o_.master_addr, c_.master_port, attempt_prefix, o_.world_size(),
-                      hang_check_interval());
+                      c_.hang_check ? hang_check_interval() : kMonitorTick);
+    }
+    if (c_.hang_check) {
       watchdog_.emplace(o_.hang_timeout);
       next_hang_check_ = job_start_ + hang_check_interval();
     }
+    if (o_.monitor) start_monitor();
     if (o_.nnodes > 1) {
       group_.emplace(o_.master_addr, c_.master_port, attempt_prefix, c_.job_key, kGroupPoll,
                      o_.node_rank, o_.nnodes);
@@ -166,6 +176,7 @@ class AttemptRunner {
       rec.rank = o_.node_rank * n + l;
       WorkerSpec spec{o_.program, o_.program_argv, worker_environment(c_, l),
                       linux_sched_policy(o_.cpu_sched)};
+      set_variable(spec.env, kStdoutIsTtyVariable, merger_->shows_in_place(l) ? "1" : "0");
       rec.error_file = error_file(c_, rec.rank);
       ::unlink(rec.error_file.c_str());
       SpawnedWorker sw;
@@ -186,6 +197,10 @@ class AttemptRunner {
 
     loop();
     close_logs();
+    if (monitor_) {
+      const std::vector<RankView> views = observe_ranks(reader_->latest().records);
+      monitor_->finish(&views, Clock::now());
+    }
 
     AttemptResult result;
     if (signal_ != 0) {
@@ -454,6 +469,25 @@ class AttemptRunner {
     return views;
   }
 
+  void start_monitor() {
+    MonitorOptions mo;
+    mo.fd = 2;
+    mo.terminal = ::isatty(mo.fd) == 1;
+    mo.refresh = *o_.monitor;
+    mo.straggler_threshold = o_.straggler_threshold;
+    mo.straggler_window = o_.straggler_window;
+    monitor_.emplace(mo, job_start_);
+    next_monitor_ = job_start_ + kMonitorTick;
+  }
+
+  bool monitor_due() const { return monitor_ && !stopping_ && !killed_ && signal_ == 0; }
+
+  // --monitor: the latest heartbeats, straggler and stall lines, the table.
+  void tick_monitor() {
+    next_monitor_ = Clock::now() + kMonitorTick;
+    monitor_->observe(observe_ranks(reader_->latest().records), Clock::now());
+  }
+
   void check_hang() {
     next_hang_check_ = Clock::now() + hang_check_interval();
     // Only a new complete read of the store counts: while the store does not
@@ -537,6 +571,7 @@ class AttemptRunner {
       if (report_deadline_ && !stopping_) timeout = std::min(timeout, kReportPoll);
       if (all_reaped_) timeout = std::min(timeout, until(drain_deadline_));
       if (hang_check_due()) timeout = std::min(timeout, until(next_hang_check_));
+      if (monitor_due()) timeout = std::min(timeout, until(next_monitor_));
       if (group_ && !remote_) timeout = std::min(timeout, kGroupPoll);
 
       pfds.clear();
@@ -562,6 +597,7 @@ class AttemptRunner {
       }
       check_group();
       if (hang_check_due() && Clock::now() >= next_hang_check_) check_hang();
+      if (monitor_due() && Clock::now() >= next_monitor_) tick_monitor();
       if (stopping_ && !killed_ && Clock::now() >= kill_deadline_ && any_running()) {
         stop_all(SIGKILL);
       }
@@ -595,9 +631,11 @@ class AttemptRunner {
   Clock::time_point kill_deadline_;
   Clock::time_point drain_deadline_;
   Clock::time_point job_start_;
-  std::optional<ProgressReader> reader_;  // with --hang-timeout (several ranks)
+  std::optional<ProgressReader> reader_;  // with --hang-timeout (several ranks) or --monitor
   uint64_t last_generation_ = 0;         // of the last snapshot observed
   std::optional<HangWatchdog> watchdog_;
+  std::optional<RunMonitor> monitor_;  // with --monitor
+  Clock::time_point next_monitor_;
   Clock::time_point next_hang_check_;
   std::vector<int> hang_ranks_;  // after a hang: the ranks that held the others up
   std::string hang_;             // ... and the summary's line about it

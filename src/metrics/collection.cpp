@@ -49,8 +49,8 @@ c10::Dict<std::string, torch::Tensor> MetricCollection::state() const {
   return result;
 }
 
-void MetricCollection::load_state(const c10::Dict<std::string, torch::Tensor>& state) {
-  const std::string where = context("MetricCollection", "load_state");
+std::map<std::string, c10::Dict<std::string, torch::Tensor>> MetricCollection::split_state(
+    const std::string& where, const c10::Dict<std::string, torch::Tensor>& state) const {
   std::map<std::string, c10::Dict<std::string, torch::Tensor>> parts;
   for (const auto& entry : metrics_) parts.emplace(entry.first, c10::Dict<std::string, torch::Tensor>());
   for (const auto& s : state) {
@@ -63,6 +63,28 @@ void MetricCollection::load_state(const c10::Dict<std::string, torch::Tensor>& s
     }
     it->second.insert(s.key().substr(dot + 1), s.value());
   }
+  return parts;
+}
+
+c10::Dict<std::string, torch::Tensor> MetricCollection::merge_states(
+    const std::vector<c10::Dict<std::string, torch::Tensor>>& states) const {
+  const std::string where = context("MetricCollection", "merge_states");
+  std::vector<std::map<std::string, c10::Dict<std::string, torch::Tensor>>> split;
+  for (const auto& state : states) split.push_back(split_state(where, state));
+  c10::Dict<std::string, torch::Tensor> merged;
+  for (const auto& entry : metrics_) {
+    std::vector<c10::Dict<std::string, torch::Tensor>> parts;
+    for (const auto& s : split) parts.push_back(s.at(entry.first));
+    for (const auto& s : entry.second->merge_states(parts)) {
+      merged.insert(entry.first + "." + s.key(), s.value());
+    }
+  }
+  return merged;
+}
+
+void MetricCollection::load_state(const c10::Dict<std::string, torch::Tensor>& state) {
+  const std::string where = context("MetricCollection", "load_state");
+  auto parts = split_state(where, state);
   // Metric::load_state validates before it changes anything; validate all first.
   for (auto& entry : metrics_) {
     for (const auto& spec : entry.second->state_specs()) {

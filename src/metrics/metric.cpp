@@ -15,6 +15,30 @@ using detail::context;
 using detail::fail;
 using detail::shape_of;
 
+namespace {
+
+// `t` on the CPU in the spec's dtype, or ConfigError when its shape is not the
+// spec's (kCat: any length along dim 0). `part` names it in the message.
+torch::Tensor checked_state(const std::string& where, const Metric::StateSpec& spec,
+                            const torch::Tensor& value, const std::string& part) {
+  torch::Tensor t = value.to(torch::kCPU);
+  const auto expected = spec.default_value.sizes();
+  bool ok = t.dim() == spec.default_value.dim();
+  if (ok) {
+    const int64_t first = spec.reduction == Reduction::kCat ? 1 : 0;
+    for (int64_t d = first; d < t.dim(); ++d) ok = ok && t.size(d) == expected[d];
+  }
+  if (!ok) {
+    fail(where, "state '" + spec.name + "'" + part + " has shape " + shape_of(t) +
+                    " but this metric expects " + shape_of(spec.default_value) +
+                    (spec.reduction == Reduction::kCat ? " (any length along dim 0)" : "") +
+                    "; construct the metric with the options it was saved with");
+  }
+  return t.to(spec.default_value.scalar_type());
+}
+
+}  // namespace
+
 Metric::Metric(std::string name) : name_(std::move(name)) {}
 
 void Metric::add_state(const std::string& name, torch::Tensor default_value,
@@ -117,20 +141,7 @@ void Metric::load_state(const c10::Dict<std::string, torch::Tensor>& state) {
     if (!state.contains(spec.name)) {
       fail(where, "state '" + spec.name + "' is missing; pass what state() of the same metric returned");
     }
-    torch::Tensor t = state.at(spec.name).to(torch::kCPU);
-    const auto expected = spec.default_value.sizes();
-    bool ok = t.dim() == spec.default_value.dim();
-    if (ok) {
-      const int64_t first = spec.reduction == Reduction::kCat ? 1 : 0;
-      for (int64_t d = first; d < t.dim(); ++d) ok = ok && t.size(d) == expected[d];
-    }
-    if (!ok) {
-      fail(where, "state '" + spec.name + "' has shape " + shape_of(t) + " but this metric expects " +
-                      shape_of(spec.default_value) +
-                      (spec.reduction == Reduction::kCat ? " (any length along dim 0)" : "") +
-                      "; construct the metric with the options it was saved with");
-    }
-    loaded[spec.name] = t.to(spec.default_value.scalar_type()).clone();
+    loaded[spec.name] = checked_state(where, spec, state.at(spec.name), "").clone();
   }
   for (const auto& spec : specs_) {
     if (spec.reduction == Reduction::kCat) {
@@ -140,6 +151,44 @@ void Metric::load_state(const c10::Dict<std::string, torch::Tensor>& state) {
       values_[spec.name] = loaded[spec.name];
     }
   }
+}
+
+c10::Dict<std::string, torch::Tensor> Metric::merge_states(
+    const std::vector<c10::Dict<std::string, torch::Tensor>>& states) const {
+  const std::string where = context(name_, "merge_states");
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    for (const auto& entry : states[i]) {
+      const bool known = std::any_of(specs_.begin(), specs_.end(),
+                                     [&](const StateSpec& s) { return s.name == entry.key(); });
+      if (!known) {
+        fail(where, "unexpected state '" + entry.key() + "' in part " + std::to_string(i) +
+                        "; was the state saved from a different metric?");
+      }
+    }
+  }
+  c10::Dict<std::string, torch::Tensor> merged;
+  for (const auto& spec : specs_) {
+    std::vector<torch::Tensor> parts;
+    for (std::size_t i = 0; i < states.size(); ++i) {
+      const std::string part = " of part " + std::to_string(i) + " of " + std::to_string(states.size());
+      if (!states[i].contains(spec.name)) {
+        fail(where, "state '" + spec.name + "' is missing" + part +
+                        "; pass what state() of the same metric returned on each rank");
+      }
+      parts.push_back(checked_state(where, spec, states[i].at(spec.name), part));
+    }
+    torch::Tensor combined = parts.empty() ? spec.default_value.clone() : parts.front().clone();
+    for (std::size_t i = 1; i < parts.size(); ++i) {
+      switch (spec.reduction) {
+        case Reduction::kSum: combined.add_(parts[i]); break;
+        case Reduction::kMin: combined = torch::minimum(combined, parts[i]); break;
+        case Reduction::kMax: combined = torch::maximum(combined, parts[i]); break;
+        case Reduction::kCat: combined = torch::cat({combined, parts[i]}, 0); break;
+      }
+    }
+    merged.insert(spec.name, combined);
+  }
+  return merged;
 }
 
 torch::Tensor Metric::compute() {

@@ -185,7 +185,8 @@ int main(int argc, char** argv) {
     for (const char* name :
          {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
           "MASTER_PORT", "RANKWISE_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT",
-          "RANKWISE_AGENT_STORE", "TORCHELASTIC_RUN_ID", "RANKWISE_ERROR_FILE", "OMP_NUM_THREADS"}) {
+          "RANKWISE_AGENT_STORE", "TORCHELASTIC_RUN_ID", "RANKWISE_ERROR_FILE", "OMP_NUM_THREADS",
+          "RANKWISE_STDOUT_IS_TTY"}) {
       const char* v = std::getenv(name);
       put(1, std::string(name) + "=" + (v ? v : "<unset>") + "\n");
     }

@@ -344,7 +344,8 @@ TEST(LaunchRun, HelpDocumentsEveryFlag) {
         "--rendezvous-timeout", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf",
         "--redirects", "--tee", "--local-ranks-filter", "--no-python", "--role",
         "--log-line-prefix-template", "--shutdown-timeout", "--start-method", "--event-log-handler",
-        "--signals-to-handle", "--cpu-sched", "--hang-timeout", "--iface", "Examples:", "Exit codes:",
+        "--signals-to-handle", "--cpu-sched", "--hang-timeout", "--iface", "--monitor",
+        "--straggler-threshold", "--straggler-window", "Examples:", "Exit codes:",
         "PROGRAM [ARGS...]"}) {
     EXPECT_TRUE(contains(r.out, flag)) << flag;
   }
@@ -352,7 +353,7 @@ TEST(LaunchRun, HelpDocumentsEveryFlag) {
 
 TEST(LaunchRun, WorkerEnvironmentAndArgumentsPassThrough) {
   const Result r = run({"--nproc_per_node", "2", "--run-id", "job7", kProbe, "env"},
-                       {{"OMP_NUM_THREADS", "3"}, {"RANK", "99"}});
+                       {{"OMP_NUM_THREADS", "3"}, {"RANK", "99"}, {"RANKWISE_STDOUT_IS_TTY", "1"}});
   ASSERT_EQ(r.code, 0) << r.err;
   for (int rank = 0; rank < 2; ++rank) {
     const std::string t = "[rank" + std::to_string(rank) + "]: ";
@@ -361,7 +362,9 @@ TEST(LaunchRun, WorkerEnvironmentAndArgumentsPassThrough) {
           std::string("WORLD_SIZE=2"), std::string("LOCAL_WORLD_SIZE=2"), std::string("GROUP_RANK=0"),
           std::string("MASTER_ADDR=127.0.0.1"), std::string("RANKWISE_RESTART_COUNT=0"),
           std::string("TORCHELASTIC_RESTART_COUNT=0"), std::string("RANKWISE_AGENT_STORE=1"),
-          std::string("TORCHELASTIC_RUN_ID=job7"), std::string("OMP_NUM_THREADS=3")}) {
+          std::string("TORCHELASTIC_RUN_ID=job7"), std::string("OMP_NUM_THREADS=3"),
+          // stdout is a pipe here, not a terminal: the launcher's own value is replaced.
+          std::string("RANKWISE_STDOUT_IS_TTY=0")}) {
       EXPECT_TRUE(contains(r.out, t + kv + "\n")) << kv << "\n" << r.out;
     }
     EXPECT_TRUE(contains(r.out, t + "RANKWISE_ERROR_FILE=/")) << r.out;

@@ -656,4 +656,28 @@ TEST(LaunchSummary, NamesSignalsAndExitCodes) {
 }
 
 }  // namespace
+
+TEST(LaunchCli, MonitorAndStragglerFlags) {
+  const LaunchOptions off = parsed({"sh"});
+  EXPECT_FALSE(off.monitor);
+  EXPECT_EQ(off.straggler_threshold, 0.2);
+  EXPECT_EQ(off.straggler_window, std::chrono::milliseconds(5000));
+  EXPECT_EQ(parsed({"--monitor", "sh"}).monitor, std::chrono::milliseconds(0));  // the default
+  EXPECT_EQ(parsed({"--monitor=2.5", "sh"}).monitor, std::chrono::milliseconds(2500));
+  // The flag alone: what follows is the program, not its value.
+  const LaunchOptions alone = parsed({"--monitor", "sh", "-c", "true"});
+  EXPECT_EQ(alone.program_argv, (std::vector<std::string>{"sh", "-c", "true"}));
+  const LaunchOptions s = parsed({"--straggler-threshold", "50", "--straggler_window", "10", "sh"});
+  EXPECT_EQ(s.straggler_threshold, 0.5);
+  EXPECT_EQ(s.straggler_window, std::chrono::milliseconds(10000));
+  EXPECT_NE(usage_error({"--monitor=x", "sh"}).find("--monitor=x: expected a number of seconds"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"--monitor=0", "sh"}).find("--monitor 0: must be a positive number"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"--straggler-threshold", "0", "sh"}).find("--straggler-threshold 0"),
+            std::string::npos);
+  EXPECT_NE(usage_error({"--straggler-window", "-1", "sh"}).find("--straggler-window -1"),
+            std::string::npos);
+}
+
 }  // namespace rankwise::launch

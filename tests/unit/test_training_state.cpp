@@ -114,16 +114,24 @@ TEST(TrainingState, WrongCheckpointsAreNamed) {
   source.step = 40;
   auto checkpoint = rankwise::capture(source);
   checkpoint.insert("world_size", int64_t{4});
-  checkpoint.insert("position", int64_t{128});  // mid-epoch
+  checkpoint.insert("position", int64_t{128});  // mid-epoch: per-rank states are remapped
+  try {
+    rankwise::restore(checkpoint, target);  // but it holds 1 per-rank state, not 4
+    FAIL();
+  } catch (const rankwise::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("'rank_states' is not a list of 4 per-rank states"),
+              std::string::npos)
+        << e.what();
+  }
+  checkpoint.insert("epoch_stretches", int64_t{3});
   try {
     rankwise::restore(checkpoint, target);
     FAIL();
   } catch (const rankwise::CheckpointError& e) {
-    EXPECT_NE(std::string(e.what()).find("written by 4 ranks in the middle of an epoch and this "
-                                         "run has 1"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("'epoch_stretches' is not a list"), std::string::npos)
         << e.what();
   }
+  checkpoint.insert("epoch_stretches", c10::impl::GenericList(c10::AnyType::get()));
   // At an epoch end, another world size is fine (per-rank states are not restored).
   checkpoint.insert("position", int64_t{0});
   checkpoint.insert("rank_states", c10::List<c10::IValue>(c10::AnyType::get()));  // 4 entries in reality
@@ -142,5 +150,101 @@ TEST(TrainingState, WrongCheckpointsAreNamed) {
     const std::string text = e.what();
     EXPECT_NE(text.find("fc.weight"), std::string::npos) << text;
     EXPECT_NE(text.find("head.weight"), std::string::npos) << text;
+  }
+}
+
+// A checkpoint taken mid-epoch by 4 ranks, restored by a run of another world
+// size (here 1): the epoch goes on from what the 4 ranks left, the metric
+// states of all 4 are merged, and rank 0 takes old rank 0's RNG.
+TEST(TrainingState, MidEpochAtAnotherWorldSizeFollowsTheWorldSize) {
+  Net net;
+  rankwise::metrics::MetricCollection metrics;
+  auto mean = metrics.add("m", std::make_shared<rankwise::metrics::Mean>());
+  auto biggest = metrics.add("max", std::make_shared<rankwise::metrics::Max>());
+  rankwise::TrainingState source;
+  source.model = &net;
+  source.metrics["epoch"] = &metrics;
+  auto checkpoint = rankwise::capture(source);
+
+  // Four old ranks: rank r saw the values r+1 and 10*(r+1); its RNG was seeded 100 + r.
+  c10::impl::GenericList rank_states(c10::AnyType::get());
+  for (int r = 0; r < 4; ++r) {
+    metrics.reset();
+    mean->update(torch::tensor({1.0 + r, 10.0 * (1 + r)}, torch::kFloat64));
+    biggest->update(torch::tensor({1.0 + r, 10.0 * (1 + r)}, torch::kFloat64));
+    torch::manual_seed(100 + r);
+    c10::impl::GenericDict saved_metrics(c10::StringType::get(), c10::AnyType::get());
+    saved_metrics.insert("epoch", metrics.state());
+    c10::impl::GenericDict rank_state(c10::StringType::get(), c10::AnyType::get());
+    rank_state.insert("rng", rankwise::rng_state());
+    rank_state.insert("metrics", saved_metrics);
+    rank_states.push_back(rank_state);
+  }
+  checkpoint.insert("rank_states", rank_states);
+  checkpoint.insert("world_size", int64_t{4});
+  checkpoint.insert("position", int64_t{5});
+  // The epoch had begun at 6 ranks, 3 samples each, before these 4 took over.
+  c10::impl::GenericList stretches(c10::DictType::create(c10::StringType::get(), c10::IntType::get()));
+  c10::Dict<std::string, int64_t> first;
+  first.insert("world_size", 6);
+  first.insert("position", 3);
+  stretches.push_back(first);
+  checkpoint.insert("epoch_stretches", stretches);
+
+  metrics.reset();
+  torch::manual_seed(999);
+  rankwise::TrainingState target;
+  target.model = &net;
+  target.metrics["epoch"] = &metrics;
+  rankwise::restore(checkpoint, target);
+
+  EXPECT_EQ(target.position, 0);
+  ASSERT_EQ(target.epoch_stretches.size(), 2u);
+  EXPECT_EQ(target.epoch_stretches[0].num_replicas, 6);
+  EXPECT_EQ(target.epoch_stretches[0].per_rank, 3);
+  EXPECT_EQ(target.epoch_stretches[1].num_replicas, 4);
+  EXPECT_EQ(target.epoch_stretches[1].per_rank, 5);
+  // Mean of 1..4 and 10..40: (10 + 100) / 8; the maximum 40.
+  auto values = metrics.compute();
+  EXPECT_DOUBLE_EQ(values["m"].item<double>(), 110.0 / 8.0);
+  EXPECT_DOUBLE_EQ(values["max"].item<double>(), 40.0);
+  const auto drawn = torch::rand({4});
+  torch::manual_seed(100);  // old rank 0's generator
+  EXPECT_TRUE(torch::equal(drawn, torch::rand({4})));
+
+  // Captured again (now at world size 1), the stretches travel on: a third
+  // run at yet another world size resumes after both.
+  target.position = 2;
+  auto again = rankwise::capture(target);
+  rankwise::TrainingState third;
+  third.model = &net;
+  rankwise::restore(again, third);
+  ASSERT_EQ(third.epoch_stretches.size(), 2u);
+  EXPECT_EQ(third.position, 2);  // the same world size: the position as saved
+}
+
+TEST(MetricCollection, MergeStatesCombinesEachStateByItsReduction) {
+  rankwise::metrics::MetricCollection metrics;
+  auto mean = metrics.add("m", std::make_shared<rankwise::metrics::Mean>());
+  auto low = metrics.add("min", std::make_shared<rankwise::metrics::Min>());
+  std::vector<c10::Dict<std::string, torch::Tensor>> parts;
+  for (double v : {3.0, -2.0, 5.0}) {
+    metrics.reset();
+    mean->update(torch::tensor({v}, torch::kFloat64));
+    low->update(torch::tensor({v}, torch::kFloat64));
+    parts.push_back(metrics.state());
+  }
+  metrics.load_state(metrics.merge_states(parts));
+  auto values = metrics.compute();
+  EXPECT_DOUBLE_EQ(values["m"].item<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(values["min"].item<double>(), -2.0);
+  // A part from another collection is named.
+  parts[1].insert("other.x", torch::zeros({1}));
+  try {
+    metrics.merge_states(parts);
+    FAIL();
+  } catch (const rankwise::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'other.x' belongs to no metric"), std::string::npos)
+        << e.what();
   }
 }

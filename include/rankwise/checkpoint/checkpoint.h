@@ -12,6 +12,9 @@
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
 #include <c10/core/Device.h>
+#include <torch/arg.h>
+
+#include <chrono>
 
 #include <string>
 #include <vector>
@@ -73,6 +76,49 @@ Checkpoint load(const std::string& path);
 /// gets its copy on its own GPU, or on the CPU. Any rank. Throws
 /// CheckpointError as load() does; c10::Error when `device` is not available.
 Checkpoint load(const std::string& path, const c10::Device& device);
+
+/// Options of load_collective() and CheckpointManager::load_latest_collective()
+/// (setters and getters as torch::nn options).
+///
+/// Example:
+/// \code
+///   auto state = rankwise::load_collective("ckpts/last.pt",
+///       rankwise::CollectiveLoadOptions().stale_timeout(std::chrono::seconds(30)));
+/// \endcode
+struct CollectiveLoadOptions {
+  /// How long a rank waits for its own view of the file to become the one
+  /// rank 0 read, before it receives the bytes from rank 0 instead. On a
+  /// network filesystem a barrier orders the processes but not what each
+  /// node sees: NFS revalidates a file when it is opened (close-to-open
+  /// consistency), but its directory and attribute caches may show the
+  /// previous file, or none, for a few seconds (acregmin/acdirmin, 3-30 s by
+  /// default). Default 10 s.
+  TORCH_ARG(std::chrono::milliseconds, stale_timeout) = std::chrono::seconds(10);
+  /// The directory is on each node's own disk (not shared): ranks that do
+  /// not see rank 0's file receive its bytes from rank 0 at once, without
+  /// waiting. Default false.
+  TORCH_ARG(bool, node_local) = false;
+};
+
+/// Reads the checkpoint at `path` as rank 0 sees it, on every rank, onto the
+/// CPU, so that every rank resumes from the same bytes whatever its node's
+/// view of the filesystem. Collective: every rank, same order (without a
+/// process group, or at world size 1, it is load(path)).
+///
+/// Rank 0 opens the file and announces its identity (size and the CRC-32 its
+/// trailer records; for a file without one, the CRC-32 of its bytes). Every
+/// other rank opens `path` and compares: a rank whose view is missing,
+/// older, torn or another file waits, rereading every 100 ms, up to
+/// `options.stale_timeout` (0 with `node_local`). Ranks that still do not
+/// see it receive the file's bytes from rank 0 (a broadcast of its size,
+/// then of the bytes; rank 0 prints one note naming those ranks, their hosts
+/// and what they saw). Every rank then verifies the CRC-32 before it
+/// unpickles, as load() does: nothing torn or stale is ever returned.
+///
+/// Throws CheckpointError on every rank when rank 0 cannot read the file
+/// (missing, corrupt, not a checkpoint: rank 0's message), and on a rank
+/// whose own copy, identical in size and recorded CRC, fails verification.
+Checkpoint load_collective(const std::string& path, CollectiveLoadOptions options = {});
 
 /// A copy of `checkpoint` whose tensors are on `device` (see load(path,
 /// device)); `checkpoint` is left as it was. Tensors already there are shared,

@@ -86,6 +86,18 @@ class CheckpointManager {
   /// `path` when given. Any rank (typically every rank). Throws as latest().
   std::optional<Checkpoint> load_latest(std::string* path = nullptr) const;
 
+  /// The checkpoint rank 0's latest() names, loaded onto the CPU on every
+  /// rank from the same bytes (rankwise::load_collective(): a rank whose
+  /// view of the directory is stale waits for it within
+  /// `options.stale_timeout`, one that does not see the file, as on a
+  /// node-local disk, receives it from rank 0), or nullopt on every rank when
+  /// rank 0 finds none; the path goes to `path` when given. Use it to resume
+  /// on several nodes: latest() on each rank could name different files when
+  /// the nodes' views of the directory differ. Collective: every rank, same
+  /// order. Throws CheckpointError as latest() does, on every rank.
+  std::optional<Checkpoint> load_latest_collective(std::string* path = nullptr,
+                                                   CollectiveLoadOptions options = {}) const;
+
   /// Paths of the numbered checkpoints, oldest first. Any rank.
   std::vector<std::string> checkpoints() const;
 

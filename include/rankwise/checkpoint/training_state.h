@@ -14,6 +14,9 @@
 ///   "lr_scheduler"    the scheduler's state, when one is given
 ///                 (checkpoint/lr_scheduler_state.h)
 ///   "step", "epoch", "position", "world_size"   integers
+///   "epoch_stretches"  the current epoch's earlier stretches at other world
+///                 sizes: a list of {"world_size", "position"} dicts (absent
+///                 or empty when the epoch ran at one world size)
 ///   "rank_states" one dict per rank, rank order: {"rng": rng_state(),
 ///                 "metrics": {collection name: MetricCollection::state()}}
 ///   "extras"      the user's entries (tensor, integer, double, string, ...)
@@ -30,6 +33,7 @@
 #include <string>
 
 #include "rankwise/checkpoint/checkpoint.h"
+#include "rankwise/data/distributed_sampler.h"
 
 namespace rankwise {
 namespace metrics {
@@ -55,8 +59,17 @@ struct TrainingState {
   /// The current epoch, 0-based (the sampler's epoch: call set_epoch(epoch)).
   int64_t epoch = 0;
   /// Where the sampler stands within the epoch: indices of this epoch already
-  /// consumed by each rank (0 at an epoch boundary).
+  /// consumed by each rank (0 at an epoch boundary), counted from the start
+  /// of the current stretch (see epoch_stretches).
   int64_t position = 0;
+  /// The current epoch's earlier stretches, in order, when a run resumed it
+  /// at another world size (restore() appends the checkpoint's world size
+  /// and position, and sets position to 0): pass them to
+  /// DistributedSampler::resume_epoch() after set_epoch(epoch), so that the
+  /// rest of the epoch is what the earlier stretches did not consume. Empty
+  /// when the whole epoch ran at one world size. Clear it, with position, at
+  /// each epoch's start.
+  std::vector<DistributedSampler::Stretch> epoch_stretches;
   /// Metric collections whose per-rank states (e.g. a partial epoch's sums)
   /// are kept, by name.
   std::map<std::string, metrics::MetricCollection*> metrics;
@@ -75,14 +88,27 @@ Checkpoint capture(const TrainingState& state);
 /// Restores everything capture() saved into `state`: module parameters and
 /// buffers (copied onto their current device), optimizer state and options,
 /// the learning-rate scheduler's step count, step, epoch,
-/// position, this rank's RNG and metric states, and extras. Every rank, with
-/// the checkpoint loaded onto the CPU (no communication). A checkpoint written
-/// at an epoch end (position 0) by another world size is accepted: everything
-/// but the per-rank RNG and metric states is restored. Throws CheckpointError
-/// when the checkpoint is not a training state, was written mid-epoch by
-/// another world size, does not match the model (missing/unexpected keys,
-/// shapes), was written by another optimizer type, or lacks a scheduler
-/// state that `state.lr_scheduler` asks for.
+/// position, epoch_stretches, this rank's RNG and metric states, and extras.
+/// Every rank, with the checkpoint loaded onto the CPU (no communication).
+///
+/// Another world size than the checkpoint's W:
+///   - at an epoch end (position 0, no stretches) everything but the per-rank
+///     RNG and metric states is restored (the next epoch starts afresh);
+///   - mid-epoch, the epoch continues at the new world size: epoch_stretches
+///     gets the checkpoint's stretches plus {W, position}, position becomes 0
+///     (DistributedSampler::resume_epoch() then deals each sample the earlier
+///     stretches did not consume exactly once); every tracked metric
+///     collection's per-rank states are merged (MetricCollection::
+///     merge_states) into rank 0's, the other ranks' reset, so the epoch's
+///     metrics still count every sample once; rank r < W takes old rank r's
+///     RNG states and the ranks beyond keep their own (rank 0 prints a note
+///     naming both world sizes: randomness cannot continue bitwise at
+///     another world size, where each rank sees other samples anyway).
+///
+/// Throws CheckpointError when the checkpoint is not a training state, does
+/// not match the model (missing/unexpected keys, shapes), was written by
+/// another optimizer type, lacks a scheduler state that `state.lr_scheduler`
+/// asks for, or has per-rank states that are not W dicts.
 void restore(const Checkpoint& checkpoint, TrainingState& state);
 
 }  // namespace rankwise

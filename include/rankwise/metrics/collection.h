@@ -45,6 +45,14 @@ class MetricCollection {
   c10::Dict<std::string, torch::Tensor> state() const;
   /// Restores state(). Throws ConfigError when an entry is missing or its shape differs.
   void load_state(const c10::Dict<std::string, torch::Tensor>& state);
+  /// Combines what state() returned on several ranks into one state, each
+  /// metric by Metric::merge_states(): loaded on one rank, with reset() on
+  /// the others, compute() gives what those ranks would have computed
+  /// together (how a checkpoint's metric states follow a change of world
+  /// size). Local. Throws ConfigError when an entry is missing, belongs to no
+  /// metric of this collection, or has another shape.
+  c10::Dict<std::string, torch::Tensor> merge_states(
+      const std::vector<c10::Dict<std::string, torch::Tensor>>& states) const;
 
   /// The metric added under `name`; throws ConfigError when there is none.
   Metric& at(const std::string& name);
@@ -53,6 +61,10 @@ class MetricCollection {
   const SyncStats& last_sync() const { return last_sync_; }
 
  private:
+  // state() entries "name.state" by metric name; ConfigError for an entry
+  // that belongs to no metric.
+  std::map<std::string, c10::Dict<std::string, torch::Tensor>> split_state(
+      const std::string& where, const c10::Dict<std::string, torch::Tensor>& state) const;
   void add_metric(const std::string& name, std::shared_ptr<Metric> metric);
   std::vector<std::pair<std::string, std::shared_ptr<Metric>>> metrics_;
   SyncStats last_sync_;

@@ -112,6 +112,18 @@ class Metric {
   /// same options as the one that was saved).
   void load_state(const c10::Dict<std::string, torch::Tensor>& state);
 
+  /// Combines states that state() returned on several ranks (e.g. every
+  /// rank of a run that had another world size) into one, each state with
+  /// its own reduction (kSum adds, kMin and kMax take the element-wise
+  /// extreme, kCat concatenates in the order given): loaded on one rank, with
+  /// reset() on the others, it makes compute() return the value the saved
+  /// ranks would have computed together (torchmetrics' dist_reduce_fx,
+  /// applied locally). An empty list gives the default state. Local, no
+  /// communication. Throws ConfigError naming the part when a state is
+  /// missing or its shape differs from this metric's.
+  c10::Dict<std::string, torch::Tensor> merge_states(
+      const std::vector<c10::Dict<std::string, torch::Tensor>>& states) const;
+
   /// True when no state is kCat, so one all_reduce combines it.
   bool is_decomposable() const;
   /// The registered states, in registration order.

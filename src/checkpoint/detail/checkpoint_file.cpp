@@ -5,7 +5,6 @@
 #include <torch/csrc/jit/serialization/export.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
-#include <zlib.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -22,6 +21,7 @@
 #include "checkpoint/detail/atomic_file.h"
 #include "checkpoint/detail/python_pickle.h"
 #include "checkpoint/detail/unpickled_value.h"
+#include "detail/crc32.h"
 #include "rankwise/error.h"
 
 namespace rankwise::detail {
@@ -94,7 +94,7 @@ class ChecksumSink {
  private:
   void emit(const char* data, std::size_t size) {
     if (size == 0) return;
-    crc_ = static_cast<uint32_t>(crc32_z(crc_, reinterpret_cast<const Bytef*>(data), size));
+    crc_ = crc32_update(crc_, data, size);
     file_.write(data, size);
   }
 
@@ -131,18 +131,18 @@ void read_exactly(int fd, void* buffer, std::size_t size, uint64_t offset, const
 uint32_t crc_of_range(int fd, uint64_t begin, uint64_t end, const std::string& path) {
   constexpr std::size_t kChunk = std::size_t{8} << 20;
   std::vector<unsigned char> buffer(std::min<uint64_t>(kChunk, end - begin));
-  uLong crc = crc32_z(0, nullptr, 0);
+  uint32_t crc = 0;
   for (uint64_t at = begin; at < end;) {
     const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(buffer.size(), end - at));
     read_exactly(fd, buffer.data(), n, at, path);
-    crc = crc32_z(crc, buffer.data(), n);
+    crc = crc32_update(crc, buffer.data(), n);
     at += n;
   }
-  return static_cast<uint32_t>(crc);
+  return crc;
 }
 
-// CRC-32 of [0, end), the two halves on two threads, combined (zlib crc32_combine).
-uint32_t crc_of_prefix(int fd, uint64_t end, const std::string& path) {
+// CRC-32 of [0, end), the two halves on two threads, combined.
+uint32_t crc_of_file_prefix(int fd, uint64_t end, const std::string& path) {
   const uint64_t half = end / 2;
   uint32_t second = 0;
   std::exception_ptr second_error;
@@ -163,14 +163,62 @@ uint32_t crc_of_prefix(int fd, uint64_t end, const std::string& path) {
   worker.join();
   if (first_error) std::rethrow_exception(first_error);
   if (second_error) std::rethrow_exception(second_error);
-  return static_cast<uint32_t>(
-      crc32_combine(first, second, static_cast<z_off_t>(end - half)));
+  return crc32_combine_lengths(first, second, end - half);
 }
 
-// Opens `path` and checks its trailer and CRC; returns the integrity found.
-[[noreturn]] void unreadable(const std::string& path, const std::string& why);
+// Where a checkpoint's bytes are read from: an open file, or memory (bytes
+// received from another rank).
+class ByteSource {
+ public:
+  ByteSource(std::string path, uint64_t size) : path_(std::move(path)), size_(size) {}
+  virtual ~ByteSource() = default;
+  const std::string& path() const { return path_; }
+  uint64_t size() const { return size_; }
+  // Exactly `n` bytes at `offset`, or CheckpointError naming the path.
+  virtual void read(void* buffer, std::size_t n, uint64_t offset) const = 0;
+  // CRC-32 of [0, end).
+  virtual uint32_t crc_of_prefix(uint64_t end) const = 0;
 
-Integrity verify_open(const std::string& path, Fd& file, uint64_t& size) {
+ private:
+  std::string path_;
+  uint64_t size_;
+};
+
+class FileSource : public ByteSource {
+ public:
+  FileSource(const std::string& path, int fd, uint64_t size) : ByteSource(path, size), fd_(fd) {}
+  void read(void* buffer, std::size_t n, uint64_t offset) const override {
+    read_exactly(fd_, buffer, n, offset, path());
+  }
+  uint32_t crc_of_prefix(uint64_t end) const override {
+    return crc_of_file_prefix(fd_, end, path());
+  }
+
+ private:
+  int fd_;
+};
+
+class MemorySource : public ByteSource {
+ public:
+  MemorySource(const std::string& path, const std::string& bytes)
+      : ByteSource(path, bytes.size()), bytes_(bytes) {}
+  void read(void* buffer, std::size_t n, uint64_t offset) const override {
+    if (offset > size() || n > size() - offset) {
+      throw CheckpointError("rankwise: reading checkpoint '" + path() +
+                            "' failed: unexpected end of data");
+    }
+    std::memcpy(buffer, bytes_.data() + offset, n);
+  }
+  uint32_t crc_of_prefix(uint64_t end) const override {
+    return crc32_update(0, bytes_.data(), static_cast<std::size_t>(end));
+  }
+
+ private:
+  const std::string& bytes_;
+};
+
+// Opens `path` (a regular file of at least one zip end record); `file` owns the descriptor.
+uint64_t open_checkpoint(const std::string& path, Fd& file) {
   file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (file.fd < 0) {
     throw CheckpointError("rankwise: cannot open checkpoint '" + path + "': " +
@@ -180,7 +228,22 @@ Integrity verify_open(const std::string& path, Fd& file, uint64_t& size) {
   if (::fstat(file.fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     throw CheckpointError("rankwise: checkpoint '" + path + "' is not a regular file");
   }
-  size = static_cast<uint64_t>(info.st_size);
+  return static_cast<uint64_t>(info.st_size);
+}
+
+[[noreturn]] void unreadable(const ByteSource& source, const std::string& why);
+
+// What the end of a checkpoint says: the CRC-32 recorded in rankwise's
+// trailer, or none (torch.save's files). Throws CheckpointError for a file
+// that is truncated, torn or not a zip.
+struct Trailer {
+  Integrity integrity = Integrity::kNoChecksum;
+  uint32_t recorded = 0;
+};
+
+Trailer read_trailer(const ByteSource& source) {
+  const std::string& path = source.path();
+  const uint64_t size = source.size();
   if (size < kEocdSize) {
     throw CheckpointError("rankwise: checkpoint '" + path + "' is truncated or not a checkpoint (" +
                           std::to_string(size) + " bytes; a zip checkpoint has at least " +
@@ -188,7 +251,7 @@ Integrity verify_open(const std::string& path, Fd& file, uint64_t& size) {
   }
   const std::size_t tail_size = static_cast<std::size_t>(std::min<uint64_t>(size, kEocdSize + kTrailerSize));
   std::vector<unsigned char> tail(tail_size);
-  read_exactly(file.fd, tail.data(), tail_size, size - tail_size, path);
+  source.read(tail.data(), tail_size, size - tail_size);
   const std::string tail_text(tail.begin(), tail.end());
   const bool has_marker = tail_text.find("rankwise-checkpoint") != std::string::npos;
   const bool has_eocd_with_trailer = tail_size == kEocdSize + kTrailerSize &&
@@ -208,9 +271,9 @@ Integrity verify_open(const std::string& path, Fd& file, uint64_t& size) {
     // No checksum: torch.save's files (no zip comment) end with the zip's end
     // record; anything else is cut short or not a zip at all.
     if (read_le32(last_eocd) != kEocdSignature) {
-      unreadable(path, "it does not end with a zip end-of-central-directory record");
+      unreadable(source, "it does not end with a zip end-of-central-directory record");
     }
-    return Integrity::kNoChecksum;
+    return {};
   }
   const std::string trailer = tail_text.substr(tail_size >= kTrailerSize ? tail_size - kTrailerSize : 0);
   unsigned recorded = 0;
@@ -222,38 +285,46 @@ Integrity verify_open(const std::string& path, Fd& file, uint64_t& size) {
                           "' has a damaged checksum record at its end (torn or altered file); "
                           "do not use it: load the previous checkpoint");
   }
-  const uint32_t actual = crc_of_prefix(file.fd, size - kTrailerSize, path);
-  if (actual != recorded) {
+  return {Integrity::kVerified, recorded};
+}
+
+// Checks the trailer and the CRC; returns the integrity found.
+Integrity verify_source(const ByteSource& source) {
+  const Trailer trailer = read_trailer(source);
+  if (trailer.integrity == Integrity::kNoChecksum) return Integrity::kNoChecksum;
+  const uint32_t actual = source.crc_of_prefix(source.size() - kTrailerSize);
+  if (actual != trailer.recorded) {
     char text[96];
-    std::snprintf(text, sizeof(text), "recorded CRC-32 %08x, content has %08x", recorded, actual);
-    throw CheckpointError("rankwise: checkpoint '" + path + "' is corrupt: " + text +
+    std::snprintf(text, sizeof(text), "recorded CRC-32 %08x, content has %08x", trailer.recorded,
+                  actual);
+    throw CheckpointError("rankwise: checkpoint '" + source.path() + "' is corrupt: " + text +
                           " (the file was altered or torn after it was written); do not use it: "
                           "load the previous checkpoint");
   }
   return Integrity::kVerified;
 }
 
-// pread-based reader over an open file, for PyTorchStreamReader.
-class FdReadAdapter : public caffe2::serialize::ReadAdapterInterface {
+// A ByteSource as PyTorchStreamReader reads it.
+class SourceReadAdapter : public caffe2::serialize::ReadAdapterInterface {
  public:
-  FdReadAdapter(int fd, uint64_t size, std::string path) : fd_(fd), size_(size), path_(std::move(path)) {}
-  size_t size() const override { return static_cast<size_t>(size_); }
+  explicit SourceReadAdapter(const ByteSource& source) : source_(source) {}
+  size_t size() const override { return static_cast<size_t>(source_.size()); }
   size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
-    if (pos >= size_) return 0;
-    n = static_cast<size_t>(std::min<uint64_t>(n, size_ - pos));
-    read_exactly(fd_, buf, n, pos, path_);
+    if (pos >= source_.size()) return 0;
+    n = static_cast<size_t>(std::min<uint64_t>(n, source_.size() - pos));
+    source_.read(buf, n, pos);
     return n;
   }
 
  private:
-  int fd_;
-  uint64_t size_;
-  std::string path_;
+  const ByteSource& source_;
 };
 
-[[noreturn]] void unreadable(const std::string& path, const std::string& why) {
-  std::ifstream in(path, std::ios::binary);
-  if (in.get() == 0x80) {  // a pickle, not a zip: torch.save's legacy (pre-1.6) format
+[[noreturn]] void unreadable(const ByteSource& source, const std::string& why) {
+  unsigned char first = 0;
+  if (source.size() > 0) source.read(&first, 1, 0);
+  const std::string& path = source.path();
+  if (first == 0x80) {  // a pickle, not a zip: torch.save's legacy (pre-1.6) format
     throw CheckpointError("rankwise: '" + path +
                           "' is in torch.save's legacy format (_use_new_zipfile_serialization="
                           "False), which libtorch cannot read; in Python, load it and save it "
@@ -264,47 +335,13 @@ class FdReadAdapter : public caffe2::serialize::ReadAdapterInterface {
                         "torch.save / rankwise::save): " + why);
 }
 
-}  // namespace
-
-void write_checkpoint_file(const c10::IValue& value, const std::string& path) {
-  AtomicFile file(path);
-  ChecksumSink sink(file);
-  try {
-    std::vector<char> pickle;
-    torch::jit::Pickler pickler(
-        [&](const char* data, std::size_t size) { pickle.insert(pickle.end(), data, data + size); });
-    pickler.protocol();
-    pickler.pushIValue(value);
-    pickler.stop();
-    caffe2::serialize::PyTorchStreamWriter writer(
-        [&](const void* data, std::size_t size) { return sink(data, size); });
-    torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
-                                       writer);
-    writer.writeEndOfFile();
-  } catch (const c10::Error& e) {
-    if (sink.error()) std::rethrow_exception(sink.error());
-    throw CheckpointError(std::string("rankwise: serializing the checkpoint failed: ") +
-                          e.what_without_backtrace());
-  }
-  if (sink.error()) std::rethrow_exception(sink.error());
-  sink.finish();
-  file.commit();
-}
-
-Integrity verify_checkpoint_file(const std::string& path) {
-  Fd file;
-  uint64_t size = 0;
-  return verify_open(path, file, size);
-}
-
-c10::IValue read_checkpoint_file(const std::string& path, Integrity* integrity) {
-  Fd file;
-  uint64_t size = 0;
-  const Integrity found = verify_open(path, file, size);
+// Verifies (as verify_source), then unpickles onto the CPU.
+c10::IValue read_source(const ByteSource& source, Integrity* integrity) {
+  const Integrity found = verify_source(source);
   if (integrity) *integrity = found;
+  const std::string& path = source.path();
   try {
-    caffe2::serialize::PyTorchStreamReader reader(
-        std::make_shared<FdReadAdapter>(file.fd, size, path));
+    caffe2::serialize::PyTorchStreamReader reader(std::make_shared<SourceReadAdapter>(source));
     // As torch::jit::readArchiveAndTensors("data", ...), with pickles from
     // Python's torch.save (no checksum) adapted to libtorch's Unpickler.
     at::DataPtr pickle;
@@ -343,10 +380,71 @@ c10::IValue read_checkpoint_file(const std::string& path, Integrity* integrity) 
   } catch (const CheckpointError&) {
     throw;
   } catch (const c10::Error& e) {
-    unreadable(path, e.what_without_backtrace());
+    unreadable(source, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    unreadable(path, e.what());
+    unreadable(source, e.what());
   }
+}
+
+}  // namespace
+
+void write_checkpoint_file(const c10::IValue& value, const std::string& path) {
+  AtomicFile file(path);
+  ChecksumSink sink(file);
+  try {
+    std::vector<char> pickle;
+    torch::jit::Pickler pickler(
+        [&](const char* data, std::size_t size) { pickle.insert(pickle.end(), data, data + size); });
+    pickler.protocol();
+    pickler.pushIValue(value);
+    pickler.stop();
+    caffe2::serialize::PyTorchStreamWriter writer(
+        [&](const void* data, std::size_t size) { return sink(data, size); });
+    torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
+                                       writer);
+    writer.writeEndOfFile();
+  } catch (const c10::Error& e) {
+    if (sink.error()) std::rethrow_exception(sink.error());
+    throw CheckpointError(std::string("rankwise: serializing the checkpoint failed: ") +
+                          e.what_without_backtrace());
+  }
+  if (sink.error()) std::rethrow_exception(sink.error());
+  sink.finish();
+  file.commit();
+}
+
+Integrity verify_checkpoint_file(const std::string& path) {
+  Fd file;
+  const uint64_t size = open_checkpoint(path, file);
+  return verify_source(FileSource(path, file.fd, size));
+}
+
+c10::IValue read_checkpoint_file(const std::string& path, Integrity* integrity) {
+  Fd file;
+  const uint64_t size = open_checkpoint(path, file);
+  return read_source(FileSource(path, file.fd, size), integrity);
+}
+
+c10::IValue read_checkpoint_bytes(const std::string& bytes, const std::string& path,
+                                  Integrity* integrity) {
+  return read_source(MemorySource(path, bytes), integrity);
+}
+
+FileIdentity identify_checkpoint_file(const std::string& path) {
+  Fd file;
+  const uint64_t size = open_checkpoint(path, file);
+  const FileSource source(path, file.fd, size);
+  const Trailer trailer = read_trailer(source);
+  if (trailer.integrity == Integrity::kVerified) return {size, trailer.recorded, true};
+  return {size, source.crc_of_prefix(size), false};
+}
+
+std::string read_file_bytes(const std::string& path) {
+  Fd file;
+  const uint64_t size = open_checkpoint(path, file);
+  std::string bytes(static_cast<std::size_t>(size), '\0');
+  read_exactly(file.fd, bytes.data(), bytes.size(), 0, path);
+  return bytes;
 }
 
 }  // namespace rankwise::detail

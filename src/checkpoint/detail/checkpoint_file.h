@@ -10,6 +10,7 @@
 /// The CRC covers every byte before the comment.
 #include <ATen/core/ivalue.h>
 
+#include <cstdint>
 #include <string>
 
 #include "rankwise/checkpoint/checkpoint.h"
@@ -31,6 +32,31 @@ Integrity verify_checkpoint_file(const std::string& path);
 
 /// Verifies (as above), then unpickles onto the CPU. Throws CheckpointError.
 c10::IValue read_checkpoint_file(const std::string& path, Integrity* integrity = nullptr);
+
+/// read_checkpoint_file() of a file's bytes held in memory (received from
+/// another rank); `path` names it in messages.
+c10::IValue read_checkpoint_bytes(const std::string& bytes, const std::string& path,
+                                  Integrity* integrity = nullptr);
+
+/// What tells one version of a checkpoint file from another without reading
+/// it whole: its size and the CRC-32 its trailer records (`recorded`), or,
+/// for a file without one (Python's torch.save), the CRC-32 of all its bytes.
+struct FileIdentity {
+  uint64_t size = 0;
+  uint32_t crc = 0;
+  bool recorded = false;
+  bool operator==(const FileIdentity& other) const {
+    return size == other.size && crc == other.crc && recorded == other.recorded;
+  }
+};
+
+/// The identity of the file at `path` as this process sees it. Throws
+/// CheckpointError as verify_checkpoint_file() does for a missing, truncated
+/// or torn file (it does not check the recorded CRC against the content).
+FileIdentity identify_checkpoint_file(const std::string& path);
+
+/// Every byte of the file at `path`. Throws CheckpointError.
+std::string read_file_bytes(const std::string& path);
 
 /// The Checkpoint held by `value` read from `path`: a dict with string keys,
 /// else CheckpointError naming the file.

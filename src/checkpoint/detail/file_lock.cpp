@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "detail/host_name.h"
 #include "rankwise/error.h"
 
 namespace rankwise::detail {
@@ -44,9 +45,7 @@ FileLock::FileLock(const std::string& lock_path, const std::string& what) {
     throw CheckpointError("rankwise: cannot lock '" + lock_path + "' for " + what + ": " +
                           std::strerror(error));
   }
-  char host[128] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  const std::string me = std::to_string(::getpid()) + "@" + host + "\n";
+  const std::string me = std::to_string(::getpid()) + "@" + host_name() + "\n";
   if (::ftruncate(fd_, 0) == 0) {
     (void)!::pwrite(fd_, me.data(), me.size(), 0);
   }

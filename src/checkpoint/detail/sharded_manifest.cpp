@@ -1,8 +1,8 @@
 #include "checkpoint/detail/sharded_manifest.h"
 
 #include <nlohmann/json.hpp>
-#include <zlib.h>
 
+#include "detail/crc32.h"
 #include "rankwise/error.h"
 
 namespace rankwise::detail {
@@ -48,16 +48,7 @@ std::vector<ManifestChunk> list_from_json(const nlohmann::json& j) {
 
 }  // namespace
 
-uint32_t crc32_of(const char* data, std::size_t size) {
-  uLong crc = ::crc32(0L, Z_NULL, 0);
-  while (size > 0) {  // zlib takes a uInt length
-    const uInt n = static_cast<uInt>(std::min<std::size_t>(size, uInt{1} << 30));
-    crc = ::crc32(crc, reinterpret_cast<const Bytef*>(data), n);
-    data += n;
-    size -= n;
-  }
-  return static_cast<uint32_t>(crc);
-}
+uint32_t crc32_of(const char* data, std::size_t size) { return crc32_update(0, data, size); }
 
 std::string chunks_to_json(const std::vector<ManifestChunk>& chunks) {
   nlohmann::json list = nlohmann::json::array();

@@ -1,0 +1,168 @@
+#include "checkpoint/detail/agreed_read.h"
+
+#include <torch/types.h>
+
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "checkpoint/detail/checkpoint_file.h"
+#include "checkpoint/detail/note.h"
+#include "detail/all_gather_ivalues.h"
+#include "detail/host_name.h"
+#include "detail/join.h"
+#include "rankwise/error.h"
+#include "rankwise/process_group.h"
+
+namespace rankwise::detail {
+namespace {
+
+constexpr auto kRetryInterval = std::chrono::milliseconds(100);
+
+c10::impl::GenericDict new_dict() {
+  return c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
+}
+
+std::string describe(const FileIdentity& id) {
+  char crc[16];
+  std::snprintf(crc, sizeof(crc), "%08x", static_cast<unsigned>(id.crc));
+  return std::to_string(id.size) + " bytes, CRC-32 " + crc +
+         (id.recorded ? " (recorded)" : " (computed)");
+}
+
+// The first line of a CheckpointError's message, without the "rankwise: " prefix.
+std::string short_reason(const std::string& what) {
+  std::string text = what.rfind("rankwise: ", 0) == 0 ? what.substr(10) : what;
+  return text.substr(0, text.find('\n'));
+}
+
+// Rank 0's file, broadcast to every rank: its size, then its bytes. Rank 0
+// sends size -1 when it cannot read the file; every rank then throws.
+std::string broadcast_file(ProcessGroup& group, const std::string& path) {
+  std::string bytes;
+  std::string error;
+  auto size = torch::zeros({1}, torch::kInt64);
+  if (group.rank() == 0) {
+    try {
+      bytes = read_file_bytes(path);
+      size[0] = static_cast<int64_t>(bytes.size());
+    } catch (const CheckpointError& e) {
+      error = e.what();
+      size[0] = -1;
+    }
+  }
+  group.broadcast(size, 0);
+  const int64_t n = size[0].item<int64_t>();
+  if (n < 0) {
+    throw CheckpointError(group.rank() == 0 ? error
+                                            : "rankwise: rank 0 could not reread checkpoint '" +
+                                                  path + "' to send it to the other ranks");
+  }
+  auto buffer = torch::empty({n}, torch::kUInt8);
+  if (group.rank() == 0 && n > 0) std::memcpy(buffer.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  group.broadcast(buffer, 0);
+  if (group.rank() != 0) bytes.assign(reinterpret_cast<const char*>(buffer.data_ptr<uint8_t>()), n);
+  return bytes;
+}
+
+}  // namespace
+
+std::optional<AgreedFile> read_agreed(const std::function<std::optional<std::string>()>& choose,
+                                      const CollectiveLoadOptions& options) {
+  if (!is_initialized() || process_group().world_size() == 1) {
+    auto path = choose();
+    if (!path) return std::nullopt;
+    return AgreedFile{*path, read_checkpoint_file(*path)};
+  }
+  auto& group = process_group();
+  const int me = group.rank();
+
+  // 1. Rank 0 chooses the file and announces its identity (or an error, or none).
+  c10::IValue announcement;
+  if (me == 0) {
+    auto decided = new_dict();
+    try {
+      const auto path = choose();
+      if (path) {
+        const FileIdentity id = identify_checkpoint_file(*path);
+        decided.insert("path", *path);
+        decided.insert("size", static_cast<int64_t>(id.size));
+        decided.insert("crc", static_cast<int64_t>(id.crc));
+        decided.insert("recorded", id.recorded);
+      }
+    } catch (const CheckpointError& e) {
+      decided.insert("error", std::string(e.what()));
+    }
+    announcement = decided;
+  }
+  const auto decided = all_gather_ivalues(announcement).get(0).toGenericDict();
+  if (decided.contains("error")) {
+    const std::string error = decided.at("error").toStringRef();
+    throw CheckpointError(me == 0 ? error : error + " (raised on rank 0, which reads first)");
+  }
+  if (!decided.contains("path")) return std::nullopt;
+  const std::string path = decided.at("path").toStringRef();
+  const FileIdentity expected{static_cast<uint64_t>(decided.at("size").toInt()),
+                              static_cast<uint32_t>(decided.at("crc").toInt()),
+                              decided.at("recorded").toBool()};
+
+  // 2. Every other rank waits, within the bound, for its view to be rank 0's file.
+  bool have = me == 0;
+  std::string seen;
+  if (!have) {
+    const auto deadline =
+        std::chrono::steady_clock::now() +
+        (options.node_local() ? std::chrono::milliseconds(0) : options.stale_timeout());
+    for (;;) {
+      try {
+        const FileIdentity mine = identify_checkpoint_file(path);
+        have = mine == expected;
+        if (!have) seen = "another file (" + describe(mine) + ")";
+      } catch (const CheckpointError& e) {
+        seen = short_reason(e.what());
+      }
+      if (have || std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(kRetryInterval);
+    }
+  }
+
+  // 3. Who lacks it; rank 0 sends it to them.
+  auto view = new_dict();
+  view.insert("have", have);
+  view.insert("seen", seen);
+  view.insert("host", host_name());
+  const auto views = all_gather_ivalues(view);
+  std::vector<int> lacking;
+  std::map<std::string, std::vector<int>> by_reason;
+  for (std::size_t r = 0; r < views.size(); ++r) {
+    const auto v = views.get(r).toGenericDict();
+    if (v.at("have").toBool()) continue;
+    lacking.push_back(static_cast<int>(r));
+    by_reason["on host " + v.at("host").toStringRef() + ": " + v.at("seen").toStringRef()]
+        .push_back(static_cast<int>(r));
+  }
+  std::string bytes;
+  if (!lacking.empty()) {
+    std::string reasons;
+    for (const auto& [reason, ranks] : by_reason) {
+      reasons += (reasons.empty() ? "" : "; ") + rank_list(ranks) + " " + reason;
+    }
+    const auto waited = options.node_local() ? std::chrono::milliseconds(0) : options.stale_timeout();
+    note("rankwise: note: " + rank_list(lacking) + " did not see checkpoint '" + path +
+         "' as rank 0 reads it (" + describe(expected) + ")" +
+         (waited.count() > 0 ? " after waiting " + std::to_string(waited.count()) + " ms" : "") +
+         " [" + reasons + "]; rank 0 sends them its bytes" +
+         (options.node_local() ? ""
+                               : ". If the checkpoint directory is on each node's own disk, set "
+                                 "node_local to skip the wait"));
+    bytes = broadcast_file(group, path);
+  }
+
+  // 4. Verified before anything is unpickled, on every rank.
+  if (have) return AgreedFile{path, read_checkpoint_file(path)};
+  return AgreedFile{path, read_checkpoint_bytes(bytes, path + " (as received from rank 0)")};
+}
+
+}  // namespace rankwise::detail

@@ -1,0 +1,41 @@
+#pragma once
+// The process-wide counters behind monitor::record_step (heartbeat.h), read
+// by the progress publisher's thread (detail/progress_publisher.h), and the
+// rates it derives from two readings.
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace rankwise {
+namespace monitor {
+namespace detail {
+
+/// One reading of the counters, as of the last record_step().
+struct StepSample {
+  int64_t steps = 0;    ///< record_step() calls so far
+  int64_t samples = 0;  ///< their samples, summed
+  int64_t end_ns = 0;   ///< steady clock at the last call (ns)
+  int64_t wait_ns = 0;  ///< detail::collective_clock().total() at the last call (ns)
+  std::optional<double> loss;  ///< the last loss given
+};
+
+/// Per-step averages between two readings.
+struct StepRates {
+  double step_ms = 0;        ///< wall time per step
+  double wait_ms = 0;        ///< of which a collective was in flight
+  double samples_per_s = 0;  ///< samples over the wall time
+};
+
+/// The counters now (any thread; never blocks).
+StepSample step_sample();
+
+/// The rates from `earlier` to `later`; nullopt when no step ended in between.
+std::optional<StepRates> rates_between(const StepSample& earlier, const StepSample& later);
+
+/// What monitor::set_device() set; "" when it was never called.
+std::string device();
+
+}  // namespace detail
+}  // namespace monitor
+}  // namespace rankwise

@@ -1,0 +1,164 @@
+#include "rankwise/monitor/metrics_log.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "detail/check.h"
+#include "detail/write_line.h"
+#include "rankwise/error.h"
+#include "rankwise/log.h"
+#include "rankwise/process_group.h"
+
+namespace rankwise::monitor {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+int open_file(const std::string& path, bool append, const char* what) {
+  RANKWISE_CHECK(!path.empty(), ConfigError,
+                 "rankwise: metrics log: the {} path is empty; give a file name (e.g. metrics.jsonl)", what);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+  RANKWISE_CHECK(fd >= 0, ConfigError,
+                 "rankwise: metrics log: cannot open the {} '{}' for writing: {}; check that its directory "
+                 "exists and is writable, or choose another path",
+                 what, path, std::strerror(errno));
+  return fd;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+Json to_json(const ConfigValue& value) {
+  return std::visit([](const auto& v) { return Json(v); }, value);
+}
+
+// A CSV field: quoted when it holds a comma, quote or line break (RFC 4180).
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string csv_number(double value) { return std::isfinite(value) ? fmt::format("{}", value) : ""; }
+
+}  // namespace
+
+struct MetricsLog::Files {
+  int jsonl = -1;
+  int csv = -1;
+  ~Files() {
+    if (jsonl >= 0) ::close(jsonl);
+    if (csv >= 0) ::close(csv);
+  }
+};
+
+std::string format_record(const LogRecord& record, double time) {
+  Json line;
+  line["kind"] = record.kind;
+  line["step"] = record.step;
+  line["epoch"] = record.epoch;
+  line["time"] = time;
+  Json metrics = Json::object();
+  for (const auto& [name, value] : record.metrics) metrics[name] = value;
+  line["metrics"] = std::move(metrics);
+  if (record.samples_per_s) line["samples_per_s"] = *record.samples_per_s;
+  if (!record.ranks.empty()) {
+    Json ranks = Json::array();
+    for (const auto& r : record.ranks) {
+      ranks.push_back(Json{{"rank", r.rank}, {"samples_per_s", r.samples_per_s}, {"wait_ms", r.wait_ms},
+                           {"compute_ms", r.compute_ms}});
+    }
+    line["ranks"] = std::move(ranks);
+  }
+  return line.dump();
+}
+
+MetricsLog::MetricsLog(MetricsLogOptions options, const RunConfig& config)
+    : options_(std::move(options)), started_(std::chrono::steady_clock::now()) {
+  if (!is_rank_zero() || options_.path().empty()) return;
+  auto files = std::make_unique<Files>();
+  files->jsonl = open_file(options_.path(), options_.append(), "metrics log");
+  const bool csv_existed = options_.append() && ::access(options_.csv_path().c_str(), F_OK) == 0;
+  if (!options_.csv_path().empty()) files->csv = open_file(options_.csv_path(), options_.append(), "CSV log");
+  files_ = std::move(files);
+
+  Json line;
+  line["kind"] = "config";
+  line["version"] = 1;
+  line["time"] = 0.0;
+  line["started_at"] = utc_now();
+  line["world_size"] = is_initialized() ? world_size() : 1;
+  line["rankwise"] = RANKWISE_VERSION;
+  Json values = Json::object();
+  for (const auto& [key, value] : config) values[key] = to_json(value);
+  line["config"] = std::move(values);
+  detail::write_line(files_->jsonl, line.dump());
+  if (files_->csv < 0) return;
+  if (!csv_existed) detail::write_line(files_->csv, "kind,step,epoch,time,name,value");
+  std::string rows;
+  auto add_rows = [&rows](const Json& object, bool skip_own) {
+    for (const auto& item : object.items()) {
+      const Json& value = item.value();
+      if (skip_own && (item.key() == "kind" || item.key() == "config")) continue;
+      rows += "config,,,0," + csv_field(item.key()) + "," +
+              csv_field(value.is_string() ? value.get<std::string>() : value.dump()) + "\n";
+    }
+  };
+  add_rows(line, /*skip_own=*/true);
+  add_rows(line["config"], /*skip_own=*/false);
+  rows.pop_back();  // write_line adds the last newline
+  detail::write_line(files_->csv, rows);
+}
+
+MetricsLog::~MetricsLog() = default;
+
+void MetricsLog::write(const LogRecord& record) {
+  if (!files_) return;
+  const double time = elapsed_seconds();
+  detail::write_line(files_->jsonl, format_record(record, time));
+  if (files_->csv < 0) return;
+  const std::string prefix = fmt::format("{},{},{},{},", csv_field(record.kind), record.step, record.epoch, time);
+  std::string rows;
+  for (const auto& [name, value] : record.metrics) rows += prefix + csv_field(name) + "," + csv_number(value) + "\n";
+  if (record.samples_per_s) rows += prefix + "samples_per_s," + csv_number(*record.samples_per_s) + "\n";
+  if (rows.empty()) return;
+  rows.pop_back();
+  detail::write_line(files_->csv, rows);
+}
+
+void MetricsLog::log_step(int64_t step, int64_t epoch, const MetricValues& metrics,
+                          std::optional<double> samples_per_s) {
+  write(LogRecord{"step", step, epoch, metrics, samples_per_s, {}});
+}
+
+void MetricsLog::log_epoch(int64_t epoch, int64_t step, const MetricValues& metrics,
+                           std::optional<double> samples_per_s) {
+  write(LogRecord{"epoch", step, epoch, metrics, samples_per_s, {}});
+}
+
+bool MetricsLog::writing() const { return files_ != nullptr; }
+
+const std::string& MetricsLog::path() const { return options_.path(); }
+
+double MetricsLog::elapsed_seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+}
+
+}  // namespace rankwise::monitor

@@ -1,0 +1,111 @@
+// Lines a worker rewrites with '\r' (a progress bar): LineAssembler's view of
+// the unfinished line, and OutputMerger showing it in place on a terminal
+// (one line at the bottom, redrawn below whole lines) but never in a pipe.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "launch/console_streams.h"
+#include "launch/line_assembler.h"
+#include "launch/output_merger.h"
+
+namespace rankwise::launch {
+namespace {
+
+TEST(LaunchLineAssembler, RewrittenLineIsTheBarBetweenUpdates) {
+  LineAssembler a;
+  std::vector<std::string> lines;
+  auto emit = [&](std::string_view line, bool) { lines.emplace_back(line); };
+  a.feed("plain", 5, emit);
+  EXPECT_EQ(a.rewritten_line(), "");  // not yet ended, but nothing rewrote it
+  a.feed(" line\n\r 10%", 11, emit);
+  EXPECT_EQ(a.rewritten_line(), " 10%");
+  a.feed("\r 20%", 5, emit);
+  EXPECT_EQ(a.rewritten_line(), " 20%");
+  a.feed("\r100%\n", 6, emit);
+  EXPECT_EQ(a.rewritten_line(), "");  // ended: a whole line now
+  EXPECT_EQ(lines, (std::vector<std::string>{"plain line", "100%"}));
+}
+
+// Everything the merger wrote to its stdout and stderr, read back from a pipe.
+class InPlace : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(::pipe2(fds_, O_NONBLOCK), 0); }
+  void TearDown() override {
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+  MergerOptions options(bool terminal) {
+    MergerOptions o;
+    o.tags = {"[rank0]: ", "[rank1]: "};
+    o.ranks = {0, 1};
+    o.stdout_fd = fds_[1];
+    o.stderr_fd = fds_[1];
+    o.terminal = terminal;
+    return o;
+  }
+  std::string written() {
+    std::string out;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fds_[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
+    return out;
+  }
+  static void feed(OutputMerger& m, std::size_t worker, Stream stream, const std::string& text) {
+    m.on_data(worker, stream, text.data(), text.size());
+  }
+  int fds_[2] = {-1, -1};
+};
+
+TEST_F(InPlace, TerminalShowsTheBarInPlaceAndRedrawsItBelowWholeLines) {
+  OutputMerger m(options(/*terminal=*/true));
+  feed(m, 0, Stream::kStdout, "\rbar 1/3");
+  EXPECT_EQ(written(), "[rank0]: bar 1/3");
+  feed(m, 0, Stream::kStdout, "\rbar 2/3");
+  EXPECT_EQ(written(), "\r\x1b[K[rank0]: bar 2/3");
+  feed(m, 1, Stream::kStdout, "a whole line\n");  // printed above the bar, which is redrawn
+  EXPECT_EQ(written(), "\r\x1b[K[rank1]: a whole line\n[rank0]: bar 2/3");
+  feed(m, 1, Stream::kStderr, "an error line\n");
+  EXPECT_EQ(written(), "\r\x1b[K[rank1]: an error line\n[rank0]: bar 2/3");
+  feed(m, 0, Stream::kStdout, "\rbar 3/3\n");  // the bar's line ends: a whole line, not redrawn
+  EXPECT_EQ(written(), "\r\x1b[K[rank0]: bar 3/3\n");
+  feed(m, 1, Stream::kStdout, "after\n");
+  EXPECT_EQ(written(), "[rank1]: after\n");
+}
+
+TEST_F(InPlace, PipeGetsWholeLinesOnly) {
+  OutputMerger m(options(/*terminal=*/false));
+  EXPECT_FALSE(m.shows_in_place(0));
+  feed(m, 0, Stream::kStdout, "\rbar 1/3");
+  feed(m, 0, Stream::kStdout, "\rbar 2/3");
+  feed(m, 1, Stream::kStdout, "a whole line\n");
+  feed(m, 0, Stream::kStdout, "\rbar 3/3\n");
+  EXPECT_EQ(written(), "[rank1]: a whole line\n[rank0]: bar 3/3\n");
+}
+
+TEST_F(InPlace, OnlyWorkersWhoseStdoutReachesTheTerminal) {
+  MergerOptions o = options(/*terminal=*/true);
+  o.console = {kBothStreams, kStderrBit};  // rank 1's stdout filtered (--only-ranks 0)
+  OutputMerger m(o);
+  EXPECT_TRUE(m.shows_in_place(0));
+  EXPECT_FALSE(m.shows_in_place(1));
+  feed(m, 1, Stream::kStdout, "\rhidden bar");
+  EXPECT_EQ(written(), "");
+  MergerOptions grouped = options(/*terminal=*/true);
+  grouped.group_by_rank = true;
+  EXPECT_FALSE(OutputMerger(grouped).shows_in_place(0));
+}
+
+TEST_F(InPlace, AStreamEndingMidBarLeavesItsLastStateAsALine) {
+  OutputMerger m(options(/*terminal=*/true));
+  feed(m, 0, Stream::kStdout, "\rbar 1/3");
+  EXPECT_EQ(written(), "[rank0]: bar 1/3");
+  m.on_eof(0, Stream::kStdout);
+  EXPECT_EQ(written(), "\r\x1b[K[rank0]: bar 1/3\n");
+}
+
+}  // namespace
+}  // namespace rankwise::launch
