@@ -18,6 +18,11 @@ namespace {
 constexpr std::size_t kWritebackChunk = std::size_t{64} << 20;
 }  // namespace
 
+std::string without_trailing_slash(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  return path;
+}
+
 std::string directory_of(const std::string& path) {
   auto slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
@@ -85,10 +90,13 @@ void AtomicFile::commit() {
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("rename", errno);
   committed_ = true;
   fault_at("before-dir-fsync");
-  const std::string dir = directory_of(path_);
+  fsync_directory(directory_of(path_));  // make the rename itself durable
+}
+
+void fsync_directory(const std::string& dir) {
   int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (dir_fd >= 0) {
-    ::fsync(dir_fd);  // make the rename itself durable (fsync(2), NOTES)
+    ::fsync(dir_fd);
     ::close(dir_fd);
   }
 }

@@ -39,6 +39,13 @@ class AtomicFile {
 /// Writes `size` bytes to `path` with an AtomicFile.
 void write_file_atomically(const std::string& path, const char* data, std::size_t size);
 
+/// fsyncs the directory `dir`, which makes a rename or creation inside it
+/// durable (fsync(2), NOTES). Best effort: a directory that cannot be opened is skipped.
+void fsync_directory(const std::string& dir);
+
+/// `path` without trailing slashes ("/" stays "/").
+std::string without_trailing_slash(std::string path);
+
 /// The directory part of `path` ("." when it has none).
 std::string directory_of(const std::string& path);
 

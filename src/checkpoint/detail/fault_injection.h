@@ -5,7 +5,8 @@
 ///   sleep_ms=N       sleep N ms once, after the first bytes of the temporary file
 ///   kill_at_byte=N   SIGKILL this process once N bytes of the temporary file are written
 ///   kill_at=PHASE    SIGKILL this process at PHASE: before-fsync, before-rename,
-///                    before-dir-fsync, before-latest, before-prune
+///                    before-dir-fsync, before-latest, before-prune, before-publish
+///                    (save_sharded: rank 0, before it renames the directory into place)
 /// It is read once per process (through get_env). A malformed value is a
 /// ConfigError naming the variable.
 #include <cstddef>

@@ -1,0 +1,99 @@
+#include "checkpoint/detail/sharded_manifest.h"
+
+#include <nlohmann/json.hpp>
+
+#include "detail/crc32.h"
+#include "rankwise/error.h"
+
+namespace rankwise::detail {
+namespace {
+
+constexpr const char* kFormat = "rankwise-sharded-checkpoint";
+
+nlohmann::json to_json(const ManifestChunk& c) {
+  return {{"key", c.key},
+          {"offsets", c.offsets},
+          {"sizes", c.sizes},
+          {"file", c.file},
+          {"offset", c.offset},
+          {"length", c.length},
+          {"data_begin", c.data_begin},
+          {"data_size", c.data_size},
+          {"header_crc32", c.header_crc32},
+          {"trailer_crc32", c.trailer_crc32},
+          {"block_crc32", c.block_crc32}};
+}
+
+ManifestChunk from_json(const nlohmann::json& j) {
+  ManifestChunk c;
+  c.key = j.at("key").get<std::string>();
+  c.offsets = j.at("offsets").get<std::vector<int64_t>>();
+  c.sizes = j.at("sizes").get<std::vector<int64_t>>();
+  c.file = j.at("file").get<std::string>();
+  c.offset = j.at("offset").get<int64_t>();
+  c.length = j.at("length").get<int64_t>();
+  c.data_begin = j.at("data_begin").get<int64_t>();
+  c.data_size = j.at("data_size").get<int64_t>();
+  c.header_crc32 = j.at("header_crc32").get<uint32_t>();
+  c.trailer_crc32 = j.at("trailer_crc32").get<uint32_t>();
+  c.block_crc32 = j.at("block_crc32").get<std::vector<uint32_t>>();
+  return c;
+}
+
+std::vector<ManifestChunk> list_from_json(const nlohmann::json& j) {
+  std::vector<ManifestChunk> out;
+  for (const auto& c : j) out.push_back(from_json(c));
+  return out;
+}
+
+}  // namespace
+
+uint32_t crc32_of(const char* data, std::size_t size) { return crc32_update(0, data, size); }
+
+std::string chunks_to_json(const std::vector<ManifestChunk>& chunks) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& c : chunks) list.push_back(to_json(c));
+  return list.dump();
+}
+
+std::vector<ManifestChunk> chunks_from_json(const std::string& json, const std::string& what) {
+  try {
+    return list_from_json(nlohmann::json::parse(json));
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError("rankwise: " + what + " is not a list of chunks: " + e.what());
+  }
+}
+
+std::string manifest_to_json(const Manifest& manifest) {
+  nlohmann::json chunks = nlohmann::json::array();
+  for (const auto& c : manifest.chunks) chunks.push_back(to_json(c));
+  nlohmann::json j = {{"format", kFormat},
+                      {"version", 1},
+                      {"world_size", manifest.world_size},
+                      {"block_bytes", manifest.block_bytes},
+                      {"metadata_crc32", manifest.metadata_crc32},
+                      {"chunks", chunks}};
+  return j.dump(1) + "\n";
+}
+
+Manifest manifest_from_json(const std::string& json, const std::string& path) {
+  try {
+    const auto j = nlohmann::json::parse(json);
+    if (j.at("format").get<std::string>() != kFormat || j.at("version").get<int>() != 1) {
+      throw CheckpointError("rankwise: '" + path + "' is a manifest of another format or version (" +
+                            j.at("format").dump() + ", version " + j.at("version").dump() +
+                            "); this rankwise reads version 1");
+    }
+    Manifest m;
+    m.world_size = j.at("world_size").get<int>();
+    m.block_bytes = j.at("block_bytes").get<int64_t>();
+    m.metadata_crc32 = j.at("metadata_crc32").get<uint32_t>();
+    m.chunks = list_from_json(j.at("chunks"));
+    if (m.block_bytes <= 0) throw CheckpointError("rankwise: '" + path + "' has a block size <= 0");
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError("rankwise: '" + path + "' is not a rankwise manifest (damaged?): " + e.what());
+  }
+}
+
+}  // namespace rankwise::detail

@@ -1,0 +1,287 @@
+// load_sharded(): each rank reads the byte ranges of the stored chunks that
+// overlap the chunks it wants, verified against the manifest when there is one.
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "checkpoint/detail/atomic_file.h"
+#include "checkpoint/detail/dcp_metadata.h"
+#include "checkpoint/detail/sharded_manifest.h"
+#include "checkpoint/detail/tensor_record.h"
+#include "detail/where.h"
+#include "rankwise/checkpoint/sharded_checkpoint.h"
+#include "rankwise/error.h"
+#include "rankwise/process_group.h"
+
+namespace fs = std::filesystem;
+
+namespace rankwise {
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+class Loader {
+ public:
+  Loader(std::string dir) : dir_(std::move(dir)) {
+    label_ = is_initialized() ? detail::where(process_group()) : detail::where(0, 1);
+    std::error_code ec;
+    if (!fs::is_directory(dir_, ec)) fail("there is no directory at this path");
+    if (!fs::exists(fs::path(dir_) / detail::kMetadataName, ec)) {
+      fail("the directory has no .metadata, so it is not a sharded checkpoint (a replicated checkpoint file is "
+           "read by rankwise::load)");
+    }
+    const std::string bytes = detail::read_file(dir_ + "/" + detail::kMetadataName);
+    if (fs::exists(fs::path(dir_) / detail::kManifestName, ec)) {
+      manifest_ = detail::manifest_from_json(detail::read_file(dir_ + "/" + detail::kManifestName),
+                                             dir_ + "/" + detail::kManifestName);
+      const uint32_t crc = detail::crc32_of(bytes.data(), bytes.size());
+      if (crc != manifest_->metadata_crc32) {
+        fail(fmt::format("checksum mismatch in '.metadata': the manifest records CRC-32 {:08x}, the file has {:08x}. "
+                         "The checkpoint is damaged; load an earlier one",
+                         manifest_->metadata_crc32, crc));
+      }
+      for (const auto& c : manifest_->chunks) manifest_chunks_[{c.key, c.offsets}] = &c;
+    }
+    relabelled([&] { metadata_ = detail::unpickle_dcp_metadata(bytes, dir_ + "/" + detail::kMetadataName); });
+  }
+
+  ~Loader() {
+    for (auto& [name, fd] : files_) ::close(fd);
+  }
+
+  void load(ShardedState& state) {
+    std::vector<std::string> missing, extra;
+    for (const auto& [key, entry] : state) {
+      if (!metadata_.tensors.count(key)) missing.push_back(key);
+    }
+    for (const auto& [key, tensor] : metadata_.tensors) {
+      if (!state.count(key)) extra.push_back(key);
+    }
+    for (const auto& key : metadata_.others) {
+      if (state.count(key)) missing.push_back(key + " (stored as Python bytes, not a tensor)");
+    }
+    if (!missing.empty() || !extra.empty()) {
+      fail(fmt::format("the keys differ: wanted but not in the checkpoint: [{}]; in the checkpoint but not wanted: "
+                       "[{}]. Pass exactly the checkpoint's tensor keys",
+                       fmt::join(missing, ", "), fmt::join(extra, ", ")));
+    }
+    for (auto& [key, entry] : state) {
+      const detail::DcpTensor& stored = metadata_.tensors.at(key);
+      std::vector<int64_t> shape;
+      c10::ScalarType dtype;
+      std::vector<TensorChunk> wanted;
+      if (const auto* sharded = std::get_if<ShardedTensor>(&entry)) {
+        shape = sharded->global_shape();
+        dtype = sharded->dtype();
+        wanted = sharded->chunks();
+      } else {
+        const auto& tensor = std::get<at::Tensor>(entry);
+        if (!tensor.defined()) fail("replicated tensor '" + key + "' is undefined: pass a tensor to fill");
+        shape = tensor.sizes().vec();
+        dtype = tensor.scalar_type();
+        wanted.push_back(TensorChunk{std::vector<int64_t>(shape.size(), 0), tensor});
+      }
+      if (shape != stored.size || dtype != stored.dtype) {
+        fail(fmt::format("'{}' is {} {} in the checkpoint, {} {} in the state to load", key,
+                         c10::toString(stored.dtype), shape_text(stored.size), c10::toString(dtype),
+                         shape_text(shape)));
+      }
+      for (const auto& chunk : wanted) fill(key, stored, chunk);
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& why) const {
+    throw CheckpointError("rankwise: " + label_ + ": load_sharded('" + dir_ + "'): " + why);
+  }
+
+  // Runs `parse`; its CheckpointError ("rankwise: <what>") gets this rank and operation in front.
+  template <typename Parse>
+  void relabelled(const Parse& parse) const {
+    try {
+      parse();
+    } catch (const CheckpointError& e) {
+      const std::string text = e.what();
+      const std::string prefix = "rankwise: ";
+      fail(text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text);
+    }
+  }
+
+  int open_file(const std::string& name) {
+    auto it = files_.find(name);
+    if (it != files_.end()) return it->second;
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+      fail("'.metadata' names the data file '" + name + "', which is not a file name inside the directory");
+    }
+    const std::string path = dir_ + "/" + name;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail("cannot open data file '" + name + "': " + std::strerror(errno));
+    files_[name] = fd;
+    return fd;
+  }
+
+  std::string read_at(const std::string& file, int64_t offset, int64_t size) {
+    const int fd = open_file(file);
+    std::string out(static_cast<std::size_t>(size), '\0');
+    int64_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::pread(fd, out.data() + done, static_cast<std::size_t>(size - done), offset + done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) fail("reading data file '" + file + "' failed: " + std::strerror(errno));
+      if (n == 0) {
+        fail(fmt::format("data file '{}' ends at byte {}, before byte {} that '.metadata' points to: it is truncated",
+                         file, offset + done, offset + size));
+      }
+      done += n;
+    }
+    return out;
+  }
+
+  std::string chunk_name(const std::string& key, const detail::DcpChunk& c) const {
+    return fmt::format("file '{}', tensor '{}', chunk at offsets {}", c.relative_path, key, shape_text(c.offsets));
+  }
+
+  void check_crc(uint32_t expected, const std::string& bytes, const std::string& what, int64_t at) const {
+    const uint32_t crc = detail::crc32_of(bytes.data(), bytes.size());
+    if (crc != expected) {
+      fail(fmt::format("checksum mismatch in {} (bytes {}..{} of the file): the manifest records CRC-32 {:08x}, the "
+                       "bytes have {:08x}. The checkpoint is damaged; load an earlier one",
+                       what, at, at + static_cast<int64_t>(bytes.size()), expected, crc));
+    }
+  }
+
+  const detail::ManifestChunk* manifest_chunk(const std::string& key, const detail::DcpChunk& c) const {
+    if (!manifest_) return nullptr;
+    auto it = manifest_chunks_.find({key, c.offsets});
+    if (it == manifest_chunks_.end() || it->second->file != c.relative_path || it->second->offset != c.offset ||
+        it->second->length != c.length) {
+      fail("the manifest has no checksums for the " + chunk_name(key, c) + ": .metadata and the manifest disagree");
+    }
+    return it->second;
+  }
+
+  // The record of stored chunk `c`, parsed once; its header and directory verified when there is a manifest.
+  const detail::TensorRecord& record(const std::string& key, const detail::DcpChunk& c) {
+    const auto id = std::make_pair(c.relative_path, c.offset);
+    auto it = records_.find(id);
+    if (it != records_.end()) return it->second;
+    const std::string what = chunk_name(key, c);
+    detail::TensorRecord r;
+    if (const auto* m = manifest_chunk(key, c)) {
+      // The bytes before and after the storage (zip headers, data.pkl, directory), verified first.
+      const int64_t trailer_begin = m->data_begin + m->data_size;
+      if (m->data_begin < 0 || m->data_size < 0 || trailer_begin > c.length) {
+        fail("the manifest's entry for the " + what + " is inconsistent");
+      }
+      const std::string header = read_at(c.relative_path, c.offset, m->data_begin);
+      check_crc(m->header_crc32, header, "the record header of the " + what, c.offset);
+      const std::string trailer = read_at(c.relative_path, c.offset + trailer_begin, c.length - trailer_begin);
+      check_crc(m->trailer_crc32, trailer, "the record trailer of the " + what, c.offset + trailer_begin);
+      relabelled([&] { r = detail::parse_tensor_record(
+          [&](int64_t at, int64_t n) -> std::string {
+            if (at + n <= m->data_begin) return header.substr(static_cast<std::size_t>(at), static_cast<std::size_t>(n));
+            if (at >= trailer_begin) {
+              return trailer.substr(static_cast<std::size_t>(at - trailer_begin), static_cast<std::size_t>(n));
+            }
+            fail("the record of the " + what + " points into its storage for its headers");
+          },
+          c.length, "the " + what); });
+      if (r.data_begin != m->data_begin || r.data_size != m->data_size) {
+        fail("the record of the " + what + " does not match its manifest entry");
+      }
+    } else {
+      relabelled([&] {
+        r = detail::parse_tensor_record(
+            [&](int64_t at, int64_t n) { return read_at(c.relative_path, c.offset + at, n); }, c.length,
+            "the " + what);
+      });
+    }
+    if (r.dtype != metadata_.tensors.at(key).dtype || r.sizes != c.sizes) {
+      fail(fmt::format("the {} holds {} {}, .metadata says {} {}", what, c10::toString(r.dtype), shape_text(r.sizes),
+                       c10::toString(metadata_.tensors.at(key).dtype), shape_text(c.sizes)));
+    }
+    return records_.emplace(id, std::move(r)).first->second;
+  }
+
+  // Copies the overlap of stored chunk `c` and wanted chunk `want` into `want.data`; returns its element count.
+  int64_t copy_overlap(const std::string& key, const detail::DcpChunk& c, const TensorChunk& want) {
+    const std::size_t dims = c.offsets.size();
+    std::vector<int64_t> lo(dims), len(dims);
+    int64_t count = 1;
+    for (std::size_t d = 0; d < dims; ++d) {
+      lo[d] = std::max(c.offsets[d], want.offsets[d]);
+      const int64_t hi = std::min(c.offsets[d] + c.sizes[d], want.offsets[d] + want.data.size(static_cast<int64_t>(d)));
+      len[d] = std::max<int64_t>(0, hi - lo[d]);
+      count *= len[d];
+    }
+    if (count == 0) return 0;
+    const detail::TensorRecord& r = record(key, c);
+    const int64_t element = static_cast<int64_t>(c10::elementSize(r.dtype));
+    int64_t first = r.storage_offset, last = r.storage_offset;
+    for (std::size_t d = 0; d < dims; ++d) {
+      first += (lo[d] - c.offsets[d]) * r.strides[d];
+      last += (lo[d] - c.offsets[d] + len[d] - 1) * r.strides[d];
+    }
+    int64_t begin = first * element, end = (last + 1) * element;  // bytes of the storage
+    const detail::ManifestChunk* m = manifest_chunk(key, c);
+    if (m != nullptr) {  // widen to whole checksum blocks
+      begin = begin / manifest_->block_bytes * manifest_->block_bytes;
+      end = std::min(r.data_size, (end + manifest_->block_bytes - 1) / manifest_->block_bytes * manifest_->block_bytes);
+    }
+    std::string bytes = read_at(c.relative_path, c.offset + r.data_begin + begin, end - begin);
+    if (m != nullptr) {
+      for (int64_t b = begin; b < end; b += manifest_->block_bytes) {
+        const std::size_t index = static_cast<std::size_t>(b / manifest_->block_bytes);
+        if (index >= m->block_crc32.size()) fail("the manifest lacks block checksums for the " + chunk_name(key, c));
+        const int64_t n = std::min(manifest_->block_bytes, end - b);
+        check_crc(m->block_crc32[index], bytes.substr(static_cast<std::size_t>(b - begin), static_cast<std::size_t>(n)),
+                  "the " + chunk_name(key, c), c.offset + r.data_begin + b);
+      }
+    }
+    const at::Tensor source = at::from_blob(bytes.data() + (first * element - begin), len, r.strides,
+                                            at::TensorOptions().dtype(r.dtype));
+    at::Tensor target = want.data;
+    for (std::size_t d = 0; d < dims; ++d) {
+      target = target.narrow(static_cast<int64_t>(d), lo[d] - want.offsets[d], len[d]);
+    }
+    target.copy_(source);
+    return count;
+  }
+
+  void fill(const std::string& key, const detail::DcpTensor& stored, const TensorChunk& want) {
+    const int64_t wanted = want.data.numel();
+    if (wanted == 0) return;
+    int64_t copied = 0;
+    for (const auto& c : stored.chunks) copied += copy_overlap(key, c, want);
+    if (copied != wanted) {
+      fail(fmt::format("the stored chunks of '{}' give {} of the {} elements of the chunk at offsets {} with sizes {} "
+                       "(they do not cover it, or overlap)",
+                       key, copied, wanted, shape_text(want.offsets), shape_text(want.sizes())));
+    }
+  }
+
+  std::string dir_;
+  std::string label_;
+  std::optional<detail::Manifest> manifest_;
+  std::map<std::pair<std::string, std::vector<int64_t>>, const detail::ManifestChunk*> manifest_chunks_;
+  detail::DcpMetadata metadata_;
+  std::map<std::string, int> files_;
+  std::map<std::pair<std::string, int64_t>, detail::TensorRecord> records_;
+};
+
+}  // namespace
+
+void load_sharded(const std::string& dir, ShardedState& state) {
+  Loader(detail::without_trailing_slash(dir)).load(state);
+}
+
+}  // namespace rankwise

@@ -1,0 +1,289 @@
+// save_sharded(): every rank writes its own data file; rank 0 publishes.
+#include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "checkpoint/detail/atomic_file.h"
+#include "checkpoint/detail/dcp_metadata.h"
+#include "checkpoint/detail/dtype_names.h"
+#include "checkpoint/detail/fault_injection.h"
+#include "checkpoint/detail/rank_zero.h"
+#include "checkpoint/detail/sharded_manifest.h"
+#include "checkpoint/detail/tensor_record.h"
+#include "detail/all_gather_ivalues.h"
+#include "detail/where.h"
+#include "rankwise/checkpoint/sharded_checkpoint.h"
+#include "rankwise/error.h"
+#include "rankwise/process_group.h"
+
+namespace fs = std::filesystem;
+
+namespace rankwise {
+namespace {
+
+using nlohmann::json;
+
+// Rank 0: the temporary sibling directory the ranks write into.
+std::string make_temp_dir(const std::string& dir) {
+  std::string name = dir + ".rankwise-tmp.XXXXXX";
+  if (::mkdtemp(name.data()) == nullptr) {
+    throw CheckpointError("rankwise: save_sharded('" + dir + "'): cannot create a temporary directory in '" +
+                          detail::directory_of(dir) + "': " + std::strerror(errno) +
+                          ". Check that it exists, is writable and has free space");
+  }
+  ::chmod(name.c_str(), 0755);
+  return name;
+}
+
+// Every rank's `text`, on every rank; a failure (a rank that died) becomes
+// a CheckpointError that keeps c10d's words (which name the missing ranks).
+std::vector<std::string> gather_texts(const std::string& text, const std::string& dir, const std::string& here,
+                                      const std::string& step) {
+  try {
+    auto list = detail::all_gather_ivalues(c10::IValue(text));
+    std::vector<std::string> out;
+    for (std::size_t r = 0; r < list.size(); ++r) out.push_back(list.get(r).toStringRef());
+    return out;
+  } catch (const std::exception& e) {
+    throw CheckpointError("rankwise: " + here + ": save_sharded('" + dir + "') failed while " + step +
+                          ": a rank failed or exited before it reported. Nothing was published; the previous "
+                          "checkpoint at this path is untouched. Original error: " + e.what());
+  }
+}
+
+json describe(const std::vector<int64_t>& shape, c10::ScalarType dtype, bool replicated) {
+  const auto* names = detail::dtype_names(dtype);
+  if (names == nullptr) {
+    throw CheckpointError(std::string("rankwise: save_sharded: dtype ") + c10::toString(dtype) +
+                          " cannot be stored in a DCP checkpoint by rankwise");
+  }
+  return {{"shape", shape}, {"dtype", names->dtype}, {"replicated", replicated}};
+}
+
+// Appends one chunk's torch.save record to `out`; returns its manifest entry.
+detail::ManifestChunk write_chunk(detail::AtomicFile& out, const std::string& file, const std::string& key,
+                                  const std::vector<int64_t>& offsets, const at::Tensor& data) {
+  const std::vector<char> bytes = detail::tensor_record_bytes(data);
+  const int64_t length = static_cast<int64_t>(bytes.size());
+  const auto record = detail::parse_tensor_record(
+      [&](int64_t at, int64_t n) { return std::string(bytes.data() + at, static_cast<std::size_t>(n)); }, length,
+      "the record of '" + key + "' being written");
+  detail::ManifestChunk c;
+  c.key = key;
+  c.offsets = offsets;
+  c.sizes = data.sizes().vec();
+  c.file = file;
+  c.offset = static_cast<int64_t>(out.size());
+  c.length = length;
+  c.data_begin = record.data_begin;
+  c.data_size = record.data_size;
+  const int64_t trailer = record.data_begin + record.data_size;
+  c.header_crc32 = detail::crc32_of(bytes.data(), static_cast<std::size_t>(record.data_begin));
+  c.trailer_crc32 = detail::crc32_of(bytes.data() + trailer, static_cast<std::size_t>(length - trailer));
+  for (int64_t b = 0; b < record.data_size; b += detail::kChecksumBlockBytes) {
+    const int64_t n = std::min(detail::kChecksumBlockBytes, record.data_size - b);
+    c.block_crc32.push_back(detail::crc32_of(bytes.data() + record.data_begin + b, static_cast<std::size_t>(n)));
+  }
+  out.write(bytes.data(), bytes.size());
+  return c;
+}
+
+// This rank's data file; returns its report for rank 0.
+json write_part(const std::string& tmp, int rank, const ShardedState& state) {
+  const std::string file = "__" + std::to_string(rank) + "_0.distcp";
+  detail::AtomicFile out(tmp + "/" + file);
+  json entries = json::object();
+  std::vector<detail::ManifestChunk> chunks;
+  for (const auto& [key, entry] : state) {
+    if (const auto* sharded = std::get_if<ShardedTensor>(&entry)) {
+      entries[key] = describe(sharded->global_shape(), sharded->dtype(), false);
+      for (const auto& chunk : sharded->chunks()) {
+        if (chunk.data.numel() == 0) continue;
+        chunks.push_back(write_chunk(out, file, key, chunk.offsets, chunk.data));
+      }
+    } else {
+      const auto& tensor = std::get<at::Tensor>(entry);
+      if (!tensor.defined() || !tensor.device().is_cpu()) {
+        throw CheckpointError("rankwise: save_sharded: replicated tensor '" + key +
+                              "' must be a defined CPU tensor (move it with .cpu())");
+      }
+      entries[key] = describe(tensor.sizes().vec(), tensor.scalar_type(), true);
+      if (rank == 0 && tensor.numel() > 0) {
+        chunks.push_back(write_chunk(out, file, key, std::vector<int64_t>(tensor.sizes().size(), 0), tensor));
+      }
+    }
+  }
+  out.commit();
+  return {{"ok", true}, {"entries", entries}, {"chunks", json::parse(detail::chunks_to_json(chunks))}};
+}
+
+// Rank 0: puts `tmp` at `dir`. An existing checkpoint there is swapped out
+// atomically (renameat2 RENAME_EXCHANGE), then removed.
+void publish_directory(const std::string& tmp, const std::string& dir) {
+  std::error_code ec;
+  const bool exists = fs::exists(dir, ec);
+  if (exists) {
+    if (!fs::is_directory(dir, ec) ||
+        (!fs::exists(fs::path(dir) / detail::kMetadataName, ec) && !fs::is_empty(dir, ec))) {
+      throw CheckpointError("rankwise: save_sharded('" + dir +
+                            "'): the path exists and is not a sharded checkpoint; refusing to replace it. "
+                            "Choose another directory or remove it");
+    }
+  }
+  detail::fault_at("before-publish");
+  if (!exists) {
+    if (::rename(tmp.c_str(), dir.c_str()) != 0) {
+      throw CheckpointError("rankwise: save_sharded('" + dir + "'): renaming '" + tmp + "' into place failed: " +
+                            std::strerror(errno));
+    }
+  } else {
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
+      throw CheckpointError("rankwise: save_sharded('" + dir + "'): exchanging '" + tmp +
+                            "' with the previous checkpoint failed: " + std::strerror(errno) +
+                            " (renameat2 RENAME_EXCHANGE needs Linux >= 3.15 and a filesystem that has it)");
+    }
+  }
+  detail::fsync_directory(detail::directory_of(dir));
+  if (exists) fs::remove_all(tmp, ec);  // the previous checkpoint, now at the temporary name
+}
+
+// Rank 0: checks every rank's report, writes .metadata and the manifest, publishes.
+void publish(const std::string& dir, const std::string& tmp, const std::vector<std::string>& reports) {
+  const int world = static_cast<int>(reports.size());
+  std::vector<json> parts;
+  std::vector<std::string> failures;
+  for (int r = 0; r < world; ++r) {
+    parts.push_back(json::parse(reports[static_cast<std::size_t>(r)]));
+    if (!parts.back().at("ok").get<bool>()) failures.push_back(parts.back().at("error").get<std::string>());
+  }
+  if (!failures.empty()) {
+    throw CheckpointError(fmt::format("rankwise: save_sharded('{}') failed on {} rank(s): {}. Nothing was "
+                                      "published; the previous checkpoint at this path is untouched",
+                                      dir, failures.size(), fmt::join(failures, "; ")));
+  }
+  const json& entries = parts[0].at("entries");
+  for (int r = 1; r < world; ++r) {
+    if (parts[static_cast<std::size_t>(r)].at("entries") != entries) {
+      throw CheckpointError(fmt::format(
+          "rankwise: save_sharded('{}'): rank {} saves other keys, shapes or dtypes than rank 0 (rank 0: {}; rank "
+          "{}: {}). Every rank must pass the same keys with the same global shapes and dtypes",
+          dir, r, entries.dump(), r, parts[static_cast<std::size_t>(r)].at("entries").dump()));
+    }
+  }
+  detail::DcpMetadata metadata;
+  detail::Manifest manifest;
+  manifest.world_size = world;
+  for (const auto& [key, e] : entries.items()) {
+    detail::DcpTensor& t = metadata.tensors[key];
+    t.dtype = detail::dtype_names(e.at("dtype").get<std::string>(), false)->type;
+    t.size = e.at("shape").get<std::vector<int64_t>>();
+  }
+  for (const auto& part : parts) {
+    for (auto& c : detail::chunks_from_json(part.at("chunks").dump(), "a rank's report")) {
+      detail::DcpTensor& t = metadata.tensors.at(c.key);
+      detail::DcpChunk chunk;
+      chunk.offsets = c.offsets;
+      chunk.sizes = c.sizes;
+      chunk.relative_path = c.file;
+      chunk.offset = c.offset;
+      chunk.length = c.length;
+      t.chunks.push_back(std::move(chunk));
+      manifest.chunks.push_back(std::move(c));
+    }
+  }
+  for (const auto& [key, t] : metadata.tensors) {
+    int64_t numel = 1, stored = 0;
+    for (int64_t s : t.size) numel *= s;
+    for (const auto& chunk : t.chunks) {
+      int64_t n = 1;
+      for (int64_t s : chunk.sizes) n *= s;
+      stored += n;
+    }
+    if (stored != numel) {
+      throw CheckpointError(fmt::format(
+          "rankwise: save_sharded('{}'): the chunks of '{}' on all ranks hold {} elements, the tensor [{}] has {}: "
+          "the ranks' chunks must cover it exactly once",
+          dir, key, stored, fmt::join(t.size, ", "), numel));
+    }
+  }
+  const std::string pickled = detail::pickle_dcp_metadata(metadata);
+  manifest.metadata_crc32 = detail::crc32_of(pickled.data(), pickled.size());
+  detail::write_file_atomically(tmp + "/" + detail::kMetadataName, pickled.data(), pickled.size());
+  const std::string text = detail::manifest_to_json(manifest);
+  detail::write_file_atomically(tmp + "/" + detail::kManifestName, text.data(), text.size());
+  publish_directory(tmp, dir);
+}
+
+}  // namespace
+
+void save_sharded(const std::string& dir_in, const ShardedState& state) {
+  const std::string dir = detail::without_trailing_slash(dir_in);
+  const bool grouped = is_initialized();
+  const int rank = grouped ? process_group().rank() : 0;
+  const int world = grouped ? process_group().world_size() : 1;
+  const std::string here = detail::where(rank, world);
+
+  // 1. Rank 0 creates the temporary directory and tells the others its name.
+  std::string first;
+  if (rank == 0) {
+    try {
+      first = "ok:" + make_temp_dir(dir);
+    } catch (const std::exception& e) {
+      first = std::string("error:") + e.what();
+    }
+  }
+  const std::string zero = gather_texts(first, dir, here, "creating the temporary directory")[0];
+  if (zero.rfind("error:", 0) == 0) {
+    throw CheckpointError(zero.substr(6) + " (raised on rank " + std::to_string(rank) + ")");
+  }
+  const std::string tmp = zero.substr(3);
+
+  // 2. Every rank writes its own file and reports.
+  std::string report;
+  try {
+    report = write_part(tmp, rank, state).dump();
+  } catch (const std::exception& e) {
+    report = json{{"ok", false}, {"error", here + ": " + e.what()}}.dump();
+  }
+  std::vector<std::string> reports;
+  try {
+    reports = gather_texts(report, dir, here, "gathering every rank's outcome");
+  } catch (...) {
+    std::error_code ec;
+    if (rank == 0) fs::remove_all(tmp, ec);
+    throw;
+  }
+
+  // 3. Rank 0 checks, writes .metadata and the manifest, publishes; every rank learns the outcome.
+  try {
+    detail::on_rank_zero(
+        [&] {
+          try {
+            publish(dir, tmp, reports);
+          } catch (...) {
+            std::error_code ec;
+            fs::remove_all(tmp, ec);
+            throw;
+          }
+        },
+        "the sharded save of '" + dir + "'");
+  } catch (const CheckpointError&) {
+    throw;
+  } catch (const std::exception& e) {  // rank 0 died or hung while publishing
+    throw CheckpointError("rankwise: " + here + ": save_sharded('" + dir +
+                          "'): rank 0 did not report the publication: the path holds the previous checkpoint or "
+                          "the new one, each whole (load it to know which). Original error: " + e.what());
+  }
+}
+
+}  // namespace rankwise

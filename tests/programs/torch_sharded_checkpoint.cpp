@@ -1,0 +1,132 @@
+// A worker for the sharded-checkpoint tests (tests/unit/test_sharded_checkpoint.cpp).
+// Run it through rankwise-run (or with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set):
+//
+//   torch_sharded_checkpoint save DIR SET SEED    save_sharded() of SET's tensors at this world size
+//   torch_sharded_checkpoint check DIR SET SEED   load_sharded() of SET's tensors, sharded at this
+//                                                 world size, compared with the expected values
+//
+// SET "rankwise": 1-D tensors of 6 and 10 elements and 2-D ones by rows, in
+// float32, float64, bfloat16, int64 and bool, one flat-sharded tensor and a
+// replicated one. SET "python": what tests/python/dcp_interop.py saves.
+// Values: tests/python/dcp_interop.py's expected() (the same formula).
+// Prints "rank R: saved" / "rank R: checked N tensors" or "rank R: error: ..." (exit 1).
+#include <ATen/ATen.h>
+
+#include <iostream>
+#include <string>
+
+#include "rankwise/checkpoint/sharded_checkpoint.h"
+#include "rankwise/error.h"
+#include "rankwise/process_group.h"
+
+namespace {
+
+enum class Layout { kRows, kFlat, kReplicated };
+
+struct Spec {
+  std::string key;
+  std::vector<int64_t> shape;
+  c10::ScalarType dtype;
+  Layout layout;
+};
+
+std::vector<Spec> specs(const std::string& set) {
+  using c10::ScalarType;
+  if (set == "rankwise") {
+    return {{"f32_6", {6}, ScalarType::Float, Layout::kRows},
+            {"f32_10", {10}, ScalarType::Float, Layout::kRows},
+            {"f64_10", {10}, ScalarType::Double, Layout::kRows},
+            {"bf16_6", {6}, ScalarType::BFloat16, Layout::kRows},
+            {"i64_10", {10}, ScalarType::Long, Layout::kRows},
+            {"bool_10", {10}, ScalarType::Bool, Layout::kRows},
+            {"rows_10x3", {10, 3}, ScalarType::Float, Layout::kRows},
+            {"rows_6x4", {6, 4}, ScalarType::Double, Layout::kRows},
+            {"flat_3x5", {3, 5}, ScalarType::Float, Layout::kFlat},
+            {"replicated", {2, 3}, ScalarType::Float, Layout::kReplicated}};
+  }
+  if (set == "python") {
+    return {{"a", {10}, ScalarType::Float, Layout::kRows},
+            {"b", {6, 4}, ScalarType::Long, Layout::kRows},
+            {"c", {7}, ScalarType::BFloat16, Layout::kRows},
+            {"rep", {3, 2}, ScalarType::Double, Layout::kReplicated}};
+  }
+  throw std::runtime_error("unknown set " + set);
+}
+
+// The k-th key's values (k from 1) for `seed`: as expected() in tests/python/dcp_interop.py.
+at::Tensor expected(const Spec& s, int64_t k, int64_t seed) {
+  int64_t numel = 1;
+  for (int64_t d : s.shape) numel *= d;
+  const auto i = at::arange(numel, at::TensorOptions().dtype(at::kLong));
+  const int64_t base = k + 100 * seed;
+  at::Tensor v;
+  if (s.dtype == c10::ScalarType::Bool) {
+    v = ((i * 7 + base) % 3) == 0;
+  } else if (s.dtype == c10::ScalarType::Long) {
+    v = i * int64_t{1000000000007} + base;
+  } else {
+    v = (i.to(at::kDouble) * 0.5 + static_cast<double>(base)).to(s.dtype);
+  }
+  return v.reshape(s.shape);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::cerr << "usage: torch_sharded_checkpoint save|check DIR rankwise|python SEED\n";
+    return 2;
+  }
+  const std::string mode = argv[1], dir = argv[2], set = argv[3];
+  const int64_t seed = std::stoll(argv[4]);
+  int rank = 0;
+  try {
+    auto& group = rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+    rank = group.rank();
+    const int world = group.world_size();
+    const auto list = specs(set);
+    rankwise::ShardedState state;
+    for (std::size_t n = 0; n < list.size(); ++n) {
+      const Spec& s = list[n];
+      const at::Tensor values = expected(s, static_cast<int64_t>(n) + 1, seed);
+      const at::Tensor source = mode == "save" ? values : at::zeros_like(values);
+      switch (s.layout) {
+        case Layout::kRows: state.emplace(s.key, rankwise::shard_rows(source, rank, world)); break;
+        case Layout::kFlat: state.emplace(s.key, rankwise::shard_flat(source, rank, world)); break;
+        case Layout::kReplicated: state.emplace(s.key, source); break;
+      }
+    }
+    if (mode == "save") {
+      rankwise::save_sharded(dir, state);
+      std::cout << "rank " << rank << ": saved" << std::endl;
+      return 0;
+    }
+    rankwise::load_sharded(dir, state);
+    // The sharded targets are views of zeros_like(values) at this rank's rows:
+    // compare each chunk with the same rows of the expected values.
+    for (std::size_t n = 0; n < list.size(); ++n) {
+      const Spec& s = list[n];
+      at::Tensor values = expected(s, static_cast<int64_t>(n) + 1, seed);
+      const auto& entry = state.at(s.key);
+      if (const auto* sharded = std::get_if<rankwise::ShardedTensor>(&entry)) {
+        if (s.layout == Layout::kFlat) values = values.reshape({-1});
+        for (const auto& chunk : sharded->chunks()) {
+          const at::Tensor want = values.narrow(0, chunk.offsets[0], chunk.data.size(0));
+          if (!at::equal(chunk.data, want)) {
+            std::cout << "rank " << rank << ": error: '" << s.key << "' rows from " << chunk.offsets[0]
+                      << " differ: got " << chunk.data << " expected " << want << std::endl;
+            return 1;
+          }
+        }
+      } else if (!at::equal(std::get<at::Tensor>(entry), values)) {
+        std::cout << "rank " << rank << ": error: replicated '" << s.key << "' differs" << std::endl;
+        return 1;
+      }
+    }
+    std::cout << "rank " << rank << ": checked " << list.size() << " tensors" << std::endl;
+    return 0;
+  } catch (const std::exception& e) {
+    std::cout << "rank " << rank << ": error: " << e.what() << std::endl;
+    return 1;
+  }
+}

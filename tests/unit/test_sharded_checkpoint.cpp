@@ -1,0 +1,415 @@
+// Sharded checkpoints (rankwise/checkpoint/sharded_checkpoint.h): in one
+// process (no process group: a one-rank checkpoint), and through rankwise-run
+// at several world sizes with tests/programs/torch_sharded_checkpoint, and
+// against PyTorch 2.x's torch.distributed.checkpoint (tests/python/dcp_interop.py).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <nlohmann/json.hpp>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "rankwise/checkpoint/sharded_checkpoint.h"
+#include "rankwise/error.h"
+#include "support/shell.h"
+
+namespace fs = std::filesystem;
+using rankwise::test::shell;
+
+namespace {
+
+const std::string kRun = RANKWISE_RUN_PATH;
+const std::string kWorker = std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/torch_sharded_checkpoint";
+const std::string kInterop = std::string(RANKWISE_SOURCE_DIR) + "/tests/python/dcp_interop.py";
+
+// A fresh directory of this test process (ctest -j runs each test in its own process).
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("rankwise_sharded_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// Runs the worker on `nproc` ranks through rankwise-run; output and "exit=N".
+std::string run_worker(int nproc, const std::string& args) {
+  return shell(kRun + " --nproc-per-node " + std::to_string(nproc) + " " + kWorker + " " + args +
+               " 2>&1; echo exit=$?");
+}
+
+// A Python whose torch is 2.x (DCP with DTensor), or "" when neither reference Python has one.
+std::string torch2_python() {
+  for (const std::string python : {std::string(RANKWISE_PYTHON), std::string(RANKWISE_OTHER_PYTHON)}) {
+    if (python.empty()) continue;
+    const auto out = shell(python + " -c 'import torch; print(\"major\", torch.__version__.split(\".\")[0])' 2>/dev/null");
+    if (out.find("major ") != std::string::npos && out.find("major 1") == std::string::npos) return python;
+  }
+  return "";
+}
+
+rankwise::ShardedState sample_state(double shift) {
+  rankwise::ShardedState state;
+  state.emplace("weight", rankwise::shard_rows(at::arange(12, at::kFloat).reshape({4, 3}) + shift, 0, 1));
+  state.emplace("steps", rankwise::shard_flat(at::arange(5, at::kLong) * 1000000000007 + static_cast<int64_t>(shift), 0, 1));
+  state.emplace("mask", rankwise::shard_rows(at::arange(6, at::kLong) % 2 == 0, 0, 1));
+  state.emplace("half", rankwise::shard_rows(at::arange(4, at::kDouble).to(at::kBFloat16) + shift, 0, 1));
+  state.emplace("bias", at::full({2}, shift, at::kDouble));
+  return state;
+}
+
+rankwise::ShardedState zeros_like_state(const rankwise::ShardedState& state) {
+  rankwise::ShardedState out;
+  for (const auto& [key, entry] : state) {
+    if (const auto* s = std::get_if<rankwise::ShardedTensor>(&entry)) {
+      out.emplace(key, rankwise::zeros_sharded_rows(s->global_shape(), s->dtype(), 0, 1));
+    } else {
+      out.emplace(key, at::zeros_like(std::get<at::Tensor>(entry)));
+    }
+  }
+  return out;
+}
+
+void expect_equal(const rankwise::ShardedState& a, const rankwise::ShardedState& b) {
+  for (const auto& [key, entry] : a) {
+    if (const auto* s = std::get_if<rankwise::ShardedTensor>(&entry)) {
+      const auto& t = std::get<rankwise::ShardedTensor>(b.at(key));
+      EXPECT_TRUE(at::equal(s->chunks()[0].data, t.chunks()[0].data)) << key;
+    } else {
+      EXPECT_TRUE(at::equal(std::get<at::Tensor>(entry), std::get<at::Tensor>(b.at(key)))) << key;
+    }
+  }
+}
+
+std::string load_error(const fs::path& dir, rankwise::ShardedState state) {
+  try {
+    rankwise::load_sharded(dir.string(), state);
+  } catch (const rankwise::CheckpointError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(ShardedTensor, ChunkRangeFollowsTorchChunk) {
+  if (!rankwise::test::have_python_torch()) GTEST_SKIP() << "no Python with torch (" << RANKWISE_PYTHON << ")";
+  for (auto [length, world] : {std::pair{6, 4}, {10, 4}, {6, 8}, {10, 3}, {7, 2}, {0, 3}}) {
+    // torch.chunk's pieces, padded with empty ones to world (as DTensor's Shard(0)).
+    const auto expected = shell(rankwise::test::python() + "-c 'import torch; p=[len(c) for c in torch.chunk(torch.arange(" +
+                                std::to_string(length) + "), " + std::to_string(world) + ")]; print(p + [0] * (" +
+                                std::to_string(world) + " - len(p)))'");
+    std::string ours = "[";
+    for (int r = 0; r < world; ++r) {
+      const auto [begin, end] = rankwise::chunk_range(length, r, world);
+      ours += (r ? ", " : "") + std::to_string(end - begin);
+    }
+    EXPECT_EQ(ours + "]\n", expected) << length << " over " << world;
+  }
+}
+
+TEST(ShardedCheckpoint, RoundTripInOneProcessWithManifest) {
+  const auto dir = fresh_dir("roundtrip") / "ckpt";
+  const auto saved = sample_state(3);
+  rankwise::save_sharded(dir.string(), saved);
+  EXPECT_TRUE(fs::exists(dir / ".metadata"));
+  EXPECT_TRUE(fs::exists(dir / ".rankwise-manifest.json"));
+  EXPECT_TRUE(fs::exists(dir / "__0_0.distcp"));
+  auto loaded = zeros_like_state(saved);
+  rankwise::load_sharded(dir.string(), loaded);
+  expect_equal(saved, loaded);
+  // Nothing else is left beside the checkpoint (no temporary directory).
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.parent_path()), fs::directory_iterator()), 1);
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(ShardedCheckpoint, ASecondSaveReplacesTheFirstWhole) {
+  const auto dir = fresh_dir("replace") / "ckpt";
+  rankwise::save_sharded(dir.string(), sample_state(1));
+  const auto second = sample_state(2);
+  rankwise::save_sharded(dir.string() + "/", second);
+  auto loaded = zeros_like_state(second);
+  rankwise::load_sharded(dir.string(), loaded);
+  expect_equal(second, loaded);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.parent_path()), fs::directory_iterator()), 1);
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(ShardedCheckpoint, RefusesToReplaceADirectoryThatIsNotACheckpoint) {
+  const auto dir = fresh_dir("refuse") / "data";
+  fs::create_directories(dir);
+  std::ofstream(dir / "notes.txt") << "keep me";
+  try {
+    rankwise::save_sharded(dir.string(), sample_state(1));
+    ADD_FAILURE() << "no error";
+  } catch (const rankwise::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a sharded checkpoint; refusing to replace it"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(fs::exists(dir / "notes.txt"));
+  // The temporary directory is gone.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.parent_path()), fs::directory_iterator()), 1);
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(ShardedCheckpoint, AFlippedByteNamesTheFileTensorAndChunk) {
+  const auto dir = fresh_dir("flip") / "ckpt";
+  const auto saved = sample_state(1);
+  rankwise::save_sharded(dir.string(), saved);
+  // The manifest says where "weight"'s storage lies; flip its 5th byte.
+  const auto manifest = nlohmann::json::parse(std::ifstream(dir / ".rankwise-manifest.json"));
+  int64_t at = -1;
+  for (const auto& c : manifest.at("chunks")) {
+    if (c.at("key") == "weight") at = c.at("offset").get<int64_t>() + c.at("data_begin").get<int64_t>() + 4;
+  }
+  ASSERT_GE(at, 0);
+  {
+    std::fstream f(dir / "__0_0.distcp", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(at);
+    char byte = 0;
+    f.read(&byte, 1);
+    byte ^= 0x10;
+    f.seekp(at);
+    f.write(&byte, 1);
+  }
+  const std::string error = load_error(dir, zeros_like_state(saved));
+  EXPECT_NE(error.find("checksum mismatch"), std::string::npos) << error;
+  EXPECT_NE(error.find("file '__0_0.distcp', tensor 'weight', chunk at offsets [0, 0]"), std::string::npos) << error;
+  fs::remove_all(dir.parent_path());
+}
+
+// A load at another world size reads a slice of a stored chunk: the 1 MiB
+// blocks that hold it are verified, the others not even read. (Each rank's
+// load is local, so one process plays the three ranks.)
+TEST(ShardedCheckpoint, PartialReadsVerifyTheBlocksTheyRead) {
+  const auto dir = fresh_dir("partial") / "ckpt";
+  const int64_t rows = 3 * 1024, cols = 256;  // 3 MiB of float32: three checksum blocks
+  const auto values = at::arange(rows * cols, at::kFloat).reshape({rows, cols});
+  rankwise::ShardedState saved;
+  saved.emplace("big", rankwise::shard_rows(values, 0, 1));
+  rankwise::save_sharded(dir.string(), saved);
+  auto load_rank = [&](int rank) {
+    rankwise::ShardedState state;
+    state.emplace("big", rankwise::zeros_sharded_rows({rows, cols}, at::kFloat, rank, 3));
+    rankwise::load_sharded(dir.string(), state);
+    const auto& chunk = std::get<rankwise::ShardedTensor>(state.at("big")).chunks()[0];
+    return at::equal(chunk.data, values.narrow(0, chunk.offsets[0], chunk.data.size(0)));
+  };
+  for (int rank = 0; rank < 3; ++rank) EXPECT_TRUE(load_rank(rank)) << rank;
+  // Flip a byte in the last block: only rank 2, whose rows lie there, sees it.
+  const auto manifest = nlohmann::json::parse(std::ifstream(dir / ".rankwise-manifest.json"));
+  const auto& c = manifest.at("chunks").at(0);
+  ASSERT_EQ(c.at("block_crc32").size(), 3u);
+  const int64_t at = c.at("offset").get<int64_t>() + c.at("data_begin").get<int64_t>() + (5 << 19);
+  {
+    std::fstream f(dir / "__0_0.distcp", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(at);
+    f.put('\x7f');
+  }
+  EXPECT_TRUE(load_rank(0));
+  EXPECT_TRUE(load_rank(1));
+  try {
+    load_rank(2);
+    ADD_FAILURE() << "no error on rank 2";
+  } catch (const rankwise::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum mismatch in the file '__0_0.distcp', tensor 'big', chunk at offsets [0, 0]"),
+              std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir.parent_path());
+}
+
+// Without a manifest (as from Python's dcp.save) nothing is verified, but a
+// damaged file is still a CheckpointError, never a crash or a wrong read.
+TEST(ShardedCheckpoint, DamagedFilesWithoutAManifestAreCheckpointErrors) {
+  const auto dir = fresh_dir("damaged") / "ckpt";
+  const auto saved = sample_state(1);
+  rankwise::save_sharded(dir.string(), saved);
+  fs::remove(dir / ".rankwise-manifest.json");
+  auto loaded = zeros_like_state(saved);
+  rankwise::load_sharded(dir.string(), loaded);  // unverified, but whole
+  expect_equal(saved, loaded);
+
+  const auto data = dir / "__0_0.distcp";
+  fs::resize_file(data, fs::file_size(data) / 2);
+  std::string error = load_error(dir, zeros_like_state(saved));
+  EXPECT_NE(error.find("rankwise: rank 0/1: load_sharded('" + dir.string() + "')"), std::string::npos) << error;
+  EXPECT_NE(error.find("__0_0.distcp"), std::string::npos) << error;
+
+  const auto metadata = dir / ".metadata";
+  fs::resize_file(metadata, fs::file_size(metadata) / 2);
+  error = load_error(dir, zeros_like_state(saved));
+  EXPECT_NE(error.find("rankwise: rank 0/1: load_sharded('" + dir.string() + "'): '" + metadata.string() +
+                       "' is not a valid pickle"),
+            std::string::npos)
+      << error;
+  std::ofstream(metadata, std::ios::trunc) << "not a pickle";
+  error = load_error(dir, zeros_like_state(saved));
+  EXPECT_NE(error.find(".metadata' is not a pickle rankwise reads"), std::string::npos) << error;
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(ShardedCheckpoint, KeyShapeAndDtypeMismatchesAreClearErrors) {
+  const auto dir = fresh_dir("mismatch") / "ckpt";
+  const auto saved = sample_state(1);
+  rankwise::save_sharded(dir.string(), saved);
+
+  auto missing_and_extra = zeros_like_state(saved);
+  missing_and_extra.erase("bias");
+  missing_and_extra.emplace("other", at::zeros({1}));
+  std::string error = load_error(dir, missing_and_extra);
+  EXPECT_NE(error.find("wanted but not in the checkpoint: [other]; in the checkpoint but not wanted: [bias]"),
+            std::string::npos)
+      << error;
+
+  auto shape = zeros_like_state(saved);
+  shape.at("bias") = at::zeros({3}, at::kDouble);
+  error = load_error(dir, shape);
+  EXPECT_NE(error.find("'bias' is Double [2] in the checkpoint, Double [3] in the state to load"), std::string::npos)
+      << error;
+
+  auto dtype = zeros_like_state(saved);
+  dtype.at("bias") = at::zeros({2}, at::kFloat);
+  error = load_error(dir, dtype);
+  EXPECT_NE(error.find("'bias' is Double [2] in the checkpoint, Float [2] in the state to load"), std::string::npos)
+      << error;
+
+  error = load_error(dir.parent_path(), zeros_like_state(saved));
+  EXPECT_NE(error.find("has no .metadata, so it is not a sharded checkpoint"), std::string::npos) << error;
+  error = load_error(dir / "missing", zeros_like_state(saved));
+  EXPECT_NE(error.find("there is no directory at this path"), std::string::npos) << error;
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(ShardedCheckpointProcesses, SavedAtFourRanksLoadsAtOneTwoThreeAndEight) {
+  const auto dir = fresh_dir("reshard") / "ckpt";
+  const auto saved = run_worker(4, "save " + dir.string() + " rankwise 0");
+  ASSERT_NE(saved.find("exit=0"), std::string::npos) << saved;
+  for (int world : {1, 2, 3, 8}) {
+    const auto out = run_worker(world, "check " + dir.string() + " rankwise 0");
+    EXPECT_NE(out.find("exit=0"), std::string::npos) << "world size " << world << ":\n" << out;
+    EXPECT_EQ(count(out, "checked 10 tensors"), world) << out;
+  }
+  // The check can fail: other values (seed 1) are found different.
+  const auto other = run_worker(2, "check " + dir.string() + " rankwise 1");
+  EXPECT_NE(other.find("differ"), std::string::npos) << other;
+  fs::remove_all(dir.parent_path());
+}
+
+// Starts `nproc` ranks of the worker by hand (torchrun's variables), so that
+// the survivors of a killed rank report instead of being stopped by the
+// launcher; `fault` (RANKWISE_CHECKPOINT_FAULT) is set on `fault_rank` only.
+// Returns each rank's output.
+namespace {
+std::vector<std::string> run_by_hand(int nproc, int fault_rank, const std::string& fault, const std::string& args,
+                                     const fs::path& logs) {
+  int port = 0;
+  {
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      socklen_t n = sizeof a;
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
+      port = ntohs(a.sin_port);
+    }
+    ::close(s);
+  }
+  std::string script;
+  for (int r = 0; r < nproc; ++r) {
+    script += "env RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(nproc) +
+              " LOCAL_RANK=" + std::to_string(r) + " LOCAL_WORLD_SIZE=" + std::to_string(nproc) +
+              " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+              (r == fault_rank ? " RANKWISE_CHECKPOINT_FAULT=" + fault : "") + " " + kWorker + " " + args + " > " +
+              (logs / ("rank" + std::to_string(r) + ".log")).string() + " 2>&1 & ";
+  }
+  shell(script + "wait");
+  std::vector<std::string> out;
+  for (int r = 0; r < nproc; ++r) out.push_back(shell("cat " + (logs / ("rank" + std::to_string(r) + ".log")).string()));
+  return out;
+}
+}  // namespace
+
+TEST(ShardedCheckpointProcesses, KilledRankPublishesNothingAndIsNamedByTheOthers) {
+  const auto logs = fresh_dir("kill");
+  const auto dir = logs / "ckpt";
+  ASSERT_NE(run_worker(3, "save " + dir.string() + " rankwise 1").find("exit=0"), std::string::npos);
+  // Rank 1 dies at the first byte of its data file.
+  const auto out = run_by_hand(3, 1, "kill_at_byte=1", "save " + dir.string() + " rankwise 2", logs);
+  for (int r : {0, 2}) {
+    const auto& log = out[static_cast<std::size_t>(r)];
+    EXPECT_NE(log.find("error: rankwise: rank " + std::to_string(r) + "/3: save_sharded"), std::string::npos) << log;
+    EXPECT_NE(log.find("Nothing was published"), std::string::npos) << log;
+    // c10d names every rank not yet in the all_gather: rank 1, and the other survivor if it was slower.
+    EXPECT_TRUE(std::regex_search(log, std::regex("ranks? (\\d+, )*1(, \\d+)* never entered it")))
+        << "the dead rank is not named:\n" << log;
+  }
+  // The previous checkpoint is intact, and nothing else is left beside it.
+  const auto check = run_worker(2, "check " + dir.string() + " rankwise 1");
+  EXPECT_NE(check.find("exit=0"), std::string::npos) << check;
+  EXPECT_EQ(shell("ls -a " + logs.string() + " | grep -c rankwise-tmp"), "0\n");
+  fs::remove_all(logs);
+}
+
+TEST(ShardedCheckpointProcesses, RankZeroKilledBeforePublishingLeavesThePreviousCheckpoint) {
+  const auto logs = fresh_dir("kill_publish");
+  const auto dir = logs / "ckpt";
+  ASSERT_NE(run_worker(3, "save " + dir.string() + " rankwise 1").find("exit=0"), std::string::npos);
+  const auto out = run_by_hand(3, 0, "kill_at=before-publish", "save " + dir.string() + " rankwise 2", logs);
+  for (int r : {1, 2}) {
+    const auto& log = out[static_cast<std::size_t>(r)];
+    EXPECT_NE(log.find("rank 0 did not report the publication"), std::string::npos) << log;
+  }
+  const auto check = run_worker(3, "check " + dir.string() + " rankwise 1");
+  EXPECT_NE(check.find("exit=0"), std::string::npos) << check;
+  fs::remove_all(logs);
+}
+
+TEST(ShardedCheckpointPython, DcpLoadReadsARankwiseCheckpointAtOneAndThreeRanks) {
+  const std::string python = torch2_python();
+  if (python.empty()) GTEST_SKIP() << "no Python with torch >= 2 (RANKWISE_PYTHON, RANKWISE_OTHER_PYTHON): DCP needs it";
+  const auto dir = fresh_dir("to_python") / "ckpt";
+  ASSERT_NE(run_worker(2, "save " + dir.string() + " rankwise 4").find("exit=0"), std::string::npos);
+  for (int world : {1, 3}) {
+    const auto out = shell(python + " " + kInterop + " load " + dir.string() + " " + std::to_string(world) +
+                           " rankwise 4 2>&1; echo exit=$?");
+    EXPECT_NE(out.find("exit=0"), std::string::npos) << out;
+    EXPECT_EQ(count(out, ": ok"), world) << out;
+  }
+  // The Python check can fail.
+  const auto other = shell(python + " " + kInterop + " load " + dir.string() + " 1 rankwise 5 2>&1; echo exit=$?");
+  EXPECT_NE(other.find("exit=1"), std::string::npos) << other;
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(ShardedCheckpointPython, DcpToTorchSaveConvertsARankwiseCheckpoint) {
+  const std::string python = torch2_python();
+  if (python.empty()) GTEST_SKIP() << "no Python with torch >= 2 (RANKWISE_PYTHON, RANKWISE_OTHER_PYTHON): DCP needs it";
+  const auto dir = fresh_dir("convert") / "ckpt";
+  ASSERT_NE(run_worker(2, "save " + dir.string() + " rankwise 7").find("exit=0"), std::string::npos);
+  const auto converted = shell(python + " " + kInterop + " convert " + dir.string() + " rankwise 7 2>&1; echo exit=$?");
+  EXPECT_NE(converted.find("exit=0"), std::string::npos) << converted;
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(ShardedCheckpointPython, RankwiseReadsADcpSaveOfTwoRanksAtThreeRanks) {
+  const std::string python = torch2_python();
+  if (python.empty()) GTEST_SKIP() << "no Python with torch >= 2 (RANKWISE_PYTHON, RANKWISE_OTHER_PYTHON): DCP needs it";
+  const auto dir = fresh_dir("from_python") / "ckpt";
+  const auto saved = shell(python + " " + kInterop + " save " + dir.string() + " 2 6 2>&1; echo exit=$?");
+  ASSERT_NE(saved.find("exit=0"), std::string::npos) << saved;
+  EXPECT_FALSE(fs::exists(dir / ".rankwise-manifest.json"));
+  const auto out = run_worker(3, "check " + dir.string() + " python 6");
+  EXPECT_NE(out.find("exit=0"), std::string::npos) << out;
+  EXPECT_EQ(count(out, "checked 4 tensors"), 3) << out;
+  fs::remove_all(dir.parent_path());
+}
