@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 
+#include "detail/host_name.h"
 #include "detail/progress_record.h"
 #include "monitor/detail/step_counters.h"
 #include "detail/stack_dump.h"
@@ -29,12 +30,6 @@ int64_t rss_bytes() {
   int64_t size = 0, resident = 0;
   if (!(statm >> size >> resident)) return 0;
   return resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0) return "";
-  return name;
 }
 
 }  // namespace
