@@ -100,6 +100,13 @@ void OutputMerger::flush() {
   in_place_changed_ = false;
 }
 
+void OutputMerger::write_own(int fd, std::string_view text) {
+  flush();
+  if (in_place_shown_) write_all(options_.stdout_fd, "\r\x1b[K");
+  write_all(fd, text);
+  if (in_place_shown_) write_all(options_.stdout_fd, in_place_);
+}
+
 void OutputMerger::emit(std::size_t worker, Stream stream, std::string_view line, bool continued) {
   if (stream == Stream::kStderr) {
     auto& tail = tails_[worker];

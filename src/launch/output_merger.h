@@ -67,6 +67,11 @@ class OutputMerger {
   /// terminal, the worker's stdout on the console, no --group-by-rank. The
   /// worker learns it from RANKWISE_STDOUT_IS_TTY (kStdoutIsTtyVariable).
   bool shows_in_place(std::size_t worker) const;
+  /// Writes the launcher's own `text` (whole lines) to `fd` between the
+  /// workers' lines: pending lines first, and the in-place line, if one is
+  /// shown, cleared before and redrawn after, so that a message never lands
+  /// on the end of a progress bar.
+  void write_own(int fd, std::string_view text);
 
  private:
   struct Held {

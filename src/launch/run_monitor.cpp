@@ -74,7 +74,7 @@ void RunMonitor::observe(std::vector<RankView> views, Clock::time_point now) {
   for (const StragglerEvent& e : stragglers_.observe(computes, now)) {
     lines += format_straggler_event(e);
   }
-  if (!lines.empty()) write_all(options_.fd, lines);
+  if (!lines.empty()) write(lines);
   last_ = views;
   last_time_ = now;
   if (now >= next_table_) {
@@ -119,6 +119,14 @@ std::vector<std::string> RunMonitor::table(const std::vector<RankView>& views,
   return lines;
 }
 
+void RunMonitor::write(std::string_view text) const {
+  if (options_.write) {
+    options_.write(options_.fd, text);
+  } else {
+    write_all(options_.fd, text);
+  }
+}
+
 void RunMonitor::draw(const std::vector<std::string>& lines) {
   const int n = static_cast<int>(lines.size());
   winsize ws{};
@@ -128,7 +136,7 @@ void RunMonitor::draw(const std::vector<std::string>& lines) {
     release_terminal();
     std::string out;
     for (const std::string& line : lines) out += line + "\n";
-    write_all(options_.fd, out);
+    write(out);
     return;
   }
   const int height = ws.ws_row;

@@ -17,8 +17,10 @@
 /// plain lines every refresh interval, and once at the end.
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "launch/hang_watchdog.h"
@@ -31,6 +33,10 @@ namespace launch {
 /// How the monitor shows what it sees.
 struct MonitorOptions {
   int fd = 2;  ///< where it writes
+  /// How its lines (stragglers, stalls, plain tables) are written to `fd`:
+  /// the launcher passes OutputMerger::write_own, so that they never land on
+  /// a worker's in-place progress line; default write_all.
+  std::function<void(int, std::string_view)> write;
   /// Whether `fd` is a terminal (in-place table); the launcher passes isatty(fd).
   bool terminal = false;
   /// Time between tables; 0: kTerminalRefresh on a terminal, kPlainRefresh otherwise.
@@ -65,6 +71,8 @@ class RunMonitor {
  private:
   std::vector<std::string> table(const std::vector<RankView>& views, Clock::time_point now) const;
   void draw(const std::vector<std::string>& lines);
+  /// options_.write, or write_all.
+  void write(std::string_view text) const;
   void release_terminal();
 
   MonitorOptions options_;

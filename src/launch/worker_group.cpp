@@ -262,13 +262,23 @@ class AttemptRunner {
   }
 
   // Multi-node: another node's failure came first; stop this node's workers.
+  // The launcher's own lines during an attempt, to stderr: between the
+  // workers' lines, never on the end of an in-place progress line.
+  void say(std::string_view text) {
+    if (merger_) {
+      merger_->write_own(2, text);
+    } else {
+      write_all(2, text);
+    }
+  }
+
   void check_group() {
     if (!group_ || remote_) return;
     const std::optional<NodeFailure> first = group_->first();
     if (!first || first->node_rank == o_.node_rank) return;
     remote_ = first;
     if (signal_ != 0 || killed_) return;
-    write_all(2, first->left ? fmt::format("rankwise-run: {}; stopping this node's workers\n",
+    say(first->left ? fmt::format("rankwise-run: {}; stopping this node's workers\n",
                                            first->root_cause)
                              : fmt::format("rankwise-run: node {} failed: {}; stopping this node's "
                                            "workers\n",
@@ -393,12 +403,12 @@ class AttemptRunner {
     if (sig == SIGCHLD) return;
     if (signal_ == 0) {
       signal_ = sig;
-      write_all(2, fmt::format("rankwise-run: received {}; forwarding it to every worker "
+      say(fmt::format("rankwise-run: received {}; forwarding it to every worker "
                                "(SIGKILL after {:.1f} s)\n",
                                signal_name(sig), o_.grace_period.count() / 1000.0));
       stop_all(sig);
     } else {
-      write_all(2, fmt::format("rankwise-run: received {} again; killing every worker\n",
+      say(fmt::format("rankwise-run: received {} again; killing every worker\n",
                                signal_name(sig)));
       stop_all(SIGKILL);
     }
@@ -476,6 +486,7 @@ class AttemptRunner {
     mo.refresh = *o_.monitor;
     mo.straggler_threshold = o_.straggler_threshold;
     mo.straggler_window = o_.straggler_window;
+    mo.write = [this](int fd, std::string_view text) { merger_->write_own(fd, text); };
     monitor_.emplace(mo, job_start_);
     next_monitor_ = job_start_ + kMonitorTick;
   }
@@ -498,7 +509,7 @@ class AttemptRunner {
     std::vector<RankView> views = observe_ranks(snapshot.records);
     if (!watchdog_->observe(views, Clock::now())) return;
     std::string report = format_hang_report(views, detail::unix_ms_now(), o_.hang_timeout);
-    write_all(2, report);
+    say(report);
     report += dump_stacks(views);
     if (!o_.log_dir.empty()) {  // the evidence, beside the logs
       std::ofstream(fmt::format("{}/attempt_{}/hang_report.txt", o_.log_dir, c_.attempt)) << report;
@@ -547,7 +558,7 @@ class AttemptRunner {
                      : fmt::format("rankwise-run: stacks of rank {}:\n", view->rank) +
                            format_stack_dump(raw, "rankwise-run:   ");
     }
-    write_all(2, printed);
+    say(printed);
     return printed;
   }
 

@@ -76,6 +76,20 @@ TEST_F(InPlace, TerminalShowsTheBarInPlaceAndRedrawsItBelowWholeLines) {
   EXPECT_EQ(written(), "[rank1]: after\n");
 }
 
+// The launcher's own messages (a stall, a signal, a hang report) go between
+// the lines too: never onto the end of the bar.
+TEST_F(InPlace, TheLaunchersOwnLinesNeverLandOnTheBar) {
+  OutputMerger m(options(/*terminal=*/true));
+  feed(m, 0, Stream::kStdout, "\rbar 1/3");
+  EXPECT_EQ(written(), "[rank0]: bar 1/3");
+  m.write_own(fds_[1], "rankwise-run: stalled: rank 1\n");
+  EXPECT_EQ(written(), "\r\x1b[Krankwise-run: stalled: rank 1\n[rank0]: bar 1/3");
+  feed(m, 0, Stream::kStdout, "\rbar 2/3\n");
+  EXPECT_EQ(written(), "\r\x1b[K[rank0]: bar 2/3\n");
+  m.write_own(fds_[1], "rankwise-run: done\n");  // no bar shown: the text alone
+  EXPECT_EQ(written(), "rankwise-run: done\n");
+}
+
 TEST_F(InPlace, PipeGetsWholeLinesOnly) {
   OutputMerger m(options(/*terminal=*/false));
   EXPECT_FALSE(m.shows_in_place(0));
