@@ -103,6 +103,22 @@ rsvg-convert -b white -o "$work/empty.png" "$work/empty.svg" || fail "rsvg-conve
 /usr/bin/python3 "$here/check_report_image.py" no-curves "$work/empty.png" || fail "curves drawn without records"
 printf '{"kind":"st' >>"$work/config_only.jsonl"  # a run killed mid-write
 "$report" "$work/config_only.jsonl" -o "$work/torn.html" || fail "report of a log with a torn last line"
+# A diverged loss (written as null) is reported, not hidden as "no loss recorded".
+{ head -1 "$log"
+  echo '{"kind":"step","step":4,"epoch":1,"time":1,"metrics":{"loss":2.5}}'
+  echo '{"kind":"step","step":8,"epoch":1,"time":2,"metrics":{"loss":null}}'
+  echo '{"kind":"epoch","step":8,"epoch":1,"time":2,"metrics":{"train_loss":null}}'; } >"$work/nan.jsonl"
+"$report" "$work/nan.jsonl" -o "$work/nan.html" || fail "report of a diverged run"
+grep -q "loss: not finite (NaN/inf) at 1 step(s), first 8" "$work/nan.html" || fail "the non-finite loss is not named"
+grep -q "<td>not finite</td>" "$work/nan.html" || fail "the epoch table hides the non-finite loss"
+grep -q "no loss recorded" "$work/nan.html" && fail "a diverged loss shown as no loss"
+# Not a log: a clear message and exit 2; a failed write leaves no temporary file.
+head -c 3000 /bin/ls >"$work/binary.jsonl"
+msg=$("$report" "$work/binary.jsonl" -o "$work/x.html" 2>&1); rc=$?
+[ "$rc" = 2 ] && grep -q "is not text" <<<"$msg" || fail "binary log: exit $rc: $msg"
+mkdir -p "$work/dir.html"
+"$report" "$work/nan.jsonl" -o "$work/dir.html" 2>/dev/null && fail "wrote over a directory"
+[ -e "$work/dir.html.tmp" ] && fail "a failed write left dir.html.tmp"
 
 # (4) On a terminal: the launcher in tmux, under `script` to keep the raw bytes.
 if ! command -v tmux >/dev/null || ! command -v script >/dev/null; then

@@ -54,6 +54,8 @@ def read_log(path):
             lines = f.read().split("\n")
     except OSError as e:
         raise LogError(f"cannot read the metrics log {path}: {e.strerror}")
+    except UnicodeDecodeError:
+        raise LogError(f"{path} is not text (binary or compressed?); is this a rankwise metrics log?")
     records = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -84,11 +86,18 @@ def series(records, kind):
         if r.get("kind") != kind or not is_number(r.get("step")):
             continue
         for name, value in (r.get("metrics") or {}).items():
-            if is_number(value):
+            # The log writes a NaN or infinite value (a diverged loss) as null:
+            # kept as NaN, a gap in the curve that non_finite() reports.
+            if is_number(value) or value is None or (isinstance(value, float) and not math.isfinite(value)):
                 xs, ys = out.setdefault(name, ([], []))
                 xs.append(r["step"])
-                ys.append(value)
+                ys.append(value if is_number(value) else math.nan)
     return out
+
+
+def non_finite(points):
+    """The steps of a series whose value is not a finite number."""
+    return [x for x, y in zip(*points) if not math.isfinite(y)]
 
 
 def loss_first(names):
@@ -156,11 +165,20 @@ def figure(records):
         ax.set_title(title, fontsize=10)
         for i, name in enumerate(names):
             color = colors[i % len(colors)]
+            bad = []
             if name in step_series:
                 ax.plot(*step_series[name], color=color, linewidth=1.5, label=f"{name} (steps)")
+                bad += non_finite(step_series[name])
             if name in epoch_series:
                 ax.plot(*epoch_series[name], color=color, marker="o", linewidth=1.5,
                         linestyle=epoch_linestyle, label=f"{name} (epochs)")
+                bad += non_finite(epoch_series[name])
+            if bad:
+                for x in sorted(set(bad)):
+                    ax.axvline(x, color="red", linewidth=0.8, alpha=0.5)
+                ax.text(0.01, 0.04 + 0.08 * i, f"{name}: not finite (NaN/inf) at {len(set(bad))} step(s), "
+                        f"first {min(bad)}", color="red", fontsize=9, transform=ax.transAxes, va="bottom",
+                        bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8})
         ax.set_xlabel("step")
         if not names:
             ax.text(0.5, 0.5, empty_text, ha="center", va="center", transform=ax.transAxes)
@@ -225,8 +243,13 @@ def table(header, rows):
 def html_report(records, svg):
     epochs = [r for r in records if r.get("kind") == "epoch"]
     names = list(dict.fromkeys(n for r in epochs for n in (r.get("metrics") or {})))
+    def metric_cell(metrics, name):
+        if name not in metrics:
+            return ""
+        return "not finite" if metrics[name] is None else metrics[name]
+
     epoch_rows = [[r.get("epoch", ""), r.get("step", ""), r.get("time", "")]
-                  + [(r.get("metrics") or {}).get(n, "") for n in names]
+                  + [metric_cell(r.get("metrics") or {}, n) for n in names]
                   + [r.get("samples_per_s", "")] for r in epochs]
     configs = [r for r in records if r.get("kind") == "config"]
     config_tables = []
@@ -403,6 +426,8 @@ def main(argv=None):
             f.write(data)
         os.replace(tmp, args.output)
     except OSError as e:
+        if os.path.isfile(tmp):
+            os.remove(tmp)
         print(f"rankwise-report: cannot write {args.output}: {e.strerror}", file=sys.stderr)
         return 2
     print(f"rankwise-report: wrote {args.output}")
