@@ -1,6 +1,7 @@
 #include "rankwise/monitor/metrics_log.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -24,11 +25,28 @@ using Json = nlohmann::ordered_json;
 int open_file(const std::string& path, bool append, const char* what) {
   RANKWISE_CHECK(!path.empty(), ConfigError,
                  "rankwise: metrics log: the {} path is empty; give a file name (e.g. metrics.jsonl)", what);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC), 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : 0), 0644);
   RANKWISE_CHECK(fd >= 0, ConfigError,
                  "rankwise: metrics log: cannot open the {} '{}' for writing: {}; check that its directory "
                  "exists and is writable, or choose another path",
                  what, path, std::strerror(errno));
+  // One writer at a time (flock(2), released when the process dies): a second
+  // run writing the same file would interleave and tear its records. The
+  // lock comes before truncation, so the first run's file is left whole.
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    ::close(fd);
+    RANKWISE_CHECK(false, ConfigError,
+                   "rankwise: metrics log: the {} '{}' is being written by another run ({}); give each run "
+                   "its own path (--metrics-log)",
+                   what, path, error == EWOULDBLOCK ? "it holds the file's lock" : std::strerror(error));
+  }
+  if (!append && ::ftruncate(fd, 0) != 0) {
+    const int error = errno;
+    ::close(fd);
+    RANKWISE_CHECK(false, ConfigError, "rankwise: metrics log: cannot truncate the {} '{}': {}", what, path,
+                   std::strerror(error));
+  }
   return fd;
 }
 

@@ -160,5 +160,29 @@ TEST(MetricsLog, UnopenablePathIsAConfigErrorNamingIt) {
   }
 }
 
+// Two runs pointed at one log: the second is refused before it touches the
+// file (no truncation, no interleaved records), naming the path.
+TEST(MetricsLogLock, ASecondWriterIsRefusedAndTheFirstLogStaysWhole) {
+  const std::string path = temp_path("locked.jsonl");
+  MetricsLog first(MetricsLogOptions(path), {{"program", std::string("first")}});
+  first.log_step(10, 1, {{"loss", 0.5}});
+  for (bool append : {false, true}) {
+    try {
+      MetricsLog second(MetricsLogOptions(path).append(append));
+      ADD_FAILURE() << "a second writer was accepted (append " << append << ")";
+    } catch (const rankwise::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + path + "' is being written by another run"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  first.log_step(20, 1, {{"loss", 0.25}});
+  const auto records = read_records(path);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0]["config"]["program"], "first");
+  EXPECT_EQ(records[2]["step"], 20);
+}
+
 }  // namespace
 }  // namespace rankwise::monitor
+
