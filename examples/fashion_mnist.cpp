@@ -94,7 +94,8 @@ int train(int argc, char** argv) {
     const auto started = std::chrono::steady_clock::now();
     model->train();
     int64_t processed = 0;
-    progress.start_epoch(epoch + 1, epochs, loader.size(), std::clamp(fabric.step() - epoch * loader.size(), int64_t{0}, loader.size()));
+    const auto pass = loader.next_pass();  // a resumed epoch: its batches done and in all
+    progress.start_epoch(epoch + 1, epochs, pass.total, pass.done);
     for (auto& batch : loader) {  // from a resumed run's position; checkpoints on schedule
       auto per_sample = torch::cross_entropy_loss(ddp.forward(batch.data), batch.target, {}, torch::Reduction::None);
       optimizer.zero_grad();

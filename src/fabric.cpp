@@ -195,6 +195,11 @@ std::pair<int64_t, int64_t> LoaderHooks::begin_training_pass(FabricCore& core) {
   return {core.state.epoch, core.state.position};
 }
 
+std::pair<int64_t, int64_t> LoaderHooks::next_training_pass(FabricCore& core) {
+  core.ensure_resumed();
+  return {core.state.epoch, core.state.position};
+}
+
 std::vector<DistributedSampler::Stretch> LoaderHooks::epoch_stretches(FabricCore& core) {
   return core.state.epoch_stretches;
 }

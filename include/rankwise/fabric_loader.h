@@ -31,6 +31,10 @@ struct LoaderHooks {
   /// The current epoch's earlier stretches at other world sizes (a run that
   /// resumed it at another world size): for DistributedSampler::resume_epoch.
   static std::vector<DistributedSampler::Stretch> epoch_stretches(FabricCore& core);
+  /// Where the next training pass starts: resumes from the checkpoint first
+  /// (once), as begin_training_pass does, but resets nothing. Returns the
+  /// epoch and the position.
+  static std::pair<int64_t, int64_t> next_training_pass(FabricCore& core);
   /// After the training batch that ended at position `end` of a shard of
   /// `shard_size` indices: one more step; saves when the schedule says so.
   static void end_training_batch(FabricCore& core, int64_t end, int64_t shard_size);
@@ -152,6 +156,27 @@ class FabricLoader {
   /// sample of the dataset counts once per epoch).
   int64_t num_real_samples() const {
     return std::count(padding_.begin() + position_, padding_.begin() + batch_end_, false);
+  }
+  /// Batches of the training pass the next begin() starts, on this rank:
+  /// `total` in the pass and `done` of them already (a run resumed mid-epoch
+  /// at the same world size starts at done > 0; at another world size the
+  /// pass is the rest of the epoch, dealt anew: done = 0, total = what is
+  /// left). For a progress display: Progress::start_epoch(e, n, total, done).
+  /// Call it before the pass (e.g. at the top of the epoch loop); it restores
+  /// a pending checkpoint, as begin() would. An evaluation loader: {0, size()}.
+  struct PassSteps {
+    int64_t done = 0;
+    int64_t total = 0;
+  };
+  PassSteps next_pass() {
+    if (!training_) return {0, size()};
+    const auto [epoch, position] = detail::LoaderHooks::next_training_pass(*core_);
+    DistributedSampler sampler = sampler_;
+    sampler.set_epoch(epoch);
+    auto stretches = detail::LoaderHooks::epoch_stretches(*core_);
+    if (!stretches.empty()) sampler.resume_epoch(std::move(stretches));
+    const int64_t total = (sampler.num_samples() + batch_size_ - 1) / batch_size_;
+    return {std::min(total, (position + batch_size_ - 1) / batch_size_), total};
   }
   /// Batches per pass on this rank.
   int64_t size() const {

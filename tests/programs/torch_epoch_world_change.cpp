@@ -7,7 +7,8 @@
 // "epoch E: counted N samples" at each epoch end. With STOP_AT_STEP every
 // rank exits (code 0) once that many steps are checkpointed, before training
 // on the next batch: the run stops mid-epoch with nothing trained beyond its
-// last checkpoint. Used by tests/e2e/epoch_world_change.sh.
+// last checkpoint. Rank 0 prints where each pass starts (FabricLoader::
+// next_pass()). Used by tests/e2e/epoch_world_change.sh.
 #include <torch/torch.h>
 
 #include <cstdlib>
@@ -53,6 +54,8 @@ int train(int argc, char** argv) {
   std::ofstream log(std::string(argv[2]) + "/" + label + "-rank" + std::to_string(fabric.rank()) +
                     ".txt");
   for (int64_t epoch : fabric.epochs(2)) {
+    const auto pass = loader.next_pass();
+    fabric.print0("epoch {}: pass starts at batch {} of {}", epoch + 1, pass.done, pass.total);
     for (auto& batch : loader) {
       if (stop_at > 0 && fabric.step() == stop_at) {
         log.flush();
