@@ -12,7 +12,8 @@
 /// \code
 ///   rankwise::monitor::Progress progress;               // every rank
 ///   for (int64_t epoch : fabric.epochs(epochs)) {
-///     progress.start_epoch(epoch + 1, epochs, loader.size());
+///     auto pass = loader.next_pass();  // a resumed epoch: batches done, in all
+///     progress.start_epoch(epoch + 1, epochs, pass.total, pass.done);
 ///     for (auto& batch : loader) {
 ///       ...
 ///       progress.update(loader.num_real_samples(), loss);  // every rank, every step (loss detached)
