@@ -12,9 +12,11 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <system_error>
 
 #include "checkpoint/detail/atomic_file.h"
 #include "checkpoint/detail/dcp_metadata.h"
+#include "checkpoint/detail/pread_all.h"
 #include "checkpoint/detail/sharded_manifest.h"
 #include "checkpoint/detail/tensor_record.h"
 #include "detail/where.h"
@@ -132,16 +134,15 @@ class Loader {
   std::string read_at(const std::string& file, int64_t offset, int64_t size) {
     const int fd = open_file(file);
     std::string out(static_cast<std::size_t>(size), '\0');
-    int64_t done = 0;
-    while (done < size) {
-      const ssize_t n = ::pread(fd, out.data() + done, static_cast<std::size_t>(size - done), offset + done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) fail("reading data file '" + file + "' failed: " + std::strerror(errno));
-      if (n == 0) {
-        fail(fmt::format("data file '{}' ends at byte {}, before byte {} that '.metadata' points to: it is truncated",
-                         file, offset + done, offset + size));
-      }
-      done += n;
+    std::size_t done = 0;
+    try {
+      done = detail::pread_all(fd, out.data(), out.size(), static_cast<uint64_t>(offset));
+    } catch (const std::system_error& e) {
+      fail("reading data file '" + file + "' failed: " + std::strerror(e.code().value()));
+    }
+    if (done < out.size()) {
+      fail(fmt::format("data file '{}' ends at byte {}, before byte {} that '.metadata' points to: it is truncated",
+                       file, offset + static_cast<int64_t>(done), offset + size));
     }
     return out;
   }

@@ -16,9 +16,11 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <system_error>
 #include <thread>
 
 #include "checkpoint/detail/atomic_file.h"
+#include "checkpoint/detail/pread_all.h"
 #include "checkpoint/detail/python_pickle.h"
 #include "checkpoint/detail/unpickled_value.h"
 #include "detail/crc32.h"
@@ -114,16 +116,15 @@ struct Fd {
 };
 
 void read_exactly(int fd, void* buffer, std::size_t size, uint64_t offset, const std::string& path) {
-  auto* out = static_cast<char*>(buffer);
   std::size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::pread(fd, out + done, size - done, static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      throw CheckpointError("rankwise: reading checkpoint '" + path + "' failed: " +
-                            (n < 0 ? std::strerror(errno) : "unexpected end of file"));
-    }
-    done += static_cast<std::size_t>(n);
+  try {
+    done = pread_all(fd, buffer, size, offset);
+  } catch (const std::system_error& e) {
+    throw CheckpointError("rankwise: reading checkpoint '" + path + "' failed: " +
+                          std::strerror(e.code().value()));
+  }
+  if (done < size) {
+    throw CheckpointError("rankwise: reading checkpoint '" + path + "' failed: unexpected end of file");
   }
 }
 
