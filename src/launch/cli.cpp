@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 #include "detail/interface_list.h"
 #include "launch/cpu_sched.h"
@@ -82,27 +83,30 @@ std::chrono::milliseconds seconds_to_ms(double s, const char* flag, bool allow_z
 
 namespace {
 
-// --nnodes N, or torchrun's MIN:MAX where MIN == MAX.
-int parse_nnodes(const std::string& text) {
+// --nnodes N, or torchrun's MIN:MAX (elastic when MIN < MAX): {MIN, MAX}.
+std::pair<int, int> parse_nnodes(const std::string& text) {
   const auto number = [&](const std::string& part) {
     const auto n = decimal(part);
     if (!n || *n > 1000000) {
-      throw UsageError(fmt::format("--nnodes '{}': expected a number of nodes, e.g. --nnodes 2",
-                                   text));
+      throw UsageError(fmt::format(
+          "--nnodes '{}': expected a number of nodes or a range MIN:MAX, e.g. --nnodes 2 or "
+          "--nnodes 1:4",
+          text));
     }
     if (*n < 1) throw UsageError(fmt::format("--nnodes {}: must be at least 1", text));
     return static_cast<int>(*n);
   };
   const auto colon = text.find(':');
-  if (colon == std::string::npos) return number(text);
-  const int min = number(text.substr(0, colon)), max = number(text.substr(colon + 1));
-  if (min != max) {
-    throw UsageError(fmt::format(
-        "--nnodes {}: elastic ranges (MIN:MAX) are not supported yet; give a fixed node count, "
-        "e.g. --nnodes {} (every node must join before the job starts)",
-        text, max));
+  if (colon == std::string::npos) {
+    const int n = number(text);
+    return {n, n};
   }
-  return min;
+  const int min = number(text.substr(0, colon)), max = number(text.substr(colon + 1));
+  if (min > max) {
+    throw UsageError(fmt::format("--nnodes {}: MIN {} is above MAX {}; e.g. --nnodes {}:{}", text,
+                                 min, max, max, min));
+  }
+  return {min, max};
 }
 
 // CLI11 cannot describe the pass-through PROGRAM [ARGS...] in its usage line.
@@ -196,8 +200,9 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
                  "Workers on this node: N >= 1, cpu (one per CPU core), gpu (one per visible "
                  "GPU) or auto (gpu if any, else cpu). Default 1. E.g. --nproc-per-node 4");
   app.add_option("--nnodes", nnodes,
-                 "Number of nodes (default 1; torchrun's N:N is accepted, an elastic MIN:MAX "
-                 "range is not yet). E.g. --nnodes 2");
+                 "Number of nodes (default 1), or an elastic range MIN:MAX (needs "
+                 "--rdzv-backend c10d: the job runs in rounds of MIN to MAX nodes, and starts a "
+                 "new round when a node joins or leaves). E.g. --nnodes 2, --nnodes 1:4");
   CLI::Option* node_rank_flag = app.add_option(
       "--node-rank,--node_rank", o.node_rank,
       "Index of this node in [0, nnodes) (default 0; with --rdzv-backend c10d, default: node 0 "
@@ -222,8 +227,9 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
                  "Rendezvous settings key=value,...: join_timeout=S (= --rendezvous-timeout), "
                  "read_timeout=S (connecting to the store and each store call; default: the "
                  "rendezvous timeout), is_host=1|0 (whether this node hosts the store), "
-                 "last_call_timeout=S (accepted; only meaningful for elastic ranges, not "
-                 "supported yet). E.g. --rdzv-conf join_timeout=600");
+                 "last_call_timeout=S (elastic --nnodes MIN:MAX: how long a round stays open "
+                 "for more nodes once MIN have joined; default 30). E.g. --rdzv-conf "
+                 "join_timeout=600,last_call_timeout=10");
   app.add_flag("--standalone", o.standalone,
                "Single node with a local store on a free port (like torchrun --standalone)");
   CLI::Option* tag_flag = app.add_option(
@@ -335,7 +341,7 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   }
 
   o.nproc_per_node = resolve_nproc_per_node(nproc);
-  o.nnodes = parse_nnodes(nnodes);
+  std::tie(o.min_nnodes, o.nnodes) = parse_nnodes(nnodes);
   if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
     throw UsageError(fmt::format("--node-rank {}: must be in [0, {}) (--nnodes {})", o.node_rank,
                                  o.nnodes, o.nnodes));
@@ -434,8 +440,27 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv) {
   }
   o.store_timeout = conf.read_timeout;
   o.is_host = conf.is_host;
+  if (conf.last_call_timeout) o.last_call_timeout = *conf.last_call_timeout;
+  if (o.elastic()) {
+    // torchrun's static backend has a fixed membership (it takes MAX and
+    // needs --node-rank); a range needs the dynamic one.
+    if (o.rdzv_backend != RdzvBackend::kC10d) {
+      throw UsageError(fmt::format(
+          "--nnodes {}: an elastic range needs --rdzv-backend c10d (node ranks are assigned in "
+          "each rendezvous round); add --rdzv-backend c10d, or give a fixed --nnodes",
+          nnodes));
+    }
+    if (node_rank_flag->count() > 0) {
+      o.notices.push_back(fmt::format(
+          "--nnodes {}: ignoring --node-rank {}: with an elastic range every rendezvous round "
+          "numbers its nodes (the node hosting the store first, then by arrival)",
+          nnodes, o.node_rank));
+      o.node_rank = 0;
+    }
+  }
   o.assign_node_rank =
       o.rdzv_backend == RdzvBackend::kC10d && o.nnodes > 1 && node_rank_flag->count() == 0;
+  if (o.elastic()) o.assign_node_rank = true;
   if (o.is_host && !o.assign_node_rank && *o.is_host != (o.node_rank == 0)) {
     throw UsageError(fmt::format(
         "--rdzv-conf is_host={} contradicts --node-rank {}: the store is hosted by node 0 "

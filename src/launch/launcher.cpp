@@ -17,12 +17,15 @@
 
 #include "detail/progress_record.h"
 #include "launch/console_streams.h"
+#include "launch/elastic_agent.h"
+#include "launch/exit_barrier.h"
 #include "launch/free_port.h"
 #include "launch/launcher_heartbeat.h"
 #include "launch/options.h"
 #include "launch/quiet_c10_logging.h"
 #include "launch/output_merger.h"
 #include "launch/rendezvous.h"
+#include "launch/say.h"
 #include "launch/signals.h"
 #include "launch/summary.h"
 #include "launch/worker_group.h"
@@ -41,8 +44,6 @@ const std::set<std::string> kWorkerVariables = {
     "RANKWISE_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
     "TORCHELASTIC_RUN_ID", "RANKWISE_AGENT_STORE", "TORCHELASTIC_USE_AGENT_STORE", "RANKWISE_ERROR_FILE",
     "RANKWISE_STACK_DUMP_FILE", "RANKWISE_JOB_KEY"};
-
-void say(const std::string& text) { write_all(2, "rankwise-run: " + text + "\n"); }
 
 std::string host_name() {
   char buf[256] = {};
@@ -149,11 +150,6 @@ std::string job_key(const LaunchOptions& o) {
   return key;
 }
 
-std::string one_line_cause(const FailureReport& r) {
-  if (r.remote) return r.remote->root_cause;
-  return fmt::format("rank {} {}", r.root_cause.rank, describe_root_cause(r.root_cause));
-}
-
 int run_attempts(const LaunchOptions& o, AttemptConfig& config, NodeRendezvous& rdzv);
 
 // --redirects/--tee without --log-dir: as torchrun, a new temporary
@@ -249,7 +245,8 @@ int run(LaunchOptions o) {
   // that before it writes any key, so that a node of another job (or with
   // another job key) is refused without touching this one.
   if (o.nnodes > 1) {
-    const JobIdentity identity{o.run_id, job_key_fingerprint(key), o.nnodes, o.nproc_per_node};
+    const JobIdentity identity{o.run_id, job_key_fingerprint(key), o.nnodes, o.min_nnodes,
+                               o.nproc_per_node};
     if (host_store) {
       rdzv->publish_identity(identity, store_timeout);
     } else {
@@ -260,6 +257,11 @@ int run(LaunchOptions o) {
       } catch (const JobMismatchError& e) {
         throw UsageError(e.what());
       }
+    }
+    if (o.elastic()) {
+      ElasticSetup setup{host, error_dir.path(), std::move(base_env), key, host_store,
+                         store_timeout};
+      return run_elastic(o, std::move(setup), *rdzv);
     }
     if (o.assign_node_rank) {
       o.node_rank = host_store ? 0 : rdzv->take_node_rank(o.nnodes, store_timeout);
@@ -296,47 +298,7 @@ int run(LaunchOptions o) {
                             o.node_rank, host, config.attempt + 1),
                 false, config.attempt);
   }
-  // Exit barrier: a node whose workers succeeded waits for the others, so node 0
-  // keeps the store up while their workers may still use it; it stops waiting
-  // when another node failed or left. After a failure, node 0 waits for the
-  // others a little (they read the failure's details from its store); the
-  // other nodes do not wait.
-  if (o.nnodes > 1) {
-    auto wait = code == kExitOk ? o.rendezvous_timeout : std::chrono::milliseconds(0);
-    if (code != kExitOk && host_store) wait = o.grace_period + std::chrono::seconds(10);
-    const int expected = o.nnodes - static_cast<int>(config.gone_nodes.size());
-    const auto still_waiting = [&o, wait, expected, host_store, ok = code == kExitOk](int finished) {
-      say(fmt::format("{}waiting up to {} s for the other nodes to finish ({} of {} have; "
-                      "Ctrl-C to stop waiting{}){}",
-                      ok ? "this node's workers succeeded; " : "", wait.count() / 1000.0,
-                      finished, expected,
-                      host_store ? ", which ends the job on every node: this node hosts its store"
-                                 : "",
-                      ok ? "" : ": they read this failure from the store this node hosts"));
-    };
-    int leave_signal = 0;
-    const auto failure = rdzv->leave(
-        o.node_rank, o.nnodes, wait, [&] { return (leave_signal = drain_stop_signal()) != 0; },
-        code == kExitOk ? rankwise::detail::attempt_prefix(config.attempt, key) : "",
-        still_waiting, config.gone_nodes);
-    if (leave_signal != 0) {
-      // As at any other time: say so, in the store too, and exit 128+n.
-      say(fmt::format("received {} while waiting for the other nodes to finish; exiting",
-                      signal_name(leave_signal)));
-      rdzv->close(o.node_rank,
-                  fmt::format("node {} (host {}) left the job: it received {} while waiting for "
-                              "the other nodes to finish",
-                              o.node_rank, host, signal_name(leave_signal)),
-                  false, config.attempt);
-      return 128 + leave_signal;
-    }
-    if (code == kExitOk && failure) {
-      say(fmt::format("this node's workers succeeded, but the job failed: {}{}; exit code 1",
-                      failure->left ? "" : fmt::format("node {} failed: ", failure->node_rank),
-                      failure->root_cause));
-      return kExitWorkerFailed;
-    }
-  }
+  if (o.nnodes > 1) code = exit_barrier(o, host_store, code, config, *rdzv);
   return code;
 }
 
@@ -379,6 +341,8 @@ int run_attempts(const LaunchOptions& o, AttemptConfig& config, NodeRendezvous& 
         say(fmt::format("stopped every worker after {}; exit code {}", signal_name(result.signal),
                         128 + result.signal));
         return leave_job(128 + result.signal, "it received " + signal_name(result.signal));
+      case AttemptResult::Outcome::kMembershipChanged:  // elastic rounds only (elastic_agent.h)
+        continue;
       case AttemptResult::Outcome::kFailed:
         if (const auto& remote = result.failure->remote; remote && remote->silent) {
           config.gone_nodes.push_back(remote->node_rank);

@@ -42,7 +42,16 @@ enum class CpuSched {
 /// Everything the launcher needs to know, validated.
 struct LaunchOptions {
   int nproc_per_node = 1;  ///< workers on this node (resolved from cpu/gpu/auto)
-  int nnodes = 1;          ///< number of nodes
+  /// Number of nodes; with an elastic range (--nnodes MIN:MAX) its MAX, and
+  /// each rendezvous round runs with a copy whose nnodes is that round's count
+  /// (elastic_agent.h).
+  int nnodes = 1;
+  /// --nnodes MIN:MAX: MIN, the fewest nodes a round starts with; == nnodes
+  /// for a fixed node count.
+  int min_nnodes = 1;
+  /// --rdzv-conf last_call_timeout (elastic ranges): once MIN nodes have
+  /// joined a round, how long it stays open for more (torchelastic's default, 30 s).
+  std::chrono::milliseconds last_call_timeout{30000};
   int node_rank = 0;       ///< index of this node, in [0, nnodes)
   /// --rdzv-backend c10d on several nodes without --node-rank: the rendezvous
   /// assigns node_rank (the node hosting the store is node 0, the others
@@ -102,6 +111,9 @@ struct LaunchOptions {
   /// What the command line tells the user before the run, printed on stderr
   /// by the launcher (e.g. flags that --standalone overrides).
   std::vector<std::string> notices;
+
+  /// Whether --nnodes gave an elastic range MIN:MAX with MIN < MAX.
+  bool elastic() const { return min_nnodes != nnodes; }
 
   /// nnodes * nproc_per_node.
   int world_size() const { return nnodes * nproc_per_node; }

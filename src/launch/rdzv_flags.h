@@ -48,8 +48,8 @@ struct RdzvConf {
   std::optional<std::chrono::milliseconds> join_timeout;
   /// How long connecting to node 0's store and each store call may take.
   std::optional<std::chrono::milliseconds> read_timeout;
-  /// Only meaningful with an elastic --nnodes MIN:MAX range, which rankwise
-  /// does not support yet: accepted and checked, otherwise unused.
+  /// Elastic --nnodes MIN:MAX: how long a round stays open for more nodes
+  /// once MIN have joined (LaunchOptions::last_call_timeout); unused otherwise.
   std::optional<std::chrono::milliseconds> last_call_timeout;
   /// Whether this node hosts the store (instead of "node 0 hosts it").
   std::optional<bool> is_host;

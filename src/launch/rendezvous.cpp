@@ -16,6 +16,7 @@
 #include "launch/free_port.h"
 #include "launch/group_failure.h"
 #include "launch/launcher_heartbeat.h"
+#include "launch/off_thread.h"
 #include "launch/store_poller.h"
 
 namespace rankwise {
@@ -90,44 +91,6 @@ NodeRendezvous::~NodeRendezvous() = default;
 namespace {
 using SteadyClock = std::chrono::steady_clock;
 
-// Runs `work` (store operations) on a thread of its own and waits for it,
-// polling `interrupted` every 100 ms, at most until `deadline`. The
-// launcher's loop must never wait inside a store call: libtorch 1.13's server
-// blocks on any client that sent half a message, and every other call waits
-// with it (for the client's whole timeout). Returns kDone when `work` ended
-// (rethrowing what it threw), else why it stopped waiting; the thread is then
-// told to stop (`cancel`) and left to end, or to stay blocked, on its own: it
-// shares ownership of the store, so nothing it uses goes away.
-enum class Waited { kDone, kInterrupted, kDeadline };
-Waited run_off_thread(std::function<void(const std::atomic<bool>& cancel)> work,
-                      SteadyClock::time_point deadline, const std::function<bool()>& interrupted) {
-  struct Shared {
-    std::atomic<bool> cancel{false};
-    std::promise<void> done;
-  };
-  auto shared = std::make_shared<Shared>();
-  std::future<void> done = shared->done.get_future();
-  std::thread([shared, work = std::move(work)] {
-    try {
-      work(shared->cancel);
-      shared->done.set_value();
-    } catch (...) {
-      shared->done.set_exception(std::current_exception());
-    }
-  }).detach();
-  for (;;) {
-    if (done.wait_for(std::chrono::milliseconds(100)) == std::future_status::ready) {
-      done.get();
-      return Waited::kDone;
-    }
-    const bool stop = interrupted();
-    if (stop || SteadyClock::now() >= deadline) {
-      shared->cancel = true;
-      return stop ? Waited::kInterrupted : Waited::kDeadline;
-    }
-  }
-}
-
 // Nodes in [0, nnodes) not registered in `round` under `job_key` in `store`.
 std::vector<int> missing_nodes(c10d::TCPStore& store, const std::string& job_key, int nnodes,
                                int round) {
@@ -164,6 +127,7 @@ void NodeRendezvous::publish_identity(const JobIdentity& identity,
       nlohmann::json{{"id", identity.id},
                      {"key", identity.key_fingerprint},
                      {"nnodes", identity.nnodes},
+                     {"min_nnodes", identity.min_nnodes},
                      {"nproc_per_node", identity.nproc_per_node}}
           .dump();
   Waited waited = Waited::kDone;
@@ -244,13 +208,18 @@ bool NodeRendezvous::check_identity(const JobIdentity& mine, std::chrono::millis
   // node that never comes, or start workers with a world size that the
   // others do not share.
   const int nnodes = j.value("nnodes", mine.nnodes);
+  const int min_nnodes = j.value("min_nnodes", nnodes);
   const int nproc = j.value("nproc_per_node", mine.nproc_per_node);
-  if (nnodes != mine.nnodes || nproc != mine.nproc_per_node) {
+  const auto count = [](int min, int max) {
+    return min == max ? std::to_string(max) : fmt::format("{}:{}", min, max);
+  };
+  if (nnodes != mine.nnodes || min_nnodes != mine.min_nnodes || nproc != mine.nproc_per_node) {
     throw JobMismatchError(fmt::format(
         "this node's --nnodes {} --nproc-per-node {} differ from node 0's --nnodes {} "
         "--nproc-per-node {} at {}:{}: this node is refused (a job's world size is "
         "nnodes x nproc-per-node, the same on every node); give every node the same values",
-        mine.nnodes, mine.nproc_per_node, nnodes, nproc, addr_, port_));
+        count(mine.min_nnodes, mine.nnodes), mine.nproc_per_node, count(min_nnodes, nnodes), nproc,
+        addr_, port_));
   }
   return true;
 }

@@ -42,7 +42,8 @@ class JobMismatchError : public RendezvousError {
 struct JobIdentity {
   std::string id;               ///< --rdzv-id (--run-id), "none" by default
   std::string key_fingerprint;  ///< job_key_fingerprint() of its job key
-  int nnodes = 0;               ///< --nnodes (every node must give the same)
+  int nnodes = 0;               ///< --nnodes, its MAX for a range (every node must give the same)
+  int min_nnodes = 0;           ///< --nnodes MIN:MAX's MIN; nnodes for a fixed count
   int nproc_per_node = 0;       ///< --nproc-per-node, resolved (the same on every node)
 };
 
@@ -133,6 +134,13 @@ class NodeRendezvous {
 
   /// Port of the store.
   int port() const { return port_; }
+
+  /// Elastic rounds (elastic_agent.h): from now on join(), leave() and
+  /// close() keep their keys under `job_key` (the round's round_job_key()).
+  void set_job_key(const std::string& job_key) { job_key_ = job_key; }
+
+  /// The connection to the store (shared with the threads that use it).
+  std::shared_ptr<c10d::TCPStore> store() const { return store_; }
 
  private:
   // Shared with the threads that call it (join, leave), which may outlive a

@@ -220,5 +220,10 @@ std::string format_failure_summary(const FailureReport& r) {
   return out;
 }
 
+std::string one_line_cause(const FailureReport& r) {
+  if (r.remote) return r.remote->root_cause;
+  return fmt::format("rank {} {}", r.root_cause.rank, describe_root_cause(r.root_cause));
+}
+
 }  // namespace launch
 }  // namespace rankwise

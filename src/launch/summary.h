@@ -91,5 +91,9 @@ struct FailureReport {
 /// every local worker. Ends with a newline.
 std::string format_failure_summary(const FailureReport& report);
 
+/// The root cause in one line, for "attempt 0 failed (...); restarting":
+/// the other node's when it failed first, else "rank R <what happened>".
+std::string one_line_cause(const FailureReport& report);
+
 }  // namespace launch
 }  // namespace rankwise

@@ -206,6 +206,8 @@ class AttemptRunner {
     if (signal_ != 0) {
       result.outcome = AttemptResult::Outcome::kSignaled;
       result.signal = signal_;
+    } else if (membership_changed_) {
+      result.outcome = AttemptResult::Outcome::kMembershipChanged;
     } else if (failed_ || remote_) {
       result.outcome = AttemptResult::Outcome::kFailed;
       FailureReport r = failure_report();
@@ -584,6 +586,7 @@ class AttemptRunner {
       if (hang_check_due()) timeout = std::min(timeout, until(next_hang_check_));
       if (monitor_due()) timeout = std::min(timeout, until(next_monitor_));
       if (group_ && !remote_) timeout = std::min(timeout, kGroupPoll);
+      if (c_.membership_changed) timeout = std::min(timeout, kGroupPoll);
 
       pfds.clear();
       pfds.push_back({signal_pipe_fd(), POLLIN, 0});
@@ -607,6 +610,7 @@ class AttemptRunner {
         stop_for_local_failure();
       }
       check_group();
+      check_membership();
       if (hang_check_due() && Clock::now() >= next_hang_check_) check_hang();
       if (monitor_due() && Clock::now() >= next_monitor_) tick_monitor();
       if (stopping_ && !killed_ && Clock::now() >= kill_deadline_ && any_running()) {
@@ -617,6 +621,21 @@ class AttemptRunner {
       if (p.fd >= 0) close_pipe(p);
     }
     merger_->flush_groups();
+  }
+
+  // Elastic: a node waits to join, and this attempt ends for a new round
+  // (not a failure; whatever the workers do after SIGTERM is not one either).
+  void check_membership() {
+    if (!c_.membership_changed || membership_changed_ || signal_ != 0 || stopping_ || killed_ ||
+        failed_ || remote_ || all_reaped_) {
+      return;
+    }
+    if (!c_.membership_changed()) return;
+    membership_changed_ = true;
+    say(fmt::format("rankwise-run: a node is waiting to join the job; stopping every worker for "
+                    "a new rendezvous round (SIGKILL after {:.1f} s)\n",
+                    o_.grace_period.count() / 1000.0));
+    stop_all(SIGTERM);
   }
 
   void close_logs() {
@@ -634,6 +653,7 @@ class AttemptRunner {
   std::vector<WorkerRecord> workers_;
   std::vector<Pipe> pipes_;
   bool failed_ = false;  // a worker failed (not stopped by the launcher)
+  bool membership_changed_ = false;  // stopped for a new round (check_membership)
   std::optional<Clock::time_point> report_deadline_;  // see on_failure
   int signal_ = 0;
   bool stopping_ = false;

@@ -3,6 +3,7 @@
 /// One attempt: start the local workers, merge their output, watch them, and
 /// stop them all when one fails or the launcher gets a signal.
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,11 +31,17 @@ struct AttemptConfig {
   /// Multi-node: nodes whose launcher stopped answering in an attempt (its
   /// failure was NodeFailure::silent); the exit barrier does not wait for them.
   std::vector<int> gone_nodes;
+  /// Elastic rounds: polled every 100 ms (it must not block); when it returns
+  /// true the launcher stops every worker (SIGTERM, then SIGKILL after the
+  /// grace period) for a new rendezvous round, and the attempt ends as
+  /// kMembershipChanged. Empty: never.
+  std::function<bool()> membership_changed;
 };
 
 /// How an attempt ended.
 struct AttemptResult {
-  enum class Outcome { kSucceeded, kFailed, kSignaled };
+  /// kMembershipChanged: stopped for a new rendezvous round (membership_changed).
+  enum class Outcome { kSucceeded, kFailed, kSignaled, kMembershipChanged };
   Outcome outcome = Outcome::kSucceeded;
   int signal = 0;                        ///< with kSignaled: the launcher's signal
   std::optional<FailureReport> failure;  ///< with kFailed

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # multinode_netns.sh RUN PROGRAM [MAIN_JOB [RESUME_TRAINER]]
 #
-# Two "nodes" on one machine: two network namespaces created here, joined by a
-# veth pair (10.231.0.1/24 <-> 10.231.0.2/24, addresses that exist only inside
-# these namespaces; nothing is sent anywhere else). In each namespace one
+# Two "nodes" on one machine (netns_nodes.sh: two network namespaces joined by
+# a veth pair, 10.231.0.1 <-> 10.231.0.2). In each namespace one
 # `rankwise-run --nnodes 2 --node-rank {0,1} --nproc-per-node 2` runs PROGRAM
 # (tests/programs/torch_world_probe). Checks:
 #   1. both launchers exit 0; world size 4, ranks 0-1 on node 0 and 2-3 on
@@ -25,36 +24,8 @@
 set -uo pipefail
 run=$1; program=$2; main_job=${3:-}; trainer=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
-tag=rw$$
-ns0=${tag}n0; ns1=${tag}n1
-work=$(mktemp -d "${TMPDIR:-/tmp}/rankwise-netns-XXXXXX")
+. "$here/netns_nodes.sh"  # ns0, ns1, work, fail, skip; the namespaces are up
 port=29611
-export OMP_NUM_THREADS=1
-
-cleanup() {
-  ip netns del "$ns0" 2>/dev/null
-  ip netns del "$ns1" 2>/dev/null
-  rm -rf "$work"
-}
-skip() { echo "SKIP: $*"; rm -rf "$work"; exit 77; }
-fail() { echo "FAIL: $*"; for f in "$work"/*.out; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done; exit 1; }
-
-command -v ip >/dev/null || skip "the 'ip' command (iproute2) is not installed"
-if ! err=$(ip netns add "$ns0" 2>&1); then
-  skip "cannot create a network namespace ('ip netns add' failed: $err); run as root to test multi-node"
-fi
-trap cleanup EXIT
-ip netns add "$ns1" || fail "ip netns add $ns1"
-# The veth pair is created inside ns0 with its peer moved to ns1: the host's
-# own namespace is never touched.
-ip -n "$ns0" link add veth0 type veth peer name veth1 netns "$ns1" || fail "veth pair"
-ip -n "$ns0" addr add 10.231.0.1/24 dev veth0 || fail "address ns0"
-ip -n "$ns1" addr add 10.231.0.2/24 dev veth1 || fail "address ns1"
-for ns in "$ns0" "$ns1"; do
-  ip -n "$ns" link set lo up || fail "lo up in $ns"
-done
-ip -n "$ns0" link set veth0 up || fail "veth0 up"
-ip -n "$ns1" link set veth1 up || fail "veth1 up"
 
 common=(--nnodes 2 --nproc-per-node 2 --master-addr 10.231.0.1 --master-port "$port"
         --tag '[{node_rank}/{rank}] ')

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -80,14 +81,24 @@ class Launcher {
 
   pid_t pid() const { return pid_; }
 
-  /// Collects the output until the launcher exits; kills it after `timeout_s`.
+  /// Reads the launcher's output until its stderr contains `text` (true),
+  /// or `timeout_s` passed or it closed both streams (false). What was read
+  /// is kept for wait().
+  bool wait_for_err(const std::string& text, double timeout_s) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+    while (err_.find(text) == std::string::npos) {
+      const int ms = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+      if (ms <= 0 || !read_some(std::min(ms, 100))) return err_.find(text) != std::string::npos;
+    }
+    return true;
+  }
+
+  /// Collects the output until the launcher exits; kills it after `timeout_s`
+  /// (counted from its start).
   Result wait(double timeout_s = 60) {
-    Result r;
     const auto deadline = start_ + std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
-    int fds[2] = {out_fd_, err_fd_};
-    std::string* sinks[2] = {&r.out, &r.err};
-    while (fds[0] >= 0 || fds[1] >= 0) {
-      pollfd p[2] = {{fds[0], POLLIN, 0}, {fds[1], POLLIN, 0}};
+    for (;;) {
       const int ms = static_cast<int>(
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
       if (ms <= 0) {
@@ -95,22 +106,15 @@ class Launcher {
         ::kill(pid_, SIGKILL);
         break;
       }
-      if (::poll(p, 2, ms) < 0 && errno != EINTR) break;
-      for (int i = 0; i < 2; ++i) {
-        if (fds[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        char buf[65536];
-        const ssize_t n = ::read(fds[i], buf, sizeof buf);
-        if (n > 0) {
-          sinks[i]->append(buf, static_cast<size_t>(n));
-        } else if (n == 0 || errno != EINTR) {
-          ::close(fds[i]);
-          fds[i] = -1;
-        }
-      }
+      if (!read_some(ms)) break;
     }
-    for (int fd : fds) {
-      if (fd >= 0) ::close(fd);
+    for (int* fd : {&out_fd_, &err_fd_}) {
+      if (*fd >= 0) ::close(*fd);
+      *fd = -1;
     }
+    Result r;
+    r.out = out_;
+    r.err = err_;
     int status = 0;
     ::waitpid(pid_, &status, 0);
     r.seconds = since(start_);
@@ -120,8 +124,31 @@ class Launcher {
   }
 
  private:
+  // One poll of both streams (at most `ms`), appending what they hold;
+  // false once both are closed.
+  bool read_some(int ms) {
+    int* fds[2] = {&out_fd_, &err_fd_};
+    std::string* sinks[2] = {&out_, &err_};
+    if (out_fd_ < 0 && err_fd_ < 0) return false;
+    pollfd p[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+    if (::poll(p, 2, ms) < 0 && errno != EINTR) return false;
+    for (int i = 0; i < 2; ++i) {
+      if (*fds[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[65536];
+      const ssize_t n = ::read(*fds[i], buf, sizeof buf);
+      if (n > 0) {
+        sinks[i]->append(buf, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        ::close(*fds[i]);
+        *fds[i] = -1;
+      }
+    }
+    return true;
+  }
+
   pid_t pid_ = -1;
   int out_fd_ = -1, err_fd_ = -1;
+  std::string out_, err_;  // read so far
   bool done_ = false;
   Clock::time_point start_;
 };

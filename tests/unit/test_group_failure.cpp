@@ -339,7 +339,9 @@ TEST(GroupFailure, ASignalWhileWaitingAtTheEndExits128PlusIt) {
   Launcher node0(node_args(port, 0, one_node_ends_early(0), {}), kJobKey);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   Launcher node1(node_args(port, 1, one_node_ends_early(0), {}), kJobKey);
-  std::this_thread::sleep_for(std::chrono::milliseconds(4000));
+  // Once it waits (said after 2 s of it); a fixed sleep could signal a
+  // launcher that a loaded machine had not even started yet.
+  ASSERT_TRUE(node0.wait_for_err("waiting up to", 60));
   ::kill(node0.pid(), SIGINT);
   const Result r0 = node0.wait(30);
   EXPECT_EQ(r0.code, 128 + SIGINT) << r0.err;

@@ -1,0 +1,243 @@
+#include "launch/elastic_rendezvous.h"
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <thread>
+
+#include "detail/progress_record.h"
+#include "launch/off_thread.h"
+#include "launch/rendezvous.h"
+#include "launch/store_poller.h"
+
+namespace rankwise {
+namespace launch {
+
+namespace {
+using SteadyClock = std::chrono::steady_clock;
+
+std::string elastic_prefix(const std::string& job_key) {
+  return rankwise::detail::job_prefix(job_key) + "elastic/";
+}
+std::string count_key(const std::string& prefix, int round) {
+  return fmt::format("{}round_{}/count", prefix, round);
+}
+std::string slot_key(const std::string& prefix, int round, std::int64_t slot) {
+  return fmt::format("{}round_{}/slot_{}", prefix, round, slot);
+}
+std::string closed_round_key(const std::string& prefix, int round) {
+  return fmt::format("{}round_{}/closed", prefix, round);
+}
+
+std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
+
+std::string first_line(const std::exception& e) {
+  const std::string what = e.what();
+  return what.substr(0, what.find('\n'));
+}
+
+nlohmann::json to_json(const ElasticMember& m) { return {{"id", m.id}, {"host", m.host}}; }
+
+// A member as written by to_json; nullopt for anything else (another
+// program's key).
+std::optional<ElasticMember> member_from(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("id") || !j["id"].is_number_integer() || !j.contains("host") ||
+      !j["host"].is_string()) {
+    return std::nullopt;
+  }
+  return ElasticMember{j["id"].get<int>(), j["host"].get<std::string>()};
+}
+
+// Who joined `round`, in slot order (at most `limit`). A slot is written
+// right after its counter was taken: each is waited for up to 2 s.
+std::vector<ElasticMember> joined_members(c10d::TCPStore& store, const std::string& prefix,
+                                          int round, std::int64_t count) {
+  std::vector<ElasticMember> members;
+  for (std::int64_t s = 0; s < count; ++s) {
+    std::optional<std::string> text;
+    for (auto until = SteadyClock::now() + std::chrono::seconds(2);
+         !(text = read_if_set(store, slot_key(prefix, round, s))) && SteadyClock::now() < until;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!text) continue;  // its launcher died between the two calls
+    const auto m = member_from(nlohmann::json::parse(*text, nullptr, false));
+    if (m) members.push_back(*m);
+  }
+  return members;
+}
+}  // namespace
+
+bool elastic_round_closes(int joined, const ElasticLimits& limits,
+                          std::optional<SteadyClock::time_point> min_reached,
+                          SteadyClock::time_point now) {
+  if (joined >= limits.max_nodes) return true;
+  return joined >= limits.min_nodes && min_reached &&
+         now - *min_reached >= limits.last_call_timeout;
+}
+
+std::string describe_members(const std::vector<ElasticMember>& members) {
+  std::string text;
+  for (std::size_t n = 0; n < members.size(); ++n) {
+    text += fmt::format("{}node {} (host {})", n == 0 ? "" : ", ", n, members[n].host);
+  }
+  return text;
+}
+
+std::string round_job_key(const std::string& job_key, int round) {
+  return job_key.empty() ? fmt::format("e{}", round) : fmt::format("{}.e{}", job_key, round);
+}
+
+ElasticRendezvous::ElasticRendezvous(std::shared_ptr<c10d::TCPStore> store, std::string address,
+                                     std::string job_key, ElasticLimits limits)
+    : store_(std::move(store)),
+      address_(std::move(address)),
+      prefix_(elastic_prefix(job_key)),
+      limits_(limits) {}
+
+int ElasticRendezvous::take_member_id(bool host_store, std::chrono::milliseconds timeout) {
+  if (host_store) return 0;
+  auto id = std::make_shared<std::int64_t>(0);
+  Waited waited = Waited::kDone;
+  try {
+    waited = run_off_thread(
+        [store = store_, key = prefix_ + "ids", id](const std::atomic<bool>&) {
+          *id = store->add(key, 1);
+        },
+        SteadyClock::now() + timeout, [] { return false; });
+  } catch (const std::exception& e) {
+    throw RendezvousError(
+        fmt::format("rendezvous: the store {} failed: {}", address_, first_line(e)));
+  }
+  if (waited != Waited::kDone) {
+    throw RendezvousError(fmt::format("rendezvous: the store {} did not answer within {} s",
+                                      address_, timeout.count() / 1000.0));
+  }
+  return static_cast<int>(*id);
+}
+
+std::optional<ElasticRound> ElasticRendezvous::join(int first_round, const ElasticMember& me,
+                                                    const std::function<bool()>& interrupted) {
+  struct Outcome {
+    std::optional<ElasticRound> round;
+    std::string ended;           // the job ended: why
+    int stuck_round = -1;        // timed out in this round ...
+    std::int64_t stuck_joined = 0;  // ... with this many joined
+  };
+  auto out = std::make_shared<Outcome>();
+  const ElasticLimits limits = limits_;
+  Waited waited = Waited::kDone;
+  try {
+    waited = run_off_thread(
+        [store = store_, prefix = prefix_, limits, me, first_round, out](
+            const std::atomic<bool>& cancel) {
+          int round = first_round;
+          if (const auto current = read_if_set(*store, prefix + "current")) {
+            round = std::max(round, std::stoi(*current) + 1);
+          }
+          const auto enter = [&](int r) {
+            const std::int64_t slot = store->add(count_key(prefix, r), 1) - 1;
+            store->set(slot_key(prefix, r, slot), bytes(to_json(me).dump()));
+          };
+          // A round that closed already is running: join the next one.
+          while (store->check({closed_round_key(prefix, round)})) ++round;
+          enter(round);
+          std::optional<SteadyClock::time_point> min_reached;
+          auto deadline = SteadyClock::now() + limits.join_timeout;
+          for (;;) {
+            if (cancel) return;
+            if (const auto ended = read_if_set(*store, prefix + "ended")) {
+              out->ended = *ended;
+              return;
+            }
+            if (const auto closed = read_if_set(*store, closed_round_key(prefix, round))) {
+              ElasticRound r;
+              r.round = round;
+              const auto list = nlohmann::json::parse(*closed, nullptr, false);
+              for (const auto& j : list.is_array() ? list : nlohmann::json::array()) {
+                if (const auto m = member_from(j)) r.members.push_back(*m);
+              }
+              const auto mine = std::find_if(r.members.begin(), r.members.end(),
+                                             [&](const ElasticMember& m) { return m.id == me.id; });
+              if (mine != r.members.end()) {
+                r.node_rank = static_cast<int>(mine - r.members.begin());
+                out->round = std::move(r);
+                return;
+              }
+              // Closed without this launcher (it came late, or the round
+              // was full): the next round.
+              enter(++round);
+              min_reached.reset();
+              deadline = SteadyClock::now() + limits.join_timeout;
+              continue;
+            }
+            const std::int64_t joined = store->add(count_key(prefix, round), 0);
+            const auto now = SteadyClock::now();
+            if (joined >= limits.min_nodes && !min_reached) min_reached = now;
+            if (elastic_round_closes(static_cast<int>(joined), limits, min_reached, now)) {
+              std::vector<ElasticMember> members = joined_members(
+                  *store, prefix, round, std::min<std::int64_t>(joined, limits.max_nodes));
+              std::sort(members.begin(), members.end(),
+                        [](const ElasticMember& a, const ElasticMember& b) { return a.id < b.id; });
+              nlohmann::json list = nlohmann::json::array();
+              for (const auto& m : members) list.push_back(to_json(m));
+              // One closer wins; the loop reads what it wrote.
+              store->compareSet(closed_round_key(prefix, round), {}, bytes(list.dump()));
+              store->set(prefix + "current", bytes(std::to_string(round)));
+              continue;
+            }
+            if (now >= deadline) {
+              out->stuck_round = round;
+              out->stuck_joined = joined;
+              return;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
+        },
+        // The thread keeps the join timeout; a store that stops answering
+        // is given 5 s more. A launcher waiting for a full job to make room
+        // may wait several timeouts.
+        SteadyClock::time_point::max(), interrupted);
+  } catch (const std::exception& e) {
+    throw RendezvousError(
+        fmt::format("elastic rendezvous: the store {} failed: {}", address_, first_line(e)));
+  }
+  if (waited == Waited::kInterrupted) return std::nullopt;
+  if (!out->ended.empty()) throw ElasticJobEnded(out->ended);
+  if (out->round) return out->round;
+  throw RendezvousError(fmt::format(
+      "elastic rendezvous round {} timed out after {} s at {}: {} of the {} node(s) needed "
+      "(--nnodes {}:{}) joined; start rankwise-run on more nodes with the same --rdzv-id and "
+      "--rdzv-endpoint, or raise --rendezvous-timeout",
+      out->stuck_round, limits.join_timeout.count() / 1000.0, address_, out->stuck_joined,
+      limits.min_nodes, limits.min_nodes, limits.max_nodes));
+}
+
+void ElasticRendezvous::end_job(const std::string& reason) {
+  try {
+    run_off_thread(
+        [store = store_, key = prefix_ + "ended", reason](const std::atomic<bool>&) {
+          store->compareSet(key, {}, bytes(reason));
+        },
+        SteadyClock::now() + std::chrono::seconds(2), [] { return false; });
+  } catch (const std::exception&) {
+    // The store is gone: nobody is left waiting on it.
+  }
+}
+
+bool newcomer_waiting(c10d::TCPStore& store, const std::string& job_key, int next_round,
+                      const std::vector<int>& member_ids) {
+  const std::string prefix = elastic_prefix(job_key);
+  const std::string count = count_key(prefix, next_round);
+  if (!store.check({count})) return false;
+  for (const ElasticMember& m :
+       joined_members(store, prefix, next_round, store.add(count, 0))) {
+    if (std::find(member_ids.begin(), member_ids.end(), m.id) == member_ids.end()) return true;
+  }
+  return false;
+}
+
+}  // namespace launch
+}  // namespace rankwise
