@@ -8,6 +8,9 @@
 #   1. both launchers exit 0; world size 4, ranks 0-1 on node 0 and 2-3 on
 #      node 1, the all_reduce sums across nodes; node 0 uses the route to
 #      MASTER_ADDR for Gloo, node 1 uses --iface (GLOO_SOCKET_IFNAME);
+#  1b. torchrun's Slurm line (--rdzv-id J --rdzv-backend c10d --rdzv-endpoint,
+#      no --node-rank), the same on both nodes, gives the same job; a launcher
+#      of job J2 sent to J's endpoint meanwhile is refused naming both ids;
 #   2. node 1 never arrives: node 0 fails within the rendezvous timeout and
 #      names node rank 1;
 #   3. node 0 never arrives: node 1 fails within the timeout, naming node 0's store;
@@ -30,29 +33,59 @@ port=29611
 common=(--nnodes 2 --nproc-per-node 2 --master-addr 10.231.0.1 --master-port "$port"
         --tag '[{node_rank}/{rank}] ')
 
-# 1. A 2-node job of 4 ranks.
-timeout 120 ip netns exec "$ns0" "$run" "${common[@]}" --node-rank 0 --rendezvous-timeout 60 \
-  "$program" >"$work/node0.out" 2>&1 &
-pid0=$!
-timeout 120 ip netns exec "$ns1" "$run" "${common[@]}" --node-rank 1 --rendezvous-timeout 60 \
-  --iface veth1 "$program" >"$work/node1.out" 2>&1 &
-pid1=$!
-wait "$pid0"; rc0=$?
-wait "$pid1"; rc1=$?
-[ "$rc0" = 0 ] || fail "node 0 exited $rc0"
-[ "$rc1" = 0 ] || fail "node 1 exited $rc1"
-cat "$work/node0.out" "$work/node1.out"
-for r in 0 1 2 3; do
-  node=$((r / 2)); local_rank=$((r % 2))
-  grep -qx "\[$node/$r\] probe rank $r local_rank $local_rank node $node world 4 sum 6" \
-    "$work/node$node.out" || fail "rank $r: probe line on node $node"
-  grep -Eq "^\[0/0\]   rank $r \| local rank $local_rank \| host .* \| pid [0-9]+ \| device cpu \| physical GPU -$" \
-    "$work/node0.out" || fail "rank $r: header line on rank 0"
-done
-[ "$(grep -c 'rankwise .*world size: 4 | backend: gloo$' "$work/node0.out")" = 1 ] \
-  || fail "header with world size 4, once"
-! grep -q 'world size' "$work/node1.out" || fail "node 1 printed a header"
-echo "ok: 2 nodes x 2 ranks, world size 4"
+# probe_job LABEL NODE0_ARGS -- NODE1_ARGS: a 2-node job of 4 ranks running
+# PROGRAM (the probe), each node's launcher with its own arguments; both exit
+# 0 and every rank prints its probe line (world size 4, the all_reduce sum).
+probe_job() {
+  local label=$1 a=() b=() pid0 pid1 rc0 rc1 r node local_rank
+  shift
+  while [ "$1" != -- ]; do a+=("$1"); shift; done
+  shift; b=("$@")
+  timeout 120 ip netns exec "$ns0" "$run" "${a[@]}" --rendezvous-timeout 60 \
+    --tag '[{node_rank}/{rank}] ' "$program" >"$work/node0.out" 2>&1 &
+  pid0=$!
+  timeout 120 ip netns exec "$ns1" "$run" "${b[@]}" --rendezvous-timeout 60 \
+    --tag '[{node_rank}/{rank}] ' "$program" >"$work/node1.out" 2>&1 &
+  pid1=$!
+  [ -z "${during:-}" ] || "$during"
+  wait "$pid0"; rc0=$?
+  wait "$pid1"; rc1=$?
+  [ "$rc0" = 0 ] || fail "$label: node 0 exited $rc0"
+  [ "$rc1" = 0 ] || fail "$label: node 1 exited $rc1"
+  cat "$work/node0.out" "$work/node1.out"
+  for r in 0 1 2 3; do
+    node=$((r / 2)); local_rank=$((r % 2))
+    grep -qx "\[$node/$r\] probe rank $r local_rank $local_rank node $node world 4 sum 6" \
+      "$work/node$node.out" || fail "$label: rank $r: probe line on node $node"
+    grep -Eq "^\[0/0\]   rank $r \| local rank $local_rank \| host .* \| pid [0-9]+ \| device cpu \| physical GPU -$" \
+      "$work/node0.out" || fail "$label: rank $r: header line on rank 0"
+  done
+  [ "$(grep -c 'rankwise .*world size: 4 | backend: gloo$' "$work/node0.out")" = 1 ] \
+    || fail "$label: header with world size 4, once"
+  ! grep -q 'world size' "$work/node1.out" || fail "$label: node 1 printed a header"
+  echo "ok: $label: 2 nodes x 2 ranks, world size 4"
+}
+
+# 1. A 2-node job of 4 ranks (node 1's Gloo on --iface).
+probe_job "--master-addr/--master-port" --nnodes 2 --nproc-per-node 2 --master-addr 10.231.0.1 \
+  --master-port "$port" --node-rank 0 -- --nnodes 2 --nproc-per-node 2 --master-addr 10.231.0.1 \
+  --master-port "$port" --node-rank 1 --iface veth1
+
+# 1b. The Slurm recipe's line, the same on both nodes (node ranks by arrival:
+# the node whose address the endpoint is hosts the store and is node 0): the
+# same job. Meanwhile a launcher of job J2 sent to J's endpoint is refused,
+# naming both ids, and J goes on.
+slurm=(--nnodes 2 --nproc-per-node 2 --rdzv-id J --rdzv-backend c10d
+       --rdzv-endpoint "10.231.0.1:$((port + 5))")
+intruder() {
+  timeout 60 ip netns exec "$ns1" "$run" "${slurm[@]/#J/J2}" "$program" >"$work/j2.out" 2>&1
+  echo "rc=$?" >>"$work/j2.out"
+}
+during=intruder probe_job "Slurm line" "${slurm[@]}" -- "${slurm[@]}"
+cat "$work/j2.out"
+grep -q "^rc=2$" "$work/j2.out" || fail "job J2's launcher did not exit 2"
+grep -q "this node's --rdzv-id 'J2' differs from node 0's 'J' at 10.231.0.1:$((port + 5))" \
+  "$work/j2.out" || fail "job J2's launcher was not refused naming both ids"
 
 # lonely_node NS NODE_RANK EXPECTED: that node alone, --rendezvous-timeout 3:
 # it must exit 1 within 20 s (the timeout, plus starting libtorch, which takes

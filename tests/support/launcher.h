@@ -81,18 +81,11 @@ class Launcher {
 
   pid_t pid() const { return pid_; }
 
-  /// Reads the launcher's output until its stderr contains `text` (true),
-  /// or `timeout_s` passed or it closed both streams (false). What was read
-  /// is kept for wait().
-  bool wait_for_err(const std::string& text, double timeout_s) {
-    const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
-    while (err_.find(text) == std::string::npos) {
-      const int ms = static_cast<int>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-      if (ms <= 0 || !read_some(std::min(ms, 100))) return err_.find(text) != std::string::npos;
-    }
-    return true;
-  }
+  /// Reads the launcher's output until its stderr (wait_for_err) or stdout
+  /// (wait_for_out) contains `text` (true), or `timeout_s` passed or it
+  /// closed both streams (false). What was read is kept for wait().
+  bool wait_for_err(const std::string& text, double timeout_s) { return wait_for(err_, text, timeout_s); }
+  bool wait_for_out(const std::string& text, double timeout_s) { return wait_for(out_, text, timeout_s); }
 
   /// Collects the output until the launcher exits; kills it after `timeout_s`
   /// (counted from its start).
@@ -124,6 +117,16 @@ class Launcher {
   }
 
  private:
+  bool wait_for(const std::string& stream, const std::string& text, double timeout_s) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int>(timeout_s * 1000));
+    while (stream.find(text) == std::string::npos) {
+      const int ms = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+      if (ms <= 0 || !read_some(std::min(ms, 100))) return stream.find(text) != std::string::npos;
+    }
+    return true;
+  }
+
   // One poll of both streams (at most `ms`), appending what they hold;
   // false once both are closed.
   bool read_some(int ms) {

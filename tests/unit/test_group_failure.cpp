@@ -243,10 +243,13 @@ TEST(GroupFailure, ALauncherThatIsStoppedStopsTheOtherNodesWorkers) {
   // SIGTERM to node 1's launcher: node 0's workers (30 s) are stopped and
   // node 0 names node 1. Before, node 0 ran its workers to their end, exit 0.
   const int port = rankwise::launch::find_free_port("127.0.0.1");
-  Launcher node0(node_args(port, 0, "exec sleep 30", {}), kJobKey);
+  Launcher node0(node_args(port, 0, "echo started; exec sleep 30", {}), kJobKey);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // node 0's store is up
-  Launcher node1(node_args(port, 1, "exec sleep 30", {}), kJobKey);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // both nodes' workers run
+  Launcher node1(node_args(port, 1, "echo started; exec sleep 30", {}), kJobKey);
+  // Both nodes' workers run (not a fixed sleep: a loaded machine may take
+  // longer than that to start a launcher).
+  ASSERT_TRUE(node0.wait_for_out("started", 60));
+  ASSERT_TRUE(node1.wait_for_out("started", 60));
   ::kill(node1.pid(), SIGTERM);
   const Result r1 = node1.wait(60), r0 = node0.wait(60);
   EXPECT_EQ(r1.code, 143) << r1.err;
@@ -409,7 +412,10 @@ TEST(GroupFailure, ANodeThatLeavesDuringTheRestartRoundIsNotRestartedWithout) {
   Launcher node0(node_args(port, 0, script, {"--max-restarts", "1"}, "6"), kJobKey);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // node 0's store is up
   Launcher node1(node_args(port, 1, script, {"--max-restarts", "1"}), kJobKey);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // node 1 waits in round 1
+  // Node 1 waits in round 1 (once it said so; a fixed sleep could signal it
+  // before, on a loaded machine).
+  ASSERT_TRUE(node1.wait_for_err("restarting (1/1) with every node", 60));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   ::kill(node1.pid(), SIGINT);
   const Result r1 = node1.wait(60), r0 = node0.wait(60);
   EXPECT_EQ(r1.code, 130) << r1.err;
