@@ -106,6 +106,7 @@ int run_elastic(const LaunchOptions& o, ElasticSetup setup, NodeRendezvous& rdzv
     } catch (const RendezvousError& e) {
       say(fmt::format("rendezvous round {} could not start: {}; joining the next round",
                       round->round, e.what()));
+      elastic.end_round(round->round);
       continue;
     }
     std::optional<LauncherHeartbeat> heartbeat;
@@ -123,6 +124,7 @@ int run_elastic(const LaunchOptions& o, ElasticSetup setup, NodeRendezvous& rdzv
     }
     const AttemptResult result = run_attempt(config);
     watch.reset();
+    elastic.end_round(round->round);  // the next round may close
     switch (result.outcome) {
       case AttemptResult::Outcome::kSucceeded: {
         const int code = exit_barrier(ro, setup.host_store, kExitOk, config, rdzv);

@@ -31,6 +31,9 @@ std::string slot_key(const std::string& prefix, int round, std::int64_t slot) {
 std::string closed_round_key(const std::string& prefix, int round) {
   return fmt::format("{}round_{}/closed", prefix, round);
 }
+std::string over_key(const std::string& prefix, int round) {
+  return fmt::format("{}round_{}/over", prefix, round);
+}
 
 std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
 
@@ -124,7 +127,8 @@ std::optional<ElasticRound> ElasticRendezvous::join(int first_round, const Elast
     std::optional<ElasticRound> round;
     std::string ended;           // the job ended: why
     int stuck_round = -1;        // timed out in this round ...
-    std::int64_t stuck_joined = 0;  // ... with this many joined
+    std::int64_t stuck_joined = 0;  // ... with this many joined ...
+    bool previous_running = false;  // ... while the round before still ran
   };
   auto out = std::make_shared<Outcome>();
   const ElasticLimits limits = limits_;
@@ -175,8 +179,13 @@ std::optional<ElasticRound> ElasticRendezvous::join(int first_round, const Elast
             }
             const std::int64_t joined = store->add(count_key(prefix, round), 0);
             const auto now = SteadyClock::now();
-            if (joined >= limits.min_nodes && !min_reached) min_reached = now;
-            if (elastic_round_closes(static_cast<int>(joined), limits, min_reached, now)) {
+            // A round opens only when the one before it is over (one of its
+            // nodes ended it): never two rounds' workers at once. Its last
+            // call starts then, so the nodes of the round before can rejoin.
+            const bool previous_over = round == 0 || store->check({over_key(prefix, round - 1)});
+            if (joined >= limits.min_nodes && previous_over && !min_reached) min_reached = now;
+            if (previous_over &&
+                elastic_round_closes(static_cast<int>(joined), limits, min_reached, now)) {
               std::vector<ElasticMember> members = joined_members(
                   *store, prefix, round, std::min<std::int64_t>(joined, limits.max_nodes));
               std::sort(members.begin(), members.end(),
@@ -191,6 +200,7 @@ std::optional<ElasticRound> ElasticRendezvous::join(int first_round, const Elast
             if (now >= deadline) {
               out->stuck_round = round;
               out->stuck_joined = joined;
+              out->previous_running = !previous_over;
               return;
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -207,12 +217,32 @@ std::optional<ElasticRound> ElasticRendezvous::join(int first_round, const Elast
   if (waited == Waited::kInterrupted) return std::nullopt;
   if (!out->ended.empty()) throw ElasticJobEnded(out->ended);
   if (out->round) return out->round;
+  if (out->previous_running) {
+    throw RendezvousError(fmt::format(
+        "elastic rendezvous: this node waited {} s at {} for a place in round {}, but round {} "
+        "still runs (with --nnodes {}:{}, a running round takes in a new node only while it has "
+        "fewer than {}); start this node again later, or raise --rendezvous-timeout",
+        limits.join_timeout.count() / 1000.0, address_, out->stuck_round, out->stuck_round - 1,
+        limits.min_nodes, limits.max_nodes, limits.max_nodes));
+  }
   throw RendezvousError(fmt::format(
       "elastic rendezvous round {} timed out after {} s at {}: {} of the {} node(s) needed "
       "(--nnodes {}:{}) joined; start rankwise-run on more nodes with the same --rdzv-id and "
       "--rdzv-endpoint, or raise --rendezvous-timeout",
       out->stuck_round, limits.join_timeout.count() / 1000.0, address_, out->stuck_joined,
       limits.min_nodes, limits.min_nodes, limits.max_nodes));
+}
+
+void ElasticRendezvous::end_round(int round) {
+  try {
+    run_off_thread(
+        [store = store_, key = over_key(prefix_, round)](const std::atomic<bool>&) {
+          store->set(key, bytes("1"));
+        },
+        SteadyClock::now() + std::chrono::seconds(2), [] { return false; });
+  } catch (const std::exception&) {
+    // The store is gone: nobody is left waiting on it.
+  }
 }
 
 void ElasticRendezvous::end_job(const std::string& reason) {

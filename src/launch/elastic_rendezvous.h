@@ -6,8 +6,9 @@
 ///
 /// Every launcher has a member id for the whole job: 0 for the one that hosts
 /// the store, 1, 2, ... for the others as they connect. A round r is open
-/// until it closes: once MIN nodes have joined it, it stays open for
-/// last_call_timeout more (or until MAX have joined), then the first launcher
+/// until it closes: once MIN nodes have joined it and the round before it is
+/// over (end_round()), it stays open for last_call_timeout more (or until MAX
+/// have joined), then the first launcher
 /// to see that writes its membership (compareSet: one writer wins, everyone
 /// reads the same list). The round's nodes are numbered by member id, so the
 /// store's host is node 0 of every round it is in. A launcher that joined too
@@ -18,7 +19,7 @@
 /// Store keys, under `<job prefix>elastic/`: `ids` (member id counter),
 /// `round_<r>/count` and `round_<r>/slot_<i>` (who joined round r, as JSON
 /// {"id", "host"}), `round_<r>/closed` (the membership, a JSON list sorted by
-/// id), `current` (the last closed round) and `ended` (why the job ended; its
+/// id), `round_<r>/over` (a node of round r ended its attempt), `current` (the last closed round) and `ended` (why the job ended; its
 /// nodes are done and launchers still waiting stop).
 
 #include <chrono>
@@ -94,9 +95,15 @@ class ElasticRendezvous {
   /// joined closes with it. Polls `interrupted` every 100 ms and returns
   /// nullopt when it returned true. Throws ElasticJobEnded when the job ended
   /// meanwhile, and RendezvousError when fewer than min_nodes joined within
-  /// join_timeout (naming how many did) or the store failed.
+  /// join_timeout (naming how many did), when the round before still ran
+  /// after join_timeout (a full job: saying so), or when the store failed.
   std::optional<ElasticRound> join(int first_round, const ElasticMember& me,
                                    const std::function<bool()>& interrupted);
+
+  /// Marks round `round` over: this launcher's attempt of it ended (for any
+  /// reason). The next round closes only after that, so that two rounds'
+  /// workers never run at once. Waits at most 2 s; never throws.
+  void end_round(int round);
 
   /// Marks the job ended with `reason` (the first mark stays); waits at most
   /// 2 s; never throws.

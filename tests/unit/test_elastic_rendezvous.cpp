@@ -8,6 +8,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "launch/elastic_rendezvous.h"
@@ -120,6 +121,11 @@ TEST(ElasticRendezvousProtocol, ALateLauncherJoinsTheNextRoundAndIsSeenWaiting) 
   }
   EXPECT_TRUE(newcomer_waiting(*client, "", 1, {0}));
   EXPECT_FALSE(newcomer_waiting(*client, "", 1, {0, 5}));
+  // Round 1 stays open while round 0 runs, though MIN (1) joined it long
+  // since: two rounds' workers never run at once.
+  std::this_thread::sleep_for(milliseconds(600));
+  EXPECT_EQ(waiting.wait_for(milliseconds(0)), std::future_status::timeout);
+  host.end_round(0);
   const auto next = host.join(1, {0, "ha"}, never);
   const auto theirs = waiting.get();
   ASSERT_TRUE(next && theirs);
@@ -156,5 +162,22 @@ TEST(ElasticRendezvousProtocol, ALauncherWaitingWhenTheJobEndsIsTold) {
     FAIL() << "no error";
   } catch (const ElasticJobEnded& e) {
     EXPECT_STREQ(e.what(), "all done");
+  }
+}
+
+TEST(ElasticRendezvousProtocol, ANodeFindingTheJobFullIsToldAfterTheTimeout) {
+  const int port = find_free_port("127.0.0.1");
+  const auto server = store(port, true);
+  ElasticRendezvous host(server, "127.0.0.1:1", "", limits(1, 1, 100, 500));
+  ASSERT_TRUE(host.join(0, {0, "ha"}, never));  // round 0 runs with MAX (1) nodes
+  ElasticRendezvous late(store(port, false), "127.0.0.1:1", "", limits(1, 1, 100, 500));
+  try {
+    late.join(0, {1, "hb"}, never);
+    FAIL() << "no error";
+  } catch (const RendezvousError& e) {
+    EXPECT_NE(std::string(e.what()).find("this node waited 0.5 s at 127.0.0.1:1 for a place in "
+                                         "round 1, but round 0 still runs (with --nnodes 1:1"),
+              std::string::npos)
+        << e.what();
   }
 }
