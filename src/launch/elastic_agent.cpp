@@ -1,5 +1,7 @@
 #include "launch/elastic_agent.h"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -39,7 +41,7 @@ std::string who_left(const ElasticRound& before, const ElasticRound& now) {
     const bool stayed = std::any_of(now.members.begin(), now.members.end(),
                                     [&](const ElasticMember& x) { return x.id == m.id; });
     if (stayed) continue;
-    text += fmt::format("{}node {} (host {})", text.empty() ? "" : ", ", n, m.host);
+    text += (text.empty() ? "" : ", ") + describe_member(static_cast<int>(n), m);
   }
   return text;
 }
@@ -52,7 +54,7 @@ int run_elastic(const LaunchOptions& o, ElasticSetup setup, NodeRendezvous& rdzv
   ElasticRendezvous elastic(rdzv.store(), fmt::format("{}:{}", o.master_addr, rdzv.port()),
                             job_key, limits);
   const ElasticMember me{elastic.take_member_id(setup.host_store, setup.store_timeout),
-                         setup.host};
+                         setup.host, static_cast<int>(::getpid())};
   int pending = 0;
   const auto interrupted = [&] { return (pending = drain_stop_signal()) != 0; };
   int restarts = 0;  // failed rounds restarted so far (--max-restarts)
@@ -101,6 +103,12 @@ int run_elastic(const LaunchOptions& o, ElasticSetup setup, NodeRendezvous& rdzv
     try {
       if (!rdzv.join(ro.node_rank, ro.nnodes, setup.host, o.rendezvous_timeout, interrupted)) {
         say(fmt::format("received {} during the rendezvous; exiting", signal_name(pending)));
+        // The round's other nodes stop waiting for this one at once.
+        rdzv.close(ro.node_rank,
+                   fmt::format("node {} (host {}) left the job: it received {}", ro.node_rank,
+                               setup.host, signal_name(pending)),
+                   false, round->round);
+        elastic.end_round(round->round);
         return 128 + pending;
       }
     } catch (const RendezvousError& e) {

@@ -10,7 +10,9 @@
 
 #include "detail/progress_record.h"
 #include "launch/off_thread.h"
+#include "launch/launcher_heartbeat.h"
 #include "launch/rendezvous.h"
+#include "launch/say.h"
 #include "launch/store_poller.h"
 
 namespace rankwise {
@@ -42,7 +44,9 @@ std::string first_line(const std::exception& e) {
   return what.substr(0, what.find('\n'));
 }
 
-nlohmann::json to_json(const ElasticMember& m) { return {{"id", m.id}, {"host", m.host}}; }
+nlohmann::json to_json(const ElasticMember& m) {
+  return {{"id", m.id}, {"host", m.host}, {"pid", m.pid}};
+}
 
 // A member as written by to_json; nullopt for anything else (another
 // program's key).
@@ -51,7 +55,9 @@ std::optional<ElasticMember> member_from(const nlohmann::json& j) {
       !j["host"].is_string()) {
     return std::nullopt;
   }
-  return ElasticMember{j["id"].get<int>(), j["host"].get<std::string>()};
+  const auto pid = j.find("pid");
+  return ElasticMember{j["id"].get<int>(), j["host"].get<std::string>(),
+                       pid != j.end() && pid->is_number_integer() ? pid->get<int>() : 0};
 }
 
 // Who joined `round`, in slot order (at most `limit`). A slot is written
@@ -81,10 +87,15 @@ bool elastic_round_closes(int joined, const ElasticLimits& limits,
          now - *min_reached >= limits.last_call_timeout;
 }
 
+std::string describe_member(int node_rank, const ElasticMember& m) {
+  return m.pid > 0 ? fmt::format("node {} (host {}, pid {})", node_rank, m.host, m.pid)
+                   : fmt::format("node {} (host {})", node_rank, m.host);
+}
+
 std::string describe_members(const std::vector<ElasticMember>& members) {
   std::string text;
   for (std::size_t n = 0; n < members.size(); ++n) {
-    text += fmt::format("{}node {} (host {})", n == 0 ? "" : ", ", n, members[n].host);
+    text += (n == 0 ? "" : ", ") + describe_member(static_cast<int>(n), members[n]);
   }
   return text;
 }
@@ -141,17 +152,42 @@ std::optional<ElasticRound> ElasticRendezvous::join(int first_round, const Elast
           if (const auto current = read_if_set(*store, prefix + "current")) {
             round = std::max(round, std::stoi(*current) + 1);
           }
+          std::string my_slot;  // removed when this launcher stops waiting
           const auto enter = [&](int r) {
             const std::int64_t slot = store->add(count_key(prefix, r), 1) - 1;
-            store->set(slot_key(prefix, r, slot), bytes(to_json(me).dump()));
+            my_slot = slot_key(prefix, r, slot);
+            store->set(my_slot, bytes(to_json(me).dump()));
           };
+          // The round before `r` is over when each of its nodes ended its
+          // attempt (end_round), or, when one did, after the heartbeat limit
+          // (a node killed with SIGKILL never says so).
+          std::optional<SteadyClock::time_point> first_over_seen;
+          const auto previous_over = [&](int r, SteadyClock::time_point now, std::int64_t* done) {
+            *done = 0;
+            if (r == 0) return true;
+            const auto members = read_if_set(*store, closed_round_key(prefix, r - 1));
+            if (!members) return true;  // never closed: nothing runs
+            const auto list = nlohmann::json::parse(*members, nullptr, false);
+            const std::size_t n = list.is_array() ? list.size() : 0;
+            const std::string over = over_key(prefix, r - 1);
+            *done = store->check({over}) ? store->add(over, 0) : 0;
+            if (*done > 0 && !first_over_seen) first_over_seen = now;
+            return static_cast<std::size_t>(*done) >= n ||
+                   (first_over_seen && now - *first_over_seen >= kLauncherSilenceLimit);
+          };
+          bool said_waiting = false;
+          const auto entered = SteadyClock::now();
           // A round that closed already is running: join the next one.
           while (store->check({closed_round_key(prefix, round)})) ++round;
           enter(round);
           std::optional<SteadyClock::time_point> min_reached;
           auto deadline = SteadyClock::now() + limits.join_timeout;
           for (;;) {
-            if (cancel) return;
+            if (cancel) {
+              // Interrupted (a signal): this launcher will not run the round.
+              store->deleteKey(my_slot);
+              return;
+            }
             if (const auto ended = read_if_set(*store, prefix + "ended")) {
               out->ended = *ended;
               return;
@@ -174,6 +210,7 @@ std::optional<ElasticRound> ElasticRendezvous::join(int first_round, const Elast
               // was full): the next round.
               enter(++round);
               min_reached.reset();
+              first_over_seen.reset();
               deadline = SteadyClock::now() + limits.join_timeout;
               continue;
             }
@@ -182,10 +219,17 @@ std::optional<ElasticRound> ElasticRendezvous::join(int first_round, const Elast
             // A round opens only when the one before it is over (one of its
             // nodes ended it): never two rounds' workers at once. Its last
             // call starts then, so the nodes of the round before can rejoin.
-            const bool previous_over = round == 0 || store->check({over_key(prefix, round - 1)});
-            if (joined >= limits.min_nodes && previous_over && !min_reached) min_reached = now;
-            if (previous_over &&
-                elastic_round_closes(static_cast<int>(joined), limits, min_reached, now)) {
+            std::int64_t done = 0;
+            const bool over = previous_over(round, now, &done);
+            if (!over && done == 0 && !said_waiting && now - entered >= std::chrono::seconds(2)) {
+              // Only a newcomer sees no node of the running round done.
+              say(fmt::format("waiting for a place in the job: round {} runs with --nnodes {}:{}; "
+                              "this node joins round {} when round {} ends",
+                              round - 1, limits.min_nodes, limits.max_nodes, round, round - 1));
+              said_waiting = true;
+            }
+            if (joined >= limits.min_nodes && over && !min_reached) min_reached = now;
+            if (over && elastic_round_closes(static_cast<int>(joined), limits, min_reached, now)) {
               std::vector<ElasticMember> members = joined_members(
                   *store, prefix, round, std::min<std::int64_t>(joined, limits.max_nodes));
               std::sort(members.begin(), members.end(),
@@ -200,7 +244,7 @@ std::optional<ElasticRound> ElasticRendezvous::join(int first_round, const Elast
             if (now >= deadline) {
               out->stuck_round = round;
               out->stuck_joined = joined;
-              out->previous_running = !previous_over;
+              out->previous_running = !over;
               return;
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -211,8 +255,10 @@ std::optional<ElasticRound> ElasticRendezvous::join(int first_round, const Elast
         // may wait several timeouts.
         SteadyClock::time_point::max(), interrupted);
   } catch (const std::exception& e) {
-    throw RendezvousError(
-        fmt::format("elastic rendezvous: the store {} failed: {}", address_, first_line(e)));
+    throw RendezvousError(fmt::format(
+        "elastic rendezvous: the store at {} failed ({}): the launcher that hosts it (node 0 of "
+        "every round) is gone, and the job with it",
+        address_, first_line(e)));
   }
   if (waited == Waited::kInterrupted) return std::nullopt;
   if (!out->ended.empty()) throw ElasticJobEnded(out->ended);
@@ -237,7 +283,7 @@ void ElasticRendezvous::end_round(int round) {
   try {
     run_off_thread(
         [store = store_, key = over_key(prefix_, round)](const std::atomic<bool>&) {
-          store->set(key, bytes("1"));
+          store->add(key, 1);
         },
         SteadyClock::now() + std::chrono::seconds(2), [] { return false; });
   } catch (const std::exception&) {

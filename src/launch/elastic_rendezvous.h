@@ -6,9 +6,9 @@
 ///
 /// Every launcher has a member id for the whole job: 0 for the one that hosts
 /// the store, 1, 2, ... for the others as they connect. A round r is open
-/// until it closes: once MIN nodes have joined it and the round before it is
-/// over (end_round()), it stays open for last_call_timeout more (or until MAX
-/// have joined), then the first launcher
+/// until it closes: once MIN nodes have joined it and every node of the round
+/// before it ended its attempt (end_round()), it stays open for
+/// last_call_timeout more (or until MAX have joined), then the first launcher
 /// to see that writes its membership (compareSet: one writer wins, everyone
 /// reads the same list). The round's nodes are numbered by member id, so the
 /// store's host is node 0 of every round it is in. A launcher that joined too
@@ -19,7 +19,7 @@
 /// Store keys, under `<job prefix>elastic/`: `ids` (member id counter),
 /// `round_<r>/count` and `round_<r>/slot_<i>` (who joined round r, as JSON
 /// {"id", "host"}), `round_<r>/closed` (the membership, a JSON list sorted by
-/// id), `round_<r>/over` (a node of round r ended its attempt), `current` (the last closed round) and `ended` (why the job ended; its
+/// id), `round_<r>/over` (how many nodes of round r ended their attempt), `current` (the last closed round) and `ended` (why the job ended; its
 /// nodes are done and launchers still waiting stop).
 
 #include <chrono>
@@ -52,6 +52,7 @@ struct ElasticLimits {
 struct ElasticMember {
   int id = 0;        ///< member id (see the file comment)
   std::string host;  ///< its host name, for messages
+  int pid = 0;       ///< its launcher's pid, for messages (0: not shown)
 };
 
 /// A closed round, as every launcher in it sees it.
@@ -68,7 +69,12 @@ bool elastic_round_closes(int joined, const ElasticLimits& limits,
                           std::optional<std::chrono::steady_clock::time_point> min_reached,
                           std::chrono::steady_clock::time_point now);
 
-/// "node 0 (host a), node 1 (host b)": the members of a round by node rank.
+/// "node 1 (host b, pid 42)": member `m` as node `node_rank` of a round
+/// (without the pid when it is 0).
+std::string describe_member(int node_rank, const ElasticMember& m);
+
+/// "node 0 (host a, pid 41), node 1 (host b, pid 42)": the members of a round
+/// by node rank.
 std::string describe_members(const std::vector<ElasticMember>& members);
 
 /// The job ended (a round's nodes succeeded or gave up) while this launcher
@@ -100,9 +106,11 @@ class ElasticRendezvous {
   std::optional<ElasticRound> join(int first_round, const ElasticMember& me,
                                    const std::function<bool()>& interrupted);
 
-  /// Marks round `round` over: this launcher's attempt of it ended (for any
-  /// reason). The next round closes only after that, so that two rounds'
-  /// workers never run at once. Waits at most 2 s; never throws.
+  /// Marks this launcher's attempt of round `round` ended (for any reason).
+  /// The next round's last call starts only once every node of `round` did
+  /// (or one did and kLauncherSilenceLimit passed: a node killed with SIGKILL
+  /// never says so), so that two rounds' workers never run at once and the
+  /// nodes of `round` all get into the next one. Waits at most 2 s; never throws.
   void end_round(int round);
 
   /// Marks the job ended with `reason` (the first mark stays); waits at most

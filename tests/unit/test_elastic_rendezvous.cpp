@@ -181,3 +181,29 @@ TEST(ElasticRendezvousProtocol, ANodeFindingTheJobFullIsToldAfterTheTimeout) {
         << e.what();
   }
 }
+
+TEST(ElasticRendezvousProtocol, TheNextRoundWaitsForEveryNodeOfTheRoundBefore) {
+  // Round 0 runs A (the store's host) and B; C waits. B ends its attempt
+  // (it left) long before A does: round 1 must wait for A, not close with C
+  // alone after the last call (found by a new-user run: C became node 0 of a
+  // round of its own while A was still stopping its workers).
+  const int port = find_free_port("127.0.0.1");
+  const auto server = store(port, true);
+  const auto l = limits(1, 2, 300);
+  ElasticRendezvous a(server, "x", "", l), b(store(port, false), "x", "", l),
+      c(store(port, false), "x", "", l);
+  auto b_round = std::async(std::launch::async, [&] { return b.join(0, {1, "hb"}, never); });
+  ASSERT_TRUE(a.join(0, {0, "ha"}, never));
+  ASSERT_TRUE(b_round.get());
+  auto c_round = std::async(std::launch::async, [&] { return c.join(0, {2, "hc"}, never); });
+  std::this_thread::sleep_for(milliseconds(300));
+  b.end_round(0);
+  std::this_thread::sleep_for(milliseconds(1000));  // > the last call
+  EXPECT_EQ(c_round.wait_for(milliseconds(0)), std::future_status::timeout);
+  a.end_round(0);
+  const auto a1 = a.join(1, {0, "ha"}, never);
+  const auto c1 = c_round.get();
+  ASSERT_TRUE(a1 && c1);
+  EXPECT_EQ(c1->round, 1);
+  EXPECT_EQ(describe_members(c1->members), "node 0 (host ha), node 1 (host hc)");
+}
