@@ -296,9 +296,11 @@ void save_sharded(const std::string& dir_in, const ShardedState& state) {
       claim = here + ": " + e.what();
     }
   }
+  // Before publication every rank removes its view of the temporary directory on a failure (the same
+  // directory for ranks that share it, harmlessly): a node whose leader died is left clean too.
   const auto remove_tmp = [&] {
     std::error_code ec;
-    if (leads) fs::remove_all(tmp, ec);
+    fs::remove_all(tmp, ec);
   };
   const auto fail_if_any = [&](const std::vector<std::string>& outcomes, const std::string& step) {
     std::vector<std::string> failures;
@@ -375,7 +377,8 @@ void save_sharded(const std::string& dir_in, const ShardedState& state) {
     try {
       publish_directory(tmp, dir);
     } catch (const std::exception& e) {
-      remove_tmp();
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
       published = here + " (leader of a storage node): " + e.what();
     }
   }
