@@ -82,6 +82,7 @@ checked reload_a 2
 echo "ok: node 1's ranks killed during a save: nothing published on either disk, the previous checkpoint loads"
 
 # b. One shared directory.
+mkdir -p "$work/shared"
 two_nodes save_b 2 no save "$work/shared/ckpt" rankwise 2
 [ "$rc0" = 0 ] && [ "$rc1" = 0 ] || fail "shared save: node 0 exited $rc0, node 1 $rc1"
 "${RANKWISE_PYTHON:-/usr/bin/python3}" -c "
