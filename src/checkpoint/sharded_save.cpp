@@ -11,16 +11,20 @@
 
 #include <cerrno>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "checkpoint/detail/atomic_file.h"
 #include "checkpoint/detail/dcp_metadata.h"
 #include "checkpoint/detail/dtype_names.h"
 #include "checkpoint/detail/fault_injection.h"
-#include "checkpoint/detail/rank_zero.h"
 #include "checkpoint/detail/sharded_manifest.h"
 #include "checkpoint/detail/tensor_record.h"
 #include "detail/all_gather_ivalues.h"
+#include "checkpoint/detail/storage_claim.h"
+#include "detail/host_name.h"
+#include "detail/join.h"
 #include "detail/where.h"
 #include "rankwise/checkpoint/sharded_checkpoint.h"
 #include "rankwise/error.h"
@@ -99,7 +103,7 @@ detail::ManifestChunk write_chunk(detail::AtomicFile& out, const std::string& fi
 }
 
 // This rank's data file; returns its report for rank 0.
-json write_part(const std::string& tmp, int rank, const ShardedState& state) {
+json write_part(const std::string& tmp, int rank, int leader, const ShardedState& state) {
   const std::string file = "__" + std::to_string(rank) + "_0.distcp";
   detail::AtomicFile out(tmp + "/" + file);
   json entries = json::object();
@@ -124,22 +128,28 @@ json write_part(const std::string& tmp, int rank, const ShardedState& state) {
     }
   }
   out.commit();
-  return {{"ok", true}, {"entries", entries}, {"chunks", json::parse(detail::chunks_to_json(chunks))}};
+  return {{"ok", true},   {"leader", leader}, {"host", detail::host_name()}, {"file", file},
+          {"entries", entries}, {"chunks", json::parse(detail::chunks_to_json(chunks))}};
 }
 
-// Rank 0: puts `tmp` at `dir`. An existing checkpoint there is swapped out
+// Throws unless `dir` is absent, an empty directory or a sharded checkpoint.
+void check_replaceable(const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) &&
+      (!fs::is_directory(dir, ec) ||
+       (!fs::exists(fs::path(dir) / detail::kMetadataName, ec) && !fs::is_empty(dir, ec)))) {
+    throw CheckpointError("rankwise: save_sharded('" + dir +
+                          "'): the path exists and is not a sharded checkpoint; refusing to replace it. "
+                          "Choose another directory or remove it");
+  }
+}
+
+// A storage node's leader: puts `tmp` at `dir`. An existing checkpoint there is swapped out
 // atomically (renameat2 RENAME_EXCHANGE), then removed.
 void publish_directory(const std::string& tmp, const std::string& dir) {
+  check_replaceable(dir);
   std::error_code ec;
   const bool exists = fs::exists(dir, ec);
-  if (exists) {
-    if (!fs::is_directory(dir, ec) ||
-        (!fs::exists(fs::path(dir) / detail::kMetadataName, ec) && !fs::is_empty(dir, ec))) {
-      throw CheckpointError("rankwise: save_sharded('" + dir +
-                            "'): the path exists and is not a sharded checkpoint; refusing to replace it. "
-                            "Choose another directory or remove it");
-    }
-  }
   detail::fault_at("before-publish");
   if (!exists) {
     if (::rename(tmp.c_str(), dir.c_str()) != 0) {
@@ -157,8 +167,10 @@ void publish_directory(const std::string& tmp, const std::string& dir) {
   if (exists) fs::remove_all(tmp, ec);  // the previous checkpoint, now at the temporary name
 }
 
-// Rank 0: checks every rank's report, writes .metadata and the manifest, publishes.
-void publish(const std::string& dir, const std::string& tmp, const std::vector<std::string>& reports) {
+// A storage node's leader: checks every rank's report (every leader reaches
+// the same verdict from the same reports), writes .metadata and the manifest
+// (the same bytes on every node) into its `tmp` and removes the marker.
+void prepare(const std::string& dir, const std::string& tmp, const std::vector<std::string>& reports) {
   const int world = static_cast<int>(reports.size());
   std::vector<json> parts;
   std::vector<std::string> failures;
@@ -183,6 +195,20 @@ void publish(const std::string& dir, const std::string& tmp, const std::vector<s
   detail::DcpMetadata metadata;
   detail::Manifest manifest;
   manifest.world_size = world;
+  std::map<int, std::size_t> node_of;  // leader -> index in manifest.nodes
+  for (int r = 0; r < world; ++r) {
+    const json& part = parts[static_cast<std::size_t>(r)];
+    const int leader = part.at("leader").get<int>();
+    if (!node_of.count(leader)) {
+      node_of[leader] = manifest.nodes.size();
+      manifest.nodes.push_back(detail::ManifestNode{leader, {}, {}, {}});
+    }
+    detail::ManifestNode& node = manifest.nodes[node_of[leader]];
+    node.ranks.push_back(r);
+    node.files.push_back(part.at("file").get<std::string>());
+    const std::string host = part.at("host").get<std::string>();
+    if (std::find(node.hosts.begin(), node.hosts.end(), host) == node.hosts.end()) node.hosts.push_back(host);
+  }
   for (const auto& [key, e] : entries.items()) {
     detail::DcpTensor& t = metadata.tensors[key];
     t.dtype = detail::dtype_names(e.at("dtype").get<std::string>(), false)->type;
@@ -221,7 +247,10 @@ void publish(const std::string& dir, const std::string& tmp, const std::vector<s
   detail::write_file_atomically(tmp + "/" + detail::kMetadataName, pickled.data(), pickled.size());
   const std::string text = detail::manifest_to_json(manifest);
   detail::write_file_atomically(tmp + "/" + detail::kManifestName, text.data(), text.size());
-  publish_directory(tmp, dir);
+  std::error_code ec;
+  fs::remove(fs::path(tmp) / detail::kStorageMarker, ec);
+  detail::fsync_directory(tmp);
+  check_replaceable(dir);
 }
 
 }  // namespace
@@ -237,7 +266,15 @@ void save_sharded(const std::string& dir_in, const ShardedState& state) {
   std::string first;
   if (rank == 0) {
     try {
-      first = "ok:" + make_temp_dir(dir);
+      const std::string made = make_temp_dir(dir);
+      try {
+        detail::write_storage_marker(made, 0);
+      } catch (...) {
+        std::error_code ec;
+        fs::remove_all(made, ec);
+        throw;
+      }
+      first = "ok:" + made;
     } catch (const std::exception& e) {
       first = std::string("error:") + e.what();
     }
@@ -248,10 +285,48 @@ void save_sharded(const std::string& dir_in, const ShardedState& state) {
   }
   const std::string tmp = zero.substr(3);
 
-  // 2. Every rank writes its own file and reports.
+  // 2. Every other rank creates it too where it does not exist (a node's own
+  //    disk): such a rank leads its storage node; see storage_claim.h.
+  bool leads = rank == 0;
+  std::string claim = "ok";
+  if (rank != 0) {
+    try {
+      leads = detail::claim_directory(tmp, rank);
+    } catch (const std::exception& e) {
+      claim = here + ": " + e.what();
+    }
+  }
+  // Before publication every rank removes its view of the temporary directory on a failure (the same
+  // directory for ranks that share it, harmlessly): a node whose leader died is left clean too.
+  const auto remove_tmp = [&] {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+  };
+  const auto fail_if_any = [&](const std::vector<std::string>& outcomes, const std::string& step) {
+    std::vector<std::string> failures;
+    for (const auto& o : outcomes) {
+      if (o != "ok" && std::find(failures.begin(), failures.end(), o) == failures.end()) failures.push_back(o);
+    }
+    if (failures.empty()) return;
+    remove_tmp();
+    throw CheckpointError(fmt::format("rankwise: {}: save_sharded('{}') failed while {}: {}. Nothing was published; "
+                                      "the previous checkpoint at this path is untouched",
+                                      here, dir, step, fmt::join(failures, "; ")));
+  };
+  std::vector<std::string> claims;
+  try {
+    claims = gather_texts(claim, dir, here, "creating the temporary directory on every node");
+  } catch (...) {
+    remove_tmp();
+    throw;
+  }
+  fail_if_any(claims, "creating the temporary directory on every node");
+
+  // 3. Every rank writes its own file (into its storage node's directory) and reports.
   std::string report;
   try {
-    report = write_part(tmp, rank, state).dump();
+    const int leader = leads ? rank : detail::read_storage_marker(tmp, std::chrono::seconds(10));
+    report = write_part(tmp, rank, leader, state).dump();
   } catch (const std::exception& e) {
     report = json{{"ok", false}, {"error", here + ": " + e.what()}}.dump();
   }
@@ -259,30 +334,74 @@ void save_sharded(const std::string& dir_in, const ShardedState& state) {
   try {
     reports = gather_texts(report, dir, here, "gathering every rank's outcome");
   } catch (...) {
-    std::error_code ec;
-    if (rank == 0) fs::remove_all(tmp, ec);
+    remove_tmp();
     throw;
   }
+  std::vector<int> leaders;
+  std::vector<std::string> written;
+  for (const auto& r : reports) {
+    const json part = json::parse(r);
+    if (!part.at("ok").get<bool>()) {
+      written.push_back(part.at("error").get<std::string>());
+      continue;
+    }
+    written.push_back("ok");
+    const int l = part.at("leader").get<int>();
+    if (std::find(leaders.begin(), leaders.end(), l) == leaders.end()) leaders.push_back(l);
+  }
+  std::sort(leaders.begin(), leaders.end());
+  fail_if_any(written, "writing the data files");
 
-  // 3. Rank 0 checks, writes .metadata and the manifest, publishes; every rank learns the outcome.
+  // 4. Each storage node's leader checks the reports and writes .metadata and
+  //    the manifest; only when every node has them does any node publish.
+  std::string prepared = "ok";
+  if (leads) {
+    try {
+      prepare(dir, tmp, reports);
+    } catch (const std::exception& e) {
+      prepared = e.what();
+    }
+  }
+  std::vector<std::string> preparations;
   try {
-    detail::on_rank_zero(
-        [&] {
-          try {
-            publish(dir, tmp, reports);
-          } catch (...) {
-            std::error_code ec;
-            fs::remove_all(tmp, ec);
-            throw;
-          }
-        },
-        "the sharded save of '" + dir + "'");
-  } catch (const CheckpointError&) {
+    preparations = gather_texts(prepared, dir, here, "writing .metadata and the manifest on every node");
+  } catch (...) {
+    remove_tmp();
     throw;
-  } catch (const std::exception& e) {  // rank 0 died or hung while publishing
-    throw CheckpointError("rankwise: " + here + ": save_sharded('" + dir +
-                          "'): rank 0 did not report the publication: the path holds the previous checkpoint or "
-                          "the new one, each whole (load it to know which). Original error: " + e.what());
+  }
+  fail_if_any(preparations, "writing .metadata and the manifest on every node");
+
+  // 5. Each leader renames its node's directory into place; every rank learns every node's outcome.
+  std::string published = "ok";
+  if (leads) {
+    try {
+      publish_directory(tmp, dir);
+    } catch (const std::exception& e) {
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
+      published = here + " (leader of a storage node): " + e.what();
+    }
+  }
+  std::vector<std::string> outcomes;
+  try {
+    outcomes = gather_texts(published, dir, here, "publishing");
+  } catch (const std::exception& e) {  // a leader died or hung while publishing
+    throw CheckpointError(
+        "rankwise: " + here + ": save_sharded('" + dir + "'): " +
+        (leaders.size() <= 1 ? std::string("rank 0")
+                             : "a storage node's leader (" + detail::rank_list(leaders) + ")") +
+        " did not report the publication: the path holds the previous checkpoint or the new one, each whole, on "
+        "each node (load it to know which). Original error: " + e.what());
+  }
+  std::vector<std::string> failed;
+  for (const auto& o : outcomes) {
+    if (o != "ok") failed.push_back(o);
+  }
+  if (!failed.empty()) {
+    throw CheckpointError(fmt::format(
+        "rankwise: {}: save_sharded('{}'): {} of {} storage node(s) could not publish: {}. The others hold the new "
+        "checkpoint; a collective load (load_sharded_collective) refuses the mix, so save again",
+        here, dir, failed.size(), leaders.size(), fmt::join(failed, "; ")));
   }
 }
 

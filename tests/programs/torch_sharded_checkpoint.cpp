@@ -9,9 +9,15 @@
 // float32, float64, bfloat16, int64 and bool, one flat-sharded tensor and a
 // replicated one. SET "python": what tests/python/dcp_interop.py saves.
 // Values: tests/python/dcp_interop.py's expected() (the same formula).
+//   torch_sharded_checkpoint check-collective DIR SET SEED   the same through load_sharded_collective()
+//                                                 (node_local: ranks that do not see a file get its bytes)
+// Optional 5th and 6th arguments NODE_ROOT RANKS_PER_NODE: the rank works in
+// NODE_ROOT/node<rank / RANKS_PER_NODE> (created), so that a relative DIR is
+// another directory on each simulated node (node-local disks on one machine).
 // Prints "rank R: saved" / "rank R: checked N tensors" or "rank R: error: ..." (exit 1).
 #include <ATen/ATen.h>
 
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -73,8 +79,9 @@ at::Tensor expected(const Spec& s, int64_t k, int64_t seed) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::cerr << "usage: torch_sharded_checkpoint save|check DIR rankwise|python SEED\n";
+  if (argc != 5 && argc != 7) {
+    std::cerr << "usage: torch_sharded_checkpoint save|check|check-collective DIR rankwise|python SEED "
+                 "[NODE_ROOT RANKS_PER_NODE]\n";
     return 2;
   }
   const std::string mode = argv[1], dir = argv[2], set = argv[3];
@@ -84,6 +91,11 @@ int main(int argc, char** argv) {
     auto& group = rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
     rank = group.rank();
     const int world = group.world_size();
+    if (argc == 7) {
+      const auto place = std::filesystem::path(argv[5]) / ("node" + std::to_string(rank / std::stoi(argv[6])));
+      std::filesystem::create_directories(place);
+      std::filesystem::current_path(place);
+    }
     const auto list = specs(set);
     rankwise::ShardedState state;
     for (std::size_t n = 0; n < list.size(); ++n) {
@@ -101,7 +113,11 @@ int main(int argc, char** argv) {
       std::cout << "rank " << rank << ": saved" << std::endl;
       return 0;
     }
-    rankwise::load_sharded(dir, state);
+    if (mode == "check-collective") {
+      rankwise::load_sharded_collective(dir, state, rankwise::CollectiveLoadOptions().node_local(true));
+    } else {
+      rankwise::load_sharded(dir, state);
+    }
     // The sharded targets are views of zeros_like(values) at this rank's rows:
     // compare each chunk with the same rows of the expected values.
     for (std::size_t n = 0; n < list.size(); ++n) {

@@ -374,6 +374,53 @@ TEST(ShardedCheckpointProcesses, RankZeroKilledBeforePublishingLeavesThePrevious
   fs::remove_all(logs);
 }
 
+// Node-local disks simulated on one machine (the worker's NODE_ROOT RANKS_PER_NODE arguments): saved by
+// 2 nodes x 2 ranks, each node holding its own ranks' files; loaded at 2 nodes x 1 and 3 nodes x 1 (the
+// third node has never seen the checkpoint), where every rank needs bytes that are on another node.
+TEST(ShardedCheckpointProcesses, NodeLocalSaveOfTwoNodesLoadsAtOtherLayouts) {
+  const auto root = fresh_dir("node_local");
+  const std::string disks = (root / "disks").string();
+  const auto saved = run_worker(4, "save ckpt rankwise 0 " + disks + " 2");
+  ASSERT_NE(saved.find("exit=0"), std::string::npos) << saved;
+  EXPECT_EQ(shell("ls " + disks + "/node0/ckpt " + disks + "/node1/ckpt | grep -c distcp"), "4\n");
+  for (int world : {2, 3}) {
+    const auto out = run_worker(world, "check-collective ckpt rankwise 0 " + disks + " 1");
+    EXPECT_NE(out.find("exit=0"), std::string::npos) << "world size " << world << ":\n" << out;
+    EXPECT_EQ(count(out, "checked 10 tensors"), world) << out;
+  }
+  // Without the collective, a rank on node 1 cannot read node 0's files.
+  const auto alone = run_worker(2, "check ckpt rankwise 0 " + disks + " 1");
+  EXPECT_NE(alone.find("rank 1/2: load_sharded('ckpt'): cannot open data file '__1_0.distcp'"), std::string::npos)
+      << alone;
+  // Other values (seed 1) are found different.
+  const auto other = run_worker(2, "check-collective ckpt rankwise 1 " + disks + " 1");
+  EXPECT_NE(other.find("differ"), std::string::npos) << other;
+  fs::remove_all(root);
+}
+
+// A rank on node 1 dies during a node-local save: nothing is published on either node, the survivors say
+// so and remove the temporary directories (node 1's too, whichever rank created it), and the previous
+// checkpoint still loads across the nodes.
+TEST(ShardedCheckpointProcesses, KilledRankDuringANodeLocalSavePublishesNothingOnAnyNode) {
+  const auto logs = fresh_dir("kill_node_local");
+  const std::string disks = (logs / "disks").string();
+  ASSERT_NE(run_worker(4, "save ckpt rankwise 1 " + disks + " 2").find("exit=0"), std::string::npos);
+  const std::string before = shell("cat " + disks + "/node0/ckpt/.rankwise-manifest.json");
+  const auto out = run_by_hand(4, 3, "kill_at_byte=1", "save ckpt rankwise 2 " + disks + " 2", logs);
+  for (int r : {0, 1, 2}) {
+    const auto& log = out[static_cast<std::size_t>(r)];
+    EXPECT_NE(log.find("error: rankwise: rank " + std::to_string(r) + "/4: save_sharded"), std::string::npos) << log;
+    EXPECT_NE(log.find("Nothing was published"), std::string::npos) << log;
+  }
+  EXPECT_EQ(shell("cat " + disks + "/node0/ckpt/.rankwise-manifest.json"), before);
+  EXPECT_EQ(shell("cat " + disks + "/node1/ckpt/.rankwise-manifest.json"), before);
+  EXPECT_EQ(shell("ls -a " + disks + "/node0 " + disks + "/node1 | grep -c rankwise-tmp"), "0\n");
+  const auto check = run_worker(4, "check-collective ckpt rankwise 1 " + disks + " 2");
+  EXPECT_NE(check.find("exit=0"), std::string::npos) << check;
+  EXPECT_EQ(count(check, "checked 10 tensors"), 4) << check;
+  fs::remove_all(logs);
+}
+
 TEST(ShardedCheckpointPython, DcpLoadReadsARankwiseCheckpointAtOneAndThreeRanks) {
   const std::string python = torch2_python();
   if (python.empty()) GTEST_SKIP() << "no Python with torch >= 2 (RANKWISE_PYTHON, RANKWISE_OTHER_PYTHON): DCP needs it";

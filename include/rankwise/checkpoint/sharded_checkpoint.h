@@ -20,6 +20,7 @@
 #include <string>
 #include <variant>
 
+#include "rankwise/checkpoint/checkpoint.h"
 #include "rankwise/checkpoint/sharded_tensor.h"
 
 namespace rankwise {
@@ -34,19 +35,31 @@ using ShardedState = std::map<std::string, ShardedEntry>;
 /// Saves `state` into the directory `dir`. Collective: every rank, same
 /// order, the same keys with the same global shapes and dtypes.
 ///
-/// Rank 0 creates a temporary sibling directory (`<dir>.rankwise-tmp.XXXXXX`);
-/// every rank writes its chunks (empty ones skipped) to its own
-/// `__<rank>_0.distcp` there and fsyncs it; a replicated tensor is written
-/// once, by rank 0. Every rank's outcome and the CRC-32s of its chunks go to
-/// rank 0 (all_gather over the process group), which checks that the ranks
-/// agree on keys, shapes and dtypes and that the chunks hold as many
-/// elements as each tensor, writes `.metadata` and `.rankwise-manifest.json`
-/// (fsynced), renames the directory to `dir` (an atomic exchange when `dir`
-/// exists, then the old one is removed) and fsyncs the parent. A failure on
-/// any rank (a rank that dies included) throws CheckpointError on every
-/// surviving rank naming that rank; nothing is published and the previous
-/// checkpoint at `dir` is untouched. Without a process group it writes a
-/// one-rank checkpoint.
+/// Rank 0 creates a temporary sibling directory (`<dir>.rankwise-tmp.XXXXXX`)
+/// and tells the others its name; every other rank then creates the same
+/// path too. Where it already exists (mkdir's EEXIST, decided by the
+/// filesystem, on NFS by the server) the rank shares the storage of the rank
+/// that created it; where it does not (a node's own disk, which does not see
+/// rank 0's directory) the rank becomes the leader of a new storage node. So
+/// node-local disks and a shared filesystem are told apart automatically,
+/// with no option. Every rank writes its chunks (empty ones skipped) to its
+/// own `__<rank>_0.distcp` in its storage node's directory and fsyncs it; a
+/// replicated tensor is written once, by rank 0. Every rank's outcome and
+/// the CRC-32s of its chunks go to every rank (all_gather over the process
+/// group). Each storage node's leader checks that the ranks agree on keys,
+/// shapes and dtypes and that the chunks hold as many elements as each
+/// tensor, and writes `.metadata` and `.rankwise-manifest.json` (the same
+/// bytes on every node; the manifest's "nodes" say which ranks, hosts and
+/// data files each storage node holds). Only when every node has them does
+/// each leader rename its directory to `dir` (an atomic exchange when `dir`
+/// exists, then the old one is removed) and fsync the parent: each node's
+/// publication is atomic. A failure on any rank before that (a rank that
+/// dies included) throws CheckpointError on every surviving rank naming
+/// that rank; nothing is published on any node and the previous checkpoint
+/// at `dir` is untouched. If a leader then fails to rename, every rank
+/// throws naming it; its node keeps the previous checkpoint and
+/// load_sharded_collective() refuses the mix (its data files are missing).
+/// Without a process group it writes a one-rank checkpoint.
 void save_sharded(const std::string& dir, const ShardedState& state);
 
 /// Fills the tensors of `state` from the sharded checkpoint `dir`, at any
@@ -60,7 +73,34 @@ void save_sharded(const std::string& dir, const ShardedState& state);
 /// when keys are missing from it or present only in it (both listed), when
 /// a shape or dtype differs, when a chunk is not covered by the stored ones,
 /// and when a checksum fails (naming the file, the key and the stored
-/// chunk's offsets).
+/// chunk's offsets). Every data file it needs must be on this rank's view
+/// of `dir`: after a save to node-local disks, or where the nodes' views of a
+/// network filesystem may be stale, use load_sharded_collective().
 void load_sharded(const std::string& dir, ShardedState& state);
+
+/// load_sharded() for every rank at once, whatever its view of `dir`: node-
+/// local disks (each node holds only its own ranks' data files) or a
+/// network filesystem with stale caches. Collective: every rank, same order
+/// (without a process group, or at world size 1, it is load_sharded()).
+///
+/// Rank 0 reads `.metadata` and the manifest and sends them to every rank
+/// (all_gather): rank 0's view decides which checkpoint is loaded. Every
+/// other rank rereads its own view every 100 ms, up to
+/// `options.stale_timeout` (0 with `options.node_local`), until its
+/// `.metadata` and manifest are the same bytes; only then does it read data
+/// files itself, and only those that are there whole. Each rank plans the
+/// byte ranges it needs, as load_sharded() does; ranges of files it does not
+/// read itself are sent to it by a rank that does (an all_gather of the
+/// requests, then broadcasts from each serving rank, in windows of at most
+/// 64 MiB: c10d's collectives, no transport of our own), in two rounds (the
+/// records' headers, then the storage bytes). Every byte, read or received,
+/// is verified against the manifest's CRC-32s before it is copied (a
+/// directory without a manifest, from Python's dcp.save, is unverified), so
+/// nothing torn or stale is ever loaded. Rank 0 prints one note naming the
+/// ranks that received bytes. Throws CheckpointError on every rank when any
+/// rank fails (naming it and its error, as load_sharded() words it), and
+/// when no rank sees a data file that is needed (naming it, who needs it,
+/// and the rank and host that wrote it, from the manifest).
+void load_sharded_collective(const std::string& dir, ShardedState& state, CollectiveLoadOptions options = {});
 
 }  // namespace rankwise

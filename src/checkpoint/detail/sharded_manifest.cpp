@@ -73,6 +73,13 @@ std::string manifest_to_json(const Manifest& manifest) {
                       {"block_bytes", manifest.block_bytes},
                       {"metadata_crc32", manifest.metadata_crc32},
                       {"chunks", chunks}};
+  if (!manifest.nodes.empty()) {
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const auto& n : manifest.nodes) {
+      nodes.push_back({{"leader", n.leader}, {"ranks", n.ranks}, {"hosts", n.hosts}, {"files", n.files}});
+    }
+    j["nodes"] = nodes;
+  }
   return j.dump(1) + "\n";
 }
 
@@ -89,6 +96,13 @@ Manifest manifest_from_json(const std::string& json, const std::string& path) {
     m.block_bytes = j.at("block_bytes").get<int64_t>();
     m.metadata_crc32 = j.at("metadata_crc32").get<uint32_t>();
     m.chunks = list_from_json(j.at("chunks"));
+    if (j.contains("nodes")) {
+      for (const auto& n : j.at("nodes")) {
+        m.nodes.push_back(ManifestNode{n.at("leader").get<int>(), n.at("ranks").get<std::vector<int>>(),
+                                       n.at("hosts").get<std::vector<std::string>>(),
+                                       n.at("files").get<std::vector<std::string>>()});
+      }
+    }
     if (m.block_bytes <= 0) throw CheckpointError("rankwise: '" + path + "' has a block size <= 0");
     return m;
   } catch (const nlohmann::json::exception& e) {

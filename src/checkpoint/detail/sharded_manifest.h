@@ -10,7 +10,11 @@
 ///                "data_begin": 704, "data_size": 8,    // its storage, in the record
 ///                "header_crc32": ..,                   // bytes [0, data_begin) of the record
 ///                "trailer_crc32": ..,                  // bytes [data_begin + data_size, length)
-///                "block_crc32": [..]}]}                // each block_bytes of the storage
+///                "block_crc32": [..]}],                // each block_bytes of the storage
+///    "nodes": [{"leader": 0, "ranks": [0, 1], "hosts": ["a"],  // where the data files are:
+///               "files": ["__0_0.distcp", "__1_0.distcp"]}]}  // one entry per storage node
+/// "nodes" is absent from manifests written before it existed (one storage
+/// node holding every file).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,11 +41,24 @@ struct ManifestChunk {
   std::vector<uint32_t> block_crc32;
 };
 
+/// The ranks that wrote into one directory at save time (a node's own disk,
+/// or every rank on a shared filesystem), its leader (the rank that created
+/// the directory, and published it: rank 0, or on another node whichever of
+/// its ranks came first), their host names and the data files it holds
+/// (files[i] written by ranks[i]).
+struct ManifestNode {
+  int leader = 0;
+  std::vector<int> ranks;
+  std::vector<std::string> hosts;
+  std::vector<std::string> files;
+};
+
 struct Manifest {
   int world_size = 1;
   int64_t block_bytes = kChecksumBlockBytes;
   uint32_t metadata_crc32 = 0;
   std::vector<ManifestChunk> chunks;
+  std::vector<ManifestNode> nodes;  // empty: not recorded
 };
 
 /// zlib's CRC-32 of `size` bytes (detail/crc32.h: the same values, at memory speed).

@@ -1,0 +1,156 @@
+// load_sharded_collective(): load_sharded() for ranks whose views of the
+// directory differ: node-local disks (each node holds its own ranks' data
+// files) or a network filesystem whose caches are stale.
+#include <fmt/format.h>
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "checkpoint/detail/atomic_file.h"
+#include "checkpoint/detail/range_exchange.h"
+#include "checkpoint/detail/sharded_reader.h"
+#include "detail/all_gather_ivalues.h"
+#include "detail/join.h"
+#include "rankwise/checkpoint/sharded_checkpoint.h"
+#include "rankwise/error.h"
+#include "rankwise/process_group.h"
+
+namespace rankwise {
+namespace {
+
+constexpr const char* kWhat = "load_sharded_collective";
+constexpr auto kRetryInterval = std::chrono::milliseconds(100);
+
+// Rank 0's .metadata and manifest, on every rank (or rank 0's error, raised on every rank).
+detail::CheckpointFiles rank_zero_files(detail::ShardedReader& reader) {
+  c10::impl::GenericDict mine(c10::StringType::get(), c10::AnyType::get());
+  if (process_group().rank() == 0) {
+    try {
+      const auto files = reader.read_files();
+      mine.insert("metadata", files.metadata);
+      mine.insert("has_manifest", files.has_manifest);
+      mine.insert("manifest", files.manifest);
+    } catch (const CheckpointError& e) {
+      mine.insert("error", std::string(e.what()));
+    }
+  }
+  const auto zero = detail::all_gather_ivalues(mine).get(0).toGenericDict();
+  if (zero.contains("error")) {
+    const std::string error = zero.at("error").toStringRef();
+    throw CheckpointError(process_group().rank() == 0 ? error : error + " (raised on rank 0, which reads first)");
+  }
+  return {zero.at("metadata").toStringRef(), zero.at("has_manifest").toBool(), zero.at("manifest").toStringRef()};
+}
+
+// Whether this rank's view of the directory is rank 0's checkpoint: its
+// .metadata and manifest are the same bytes. Rereads every 100 ms up to `bound`.
+bool same_view(const detail::ShardedReader& reader, const detail::CheckpointFiles& zero,
+               std::chrono::milliseconds bound) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  for (;;) {
+    try {
+      const auto mine = reader.read_files();
+      if (mine.metadata == zero.metadata && mine.has_manifest == zero.has_manifest && mine.manifest == zero.manifest) {
+        return true;
+      }
+    } catch (const CheckpointError&) {
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(kRetryInterval);
+  }
+}
+
+// Where the manifest says `file` was written.
+std::string written_where(const detail::ShardedReader& reader, const std::string& file) {
+  if (reader.manifest()) {
+    for (const auto& node : reader.manifest()->nodes) {
+      for (std::size_t i = 0; i < node.files.size(); ++i) {
+        if (node.files[i] == file) {
+          return fmt::format("by rank {} on host {} (the storage node of {})", node.ranks[i],
+                             detail::join_list(node.hosts), detail::rank_list(node.ranks));
+        }
+      }
+    }
+  }
+  return "at an unrecorded place";
+}
+
+}  // namespace
+
+void load_sharded_collective(const std::string& dir_in, ShardedState& state, CollectiveLoadOptions options) {
+  if (!is_initialized() || process_group().world_size() == 1) {
+    load_sharded(dir_in, state);
+    return;
+  }
+  const std::string dir = detail::without_trailing_slash(dir_in);
+  detail::ShardedReader reader(dir, kWhat);
+  const detail::CheckpointFiles zero = rank_zero_files(reader);
+
+  // This rank's view: rank 0's checkpoint (after waiting out a stale cache), or not.
+  const bool same = process_group().rank() == 0 ||
+                    same_view(reader, zero, options.node_local() ? std::chrono::milliseconds(0)
+                                                                 : options.stale_timeout());
+  std::string error;
+  std::vector<detail::Piece> pieces;
+  std::vector<std::string> holds;
+  std::set<std::string> local;
+  try {
+    reader.open(zero);
+    pieces = reader.plan(state);
+    if (same) {
+      // The files of rank 0's checkpoint that this rank sees whole (a node-local disk holds only its own ranks').
+      std::map<std::string, int64_t> ends;
+      for (const auto& [key, t] : reader.metadata().tensors) {
+        for (const auto& c : t.chunks) ends[c.relative_path] = std::max(ends[c.relative_path], c.offset + c.length);
+      }
+      for (const auto& [file, end] : ends) {
+        struct stat st {};
+        if (::stat((dir + "/" + file).c_str(), &st) == 0 && st.st_size >= end) {
+          holds.push_back(file);
+          local.insert(file);
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  detail::ExchangeFiles files;
+  files.holds = holds;
+  files.read = [&](const detail::ByteRange& range) { return reader.read_local(range); };
+  files.written_where = [&](const std::string& file) { return written_where(reader, file); };
+  const auto remote = [&](const std::vector<detail::ByteRange>& ranges) {
+    std::vector<detail::ByteRange> out;
+    for (const auto& r : ranges) {
+      if (!local.count(r.file) && r.size > 0) out.push_back(r);
+    }
+    return out;
+  };
+
+  // 1. The records' headers and trailers of files this rank does not see.
+  auto fetched = detail::exchange_ranges(error.empty() ? remote(reader.record_ranges(pieces))
+                                                       : std::vector<detail::ByteRange>{},
+                                         error, files, kWhat, false);
+  reader.serve_from(local, std::move(fetched));
+  // 2. The storage bytes those records hold that this rank needs.
+  std::vector<detail::ByteRange> data;
+  try {
+    for (const auto& piece : pieces) data.push_back(reader.data_range(piece));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  fetched = detail::exchange_ranges(error.empty() ? remote(data) : std::vector<detail::ByteRange>{}, error, files,
+                                    kWhat, true);
+  reader.serve_from(local, std::move(fetched));
+  // 3. Every byte verified against the manifest as it is copied; a failure on any rank is raised on every rank.
+  try {
+    for (const auto& piece : pieces) reader.copy(piece);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  detail::raise_any(error, kWhat);
+}
+
+}  // namespace rankwise
