@@ -4,7 +4,7 @@
 /// ignores this one). CRC-32s are zlib's crc32 (as Python's zlib.crc32).
 ///
 ///   {"format": "rankwise-sharded-checkpoint", "version": 1,
-///    "world_size": 4, "block_bytes": 1048576, "metadata_crc32": 123,
+///    "world_size": 4, "block_bytes": 262144, "metadata_crc32": 123,
 ///    "chunks": [{"key": "a", "offsets": [0], "sizes": [2], "file": "__0_0.distcp",
 ///                "offset": 0, "length": 1344,          // the record, in the file
 ///                "data_begin": 704, "data_size": 8,    // its storage, in the record
@@ -23,8 +23,14 @@ namespace rankwise::detail {
 
 constexpr const char* kManifestName = ".rankwise-manifest.json";
 constexpr const char* kMetadataName = ".metadata";
-/// Bytes of storage each block CRC covers: a partial read is widened to these.
-constexpr int64_t kChecksumBlockBytes = int64_t{1} << 20;
+/// Bytes of storage each block CRC covers when rankwise saves: a partial
+/// read is widened to whole blocks, so a resharding load reads up to one
+/// block more at each end of every slice it needs. 256 KiB keeps that within
+/// 1.1x of the needed bytes for slices of a few MiB (BENCHMARKS.md, sharded
+/// checkpoints; 1 MiB blocks read 1.12x there) for 4 bytes of CRC (about 12
+/// of JSON) per 256 KiB. Loads use the manifest's block_bytes, so
+/// checkpoints saved with 1 MiB blocks stay readable.
+constexpr int64_t kChecksumBlockBytes = int64_t{1} << 18;
 
 /// One stored chunk's place and checksums.
 struct ManifestChunk {

@@ -1,0 +1,255 @@
+// bench_sharded: sharded checkpoints (rankwise::save_sharded / load_sharded)
+// on a model-like state; bench/sharded_reference.py is the same state through
+// Python's torch.distributed.checkpoint (DCP). Run through rankwise-run.
+//
+// Usage: bench_sharded SIZE_MIB DIR TRIALS save   (2 ranks or more)
+//        bench_sharded SIZE_MIB DIR 1 load        (any world size)
+// The state: for i in 0..SIZE_MIB/16-1, "layers.<i>.weight" [1024, 4096]
+// float32 (16 MiB), sharded by rows (shard_rows: torch.chunk's pieces), where
+// element e of layer i holds float(e + i) (exact in float32: e < 2^22), so
+// each rank builds only its own rows and a load can check every value.
+//
+// save: TRIALS times (after one untimed warm-up of each), alternating:
+//   sharded:  save_sharded(DIR/sharded): every rank writes its own rows;
+//   gathered: the same state gathered onto rank 0 (all_gather, layer by
+//             layer) and written by rank 0 with rankwise::save(DIR/gathered.pt),
+//             the replicated alternative; the gather is timed with it.
+// Before each trial rank 0 removes the previous output and runs sync(2),
+// untimed; each time runs from a barrier to a barrier (the slowest rank).
+// Memory, per rank: what a save adds to the process's resident set at its
+// peak: /proc/self/status VmHWM after the save minus VmRSS just before it,
+// the peak having been reset to the current RSS there (malloc_trim(0), then
+// write "5" to /proc/self/clear_refs); the shard is resident before the save.
+// The largest over every save, the warm-up included.
+// Also printed: RSS before the state was built (libraries, process group)
+// and after the saves (with the shard and whatever malloc kept), for scale.
+// Leaves DIR/sharded for `load`.
+//
+// load: load_sharded(DIR/sharded) into zeros sharded by rows at this world
+// size (resharding when it differs from the save's); counts the bytes this
+// rank read (/proc/self/io rchar, every read(2)/pread(2), page cache or
+// disk, before and after) against the bytes of its chunks, times it, and
+// checks every value.
+//
+// Rank 0 prints `key=value` lines (MiB of tensor data per second: medians of
+// TRIALS; memory in MiB; per rank where the ranks differ); per-trial seconds
+// go to stderr.
+#include <torch/torch.h>
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "rankwise/rankwise.h"
+
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr int64_t kCols = 4096;
+constexpr int64_t kRows = 1024;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// A field of /proc/self/status in kB ("VmRSS", "VmHWM"), as MiB.
+double status_mib(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) / 1024.0;
+  }
+  throw std::runtime_error("bench_sharded: no " + field + " in /proc/self/status");
+}
+
+// Returns the heap's free memory to the system (so a save cannot reuse
+// memory an earlier one left resident, which would hide what it needs), then
+// resets the peak resident set (VmHWM) to the current one; returns that, MiB.
+double reset_peak() {
+  ::malloc_trim(0);
+  std::ofstream("/proc/self/clear_refs") << "5";
+  return status_mib("VmRSS");
+}
+
+// Bytes this process has read through read(2)/pread(2): /proc/self/io rchar.
+int64_t rchar() {
+  std::ifstream in("/proc/self/io");
+  std::string key;
+  int64_t value = 0;
+  while (in >> key >> value) {
+    if (key == "rchar:") return value;
+  }
+  throw std::runtime_error("bench_sharded: no rchar in /proc/self/io");
+}
+
+std::string key_of(int64_t layer) { return "layers." + std::to_string(layer) + ".weight"; }
+
+// Layer `layer`'s rows [begin, end): element e holds float(e + layer).
+torch::Tensor rows_of(int64_t layer, int64_t begin, int64_t end) {
+  return (torch::arange(begin * kCols, end * kCols, torch::kInt64) + layer)
+      .to(torch::kFloat32)
+      .reshape({end - begin, kCols});
+}
+
+rankwise::ShardedState make_state(int64_t layers, int rank, int world) {
+  rankwise::ShardedState state;
+  for (int64_t i = 0; i < layers; ++i) {
+    const auto [begin, end] = rankwise::chunk_range(kRows, rank, world);
+    state.emplace(key_of(i), rankwise::ShardedTensor({kRows, kCols}, torch::kFloat32,
+                                                     {{{begin, 0}, rows_of(i, begin, end)}}));
+  }
+  return state;
+}
+
+template <class F>
+double timed(F&& f) {
+  rankwise::barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  rankwise::barrier();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Every rank's `value`, on every rank.
+std::vector<double> per_rank(double value) {
+  auto all = rankwise::all_gather(torch::tensor({value}, torch::kFloat64));
+  std::vector<double> out;
+  for (const auto& t : all) out.push_back(t.item<double>());
+  return out;
+}
+
+std::string joined(const std::vector<double>& v, const char* format = "%.1f") {
+  std::string out;
+  char buf[64];
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    std::snprintf(buf, sizeof buf, format, v[i]);
+    out += (i ? "," : "") + std::string(buf);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: bench_sharded SIZE_MIB DIR TRIALS save|load\n");
+    return 2;
+  }
+  const int64_t size_mib = std::atoll(argv[1]);
+  const std::string dir = argv[2];
+  const int trials = std::max(1, std::atoi(argv[3]));
+  const std::string mode = argv[4];
+  if (size_mib < 16 || size_mib % 16 != 0 || (mode != "save" && mode != "load")) {
+    std::fprintf(stderr, "bench_sharded: SIZE_MIB must be a multiple of 16; mode save or load\n");
+    return 2;
+  }
+  torch::set_num_threads(1);
+  rankwise::init();
+  const int rank = rankwise::rank();
+  const int world = rankwise::world_size();
+  const int64_t layers = size_mib / 16;
+  const double mib = static_cast<double>(size_mib);
+  const std::string sharded_dir = dir + "/sharded";
+  const double base = status_mib("VmRSS");
+  rankwise::ShardedState state = make_state(layers, rank, world);
+  double shard_mib = 0;
+  for (const auto& [key, entry] : state) {
+    for (const auto& c : std::get<rankwise::ShardedTensor>(entry).chunks()) shard_mib += c.data.nbytes() / double(kMiB);
+  }
+
+  if (mode == "load") {
+    const int64_t before = rchar();
+    const double s = timed([&] { rankwise::load_sharded(sharded_dir, state); });
+    const double read_mib = (rchar() - before) / double(kMiB);
+    for (int64_t i = 0; i < layers; ++i) {
+      const auto& chunk = std::get<rankwise::ShardedTensor>(state.at(key_of(i))).chunks()[0];
+      const int64_t begin = chunk.offsets[0];
+      if (!torch::equal(chunk.data, rows_of(i, begin, begin + chunk.data.size(0)))) {
+        std::fprintf(stderr, "bench_sharded: rank %d: %s differs after the load\n", rank, key_of(i).c_str());
+        return 1;
+      }
+    }
+    const auto needed = per_rank(shard_mib), read = per_rank(read_mib);
+    std::vector<double> ratio;
+    for (std::size_t r = 0; r < needed.size(); ++r) ratio.push_back(needed[r] > 0 ? read[r] / needed[r] : 0);
+    if (rank == 0) {
+      std::printf("world=%d load_mib_per_s=%.1f\n", world, mib / s);
+      std::printf("needed_mib=%s\nread_mib=%s\nread_over_needed=%s\n", joined(needed).c_str(), joined(read).c_str(),
+                  joined(ratio, "%.3f").c_str());
+      std::printf("read_over_needed_max=%.3f\n", *std::max_element(ratio.begin(), ratio.end()));
+    }
+    return 0;
+  }
+
+  if (world < 2) {
+    std::fprintf(stderr, "bench_sharded: save needs 2 ranks or more (rankwise-run --nproc-per-node 2)\n");
+    return 2;
+  }
+  const std::string gathered_path = dir + "/gathered.pt";
+  auto clean = [&](const std::string& path) {  // the output about to be written
+    if (rank == 0) {
+      std::filesystem::remove_all(path);
+      ::sync();
+    }
+  };
+  auto sharded = [&] { rankwise::save_sharded(sharded_dir, state); };
+  auto gathered = [&] {
+    rankwise::Checkpoint full;
+    for (int64_t i = 0; i < layers; ++i) {
+      const auto& chunk = std::get<rankwise::ShardedTensor>(state.at(key_of(i))).chunks()[0];
+      auto pieces = rankwise::all_gather(chunk.data);
+      if (rank == 0) full.insert(key_of(i), torch::cat(pieces));
+    }
+    rankwise::save(gathered_path, full);  // collective: rank 0 writes its `full`, the others wait
+  };
+  std::vector<double> sharded_s, gathered_s, sharded_peak, gathered_peak;
+  for (int t = 0; t <= trials; ++t) {  // trial 0 is the warm-up
+    clean(sharded_dir);
+    double before = reset_peak();
+    sharded_s.push_back(timed(sharded));
+    sharded_peak.push_back(status_mib("VmHWM") - before);
+    clean(gathered_path);
+    before = reset_peak();
+    gathered_s.push_back(timed(gathered));
+    gathered_peak.push_back(status_mib("VmHWM") - before);
+  }
+  std::filesystem::remove(gathered_path);
+  std::filesystem::remove(gathered_path + ".lock");
+  auto report = [&](const char* name, std::vector<double> v) {
+    if (rank == 0) {
+      std::fprintf(stderr, "rankwise %s seconds: (warm-up %.3f)", name, v.front());
+      for (std::size_t i = 1; i < v.size(); ++i) std::fprintf(stderr, " %.3f", v[i]);
+      std::fprintf(stderr, "\n");
+    }
+    v.erase(v.begin());
+    return mib / median(v);
+  };
+  const double sharded_rate = report("sharded save", sharded_s);
+  const double gathered_rate = report("gathered save", gathered_s);
+  // Memory added at the peak: the largest over every save (the warm-up's included), per rank.
+  const auto shard = per_rank(shard_mib);
+  const auto speak = per_rank(*std::max_element(sharded_peak.begin(), sharded_peak.end()));
+  const auto gpeak = per_rank(*std::max_element(gathered_peak.begin(), gathered_peak.end()));
+  const auto bases = per_rank(base), held = per_rank(status_mib("VmRSS"));
+  if (rank == 0) {
+    std::printf("sharded_mib_per_s=%.1f\ngathered_mib_per_s=%.1f\n", sharded_rate, gathered_rate);
+    std::printf("base_rss_mib=%s\nheld_rss_mib=%s\nshard_mib=%s\nsharded_added_mib=%s\ngathered_added_mib=%s\n",
+                joined(bases).c_str(), joined(held).c_str(), joined(shard).c_str(), joined(speak).c_str(),
+                joined(gpeak).c_str());
+    std::printf("sharded_added_mib_max=%.1f\n", *std::max_element(speak.begin(), speak.end()));
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_sharded: %s\n", e.what());
+  return 1;
+}
