@@ -4,9 +4,7 @@
 // against PyTorch 2.x's torch.distributed.checkpoint (tests/python/dcp_interop.py).
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <nlohmann/json.hpp>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -17,6 +15,7 @@
 #include "rankwise/checkpoint/sharded_checkpoint.h"
 #include "rankwise/error.h"
 #include "support/shell.h"
+#include "support/workers.h"
 
 namespace fs = std::filesystem;
 using rankwise::test::shell;
@@ -27,24 +26,11 @@ const std::string kRun = RANKWISE_RUN_PATH;
 const std::string kWorker = std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/torch_sharded_checkpoint";
 const std::string kInterop = std::string(RANKWISE_SOURCE_DIR) + "/tests/python/dcp_interop.py";
 
-// A fresh directory of this test process (ctest -j runs each test in its own process).
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("rankwise_sharded_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path fresh_dir(const std::string& name) { return rankwise::test::fresh_dir("rankwise_sharded", name); }
+using rankwise::test::count;
 
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
-// Runs the worker on `nproc` ranks through rankwise-run; output and "exit=N".
 std::string run_worker(int nproc, const std::string& args) {
-  return shell(kRun + " --nproc-per-node " + std::to_string(nproc) + " " + kWorker + " " + args +
-               " 2>&1; echo exit=$?");
+  return rankwise::test::run_launched(kRun, nproc, kWorker, args);
 }
 
 // A Python whose torch is 2.x (DCP with DTensor), or "" when neither reference Python has one.
@@ -397,38 +383,11 @@ TEST(ShardedCheckpointProcesses, SavedAtFourRanksLoadsAtOneTwoThreeAndEight) {
   fs::remove_all(dir.parent_path());
 }
 
-// Starts `nproc` ranks of the worker by hand (torchrun's variables), so that
-// the survivors of a killed rank report instead of being stopped by the
-// launcher; `fault` (RANKWISE_CHECKPOINT_FAULT) is set on `fault_rank` only.
-// Returns each rank's output.
+// The survivors of a killed rank report instead of being stopped by the launcher.
 namespace {
 std::vector<std::string> run_by_hand(int nproc, int fault_rank, const std::string& fault, const std::string& args,
                                      const fs::path& logs) {
-  int port = 0;
-  {
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-      socklen_t n = sizeof a;
-      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &n);
-      port = ntohs(a.sin_port);
-    }
-    ::close(s);
-  }
-  std::string script;
-  for (int r = 0; r < nproc; ++r) {
-    script += "env RANK=" + std::to_string(r) + " WORLD_SIZE=" + std::to_string(nproc) +
-              " LOCAL_RANK=" + std::to_string(r) + " LOCAL_WORLD_SIZE=" + std::to_string(nproc) +
-              " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
-              (r == fault_rank ? " RANKWISE_CHECKPOINT_FAULT=" + fault : "") + " " + kWorker + " " + args + " > " +
-              (logs / ("rank" + std::to_string(r) + ".log")).string() + " 2>&1 & ";
-  }
-  shell(script + "wait");
-  std::vector<std::string> out;
-  for (int r = 0; r < nproc; ++r) out.push_back(shell("cat " + (logs / ("rank" + std::to_string(r) + ".log")).string()));
-  return out;
+  return rankwise::test::run_by_hand(kWorker, nproc, fault_rank, fault, args, logs);
 }
 }  // namespace
 

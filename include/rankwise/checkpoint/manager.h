@@ -27,6 +27,7 @@
 namespace rankwise {
 namespace detail {
 class FileLock;
+class NumberedCheckpoints;
 }
 
 /// Options of CheckpointManager (setters and getters as torch::nn options).
@@ -110,14 +111,8 @@ class CheckpointManager {
   const CheckpointManagerOptions& options() const { return options_; }
 
  private:
-  std::string path_for(int64_t step) const;
-  /// The first candidate, newest first (the file `latest` names, then the
-  /// numbered files from the highest), for which `use` does not throw
-  /// CheckpointError; the fallback and its notes as documented on latest().
-  std::optional<std::string> newest_usable(
-      const std::function<void(const std::string&)>& use) const;
-
   CheckpointManagerOptions options_;
+  std::unique_ptr<detail::NumberedCheckpoints> numbered_;
   std::unique_ptr<detail::FileLock> lock_;  // rank 0 only
 };
 

@@ -10,6 +10,7 @@
 
 #include "checkpoint/detail/checkpoint_file.h"
 #include "checkpoint/detail/note.h"
+#include "checkpoint/detail/rank_zero.h"
 #include "detail/all_gather_ivalues.h"
 #include "detail/host_name.h"
 #include "detail/join.h"
@@ -80,28 +81,15 @@ std::optional<AgreedFile> read_agreed(const std::function<std::optional<std::str
   const int me = group.rank();
 
   // 1. Rank 0 chooses the file and announces its identity (or an error, or none).
-  c10::IValue announcement;
-  if (me == 0) {
-    auto decided = new_dict();
-    try {
-      const auto path = choose();
-      if (path) {
-        const FileIdentity id = identify_checkpoint_file(*path);
-        decided.insert("path", *path);
-        decided.insert("size", static_cast<int64_t>(id.size));
-        decided.insert("crc", static_cast<int64_t>(id.crc));
-        decided.insert("recorded", id.recorded);
-      }
-    } catch (const CheckpointError& e) {
-      decided.insert("error", std::string(e.what()));
-    }
-    announcement = decided;
-  }
-  const auto decided = all_gather_ivalues(announcement).get(0).toGenericDict();
-  if (decided.contains("error")) {
-    const std::string error = decided.at("error").toStringRef();
-    throw CheckpointError(me == 0 ? error : error + " (raised on rank 0, which reads first)");
-  }
+  const auto decided = decided_on_rank_zero([&](c10::impl::GenericDict& decided) {
+    const auto path = choose();
+    if (!path) return;
+    const FileIdentity id = identify_checkpoint_file(*path);
+    decided.insert("path", *path);
+    decided.insert("size", static_cast<int64_t>(id.size));
+    decided.insert("crc", static_cast<int64_t>(id.crc));
+    decided.insert("recorded", id.recorded);
+  });
   if (!decided.contains("path")) return std::nullopt;
   const std::string path = decided.at("path").toStringRef();
   const FileIdentity expected{static_cast<uint64_t>(decided.at("size").toInt()),

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "detail/all_gather_ivalues.h"
 #include "rankwise/error.h"
 #include "rankwise/process_group.h"
 
@@ -47,6 +48,27 @@ void on_rank_zero(const std::function<void()>& work, const std::string& what) {
     throw CheckpointError(error + " (raised on rank " + std::to_string(my_rank) + " for " + what +
                           ")");
   }
+}
+
+c10::impl::GenericDict decided_on_rank_zero(const std::function<void(c10::impl::GenericDict&)>& decide) {
+  const int me = is_initialized() ? process_group().rank() : 0;
+  c10::impl::GenericDict decided(c10::StringType::get(), c10::AnyType::get());
+  if (me == 0) {
+    try {
+      decide(decided);
+    } catch (const CheckpointError& e) {
+      decided = c10::impl::GenericDict(c10::StringType::get(), c10::AnyType::get());
+      decided.insert("error", std::string(e.what()));
+    }
+  }
+  if (is_initialized() && process_group().world_size() > 1) {
+    decided = all_gather_ivalues(c10::IValue(decided)).get(0).toGenericDict();
+  }
+  if (decided.contains("error")) {
+    const std::string error = decided.at("error").toStringRef();
+    throw CheckpointError(me == 0 ? error : error + " (raised on rank 0, which decides)");
+  }
+  return decided;
 }
 
 }  // namespace rankwise::detail

@@ -1,4 +1,6 @@
 #pragma once
+#include <ATen/core/Dict.h>
+
 #include <functional>
 #include <string>
 
@@ -10,5 +12,13 @@ namespace rankwise::detail {
 /// done. If `work` throws on rank 0, every rank throws CheckpointError with
 /// its message and `what` (e.g. "the save by rank 0").
 void on_rank_zero(const std::function<void()>& work, const std::string& what);
+
+/// A decision taken on rank 0 and known to every rank: rank 0 calls `decide`
+/// on an empty dict (string keys; strings, ints, bools as values) and every
+/// rank returns what it put there (all_gather_ivalues). A CheckpointError that
+/// `decide` throws on rank 0 is thrown on every rank (" (raised on rank 0, ...)"
+/// added on the others). Collective: every rank, same order; without a
+/// process group it just calls `decide`.
+c10::impl::GenericDict decided_on_rank_zero(const std::function<void(c10::impl::GenericDict&)>& decide);
 
 }  // namespace rankwise::detail

@@ -1,0 +1,48 @@
+#include "checkpoint/detail/sharded_complete.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include "checkpoint/detail/atomic_file.h"
+#include "checkpoint/detail/sharded_manifest.h"
+#include "rankwise/error.h"
+
+namespace rankwise::detail {
+
+void check_sharded_complete(const std::string& dir) {
+  const auto fail = [&](const std::string& why) {
+    throw CheckpointError("rankwise: sharded checkpoint '" + dir + "' is incomplete: " + why);
+  };
+  struct stat info {};
+  if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) fail("it is not a directory");
+  const std::string metadata = dir + "/" + kMetadataName;
+  const std::string manifest_path = dir + "/" + kManifestName;
+  if (::access(metadata.c_str(), F_OK) != 0) fail("it has no " + std::string(kMetadataName));
+  if (::access(manifest_path.c_str(), F_OK) != 0) fail("it has no " + std::string(kManifestName));
+  const std::string bytes = read_file(metadata);
+  const Manifest manifest = manifest_from_json(read_file(manifest_path), manifest_path);
+  if (crc32_of(bytes.data(), bytes.size()) != manifest.metadata_crc32) {
+    fail("its .metadata does not match the CRC-32 its manifest records");
+  }
+  std::map<std::string, int64_t> needed;  // data file -> bytes its chunks reach
+  for (const auto& c : manifest.chunks) needed[c.file] = std::max(needed[c.file], c.offset + c.length);
+  for (const auto& [file, end] : needed) {
+    if (file.find('/') != std::string::npos || file == "." || file == "..") {
+      fail("its manifest names the data file '" + file + "', which is not a file name inside the directory");
+    }
+    if (::stat((dir + "/" + file).c_str(), &info) != 0) {
+      fail("data file '" + file + "': " + std::strerror(errno));
+    }
+    if (static_cast<int64_t>(info.st_size) < end) {
+      fail("data file '" + file + "' has " + std::to_string(info.st_size) + " bytes, its chunks reach byte " +
+           std::to_string(end) + " (truncated)");
+    }
+  }
+}
+
+}  // namespace rankwise::detail

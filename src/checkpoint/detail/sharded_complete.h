@@ -1,0 +1,16 @@
+#pragma once
+// Whether a sharded checkpoint directory is complete, cheaply: what
+// ShardedCheckpointManager::latest() asks of each candidate before every rank
+// reads (and verifies) its chunks.
+#include <string>
+
+namespace rankwise::detail {
+
+/// Throws CheckpointError, naming `dir` and what is wrong, unless `dir` has
+/// `.metadata` and `.rankwise-manifest.json`, the manifest records the CRC-32
+/// of that `.metadata`, and every data file the manifest names is at least
+/// as long as the records of its chunks. Reads the two small files and stats
+/// the data files; the chunks' bytes are verified when they are loaded.
+void check_sharded_complete(const std::string& dir);
+
+}  // namespace rankwise::detail

@@ -1,0 +1,95 @@
+// A worker for the ShardedCheckpointManager tests (tests/unit/test_sharded_manager.cpp).
+// Run it through rankwise-run (or with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set):
+//
+//   torch_sharded_manager save ROOT FROM TO KEEP   saves steps FROM..TO (as step*100), keep_last KEEP
+//   torch_sharded_manager load ROOT                load_latest_collective() at this world size, and
+//                                                  compares with the values of the step it names
+//
+// The state of step s: "w" float32 [10] by rows, value 1000*s + i; "n" int64
+// [6, 2] by rows, value s*1000000000007 + i; "b" replicated float64 [2], value s + i/4.
+// Prints "rank R: saved step S", "rank R: loaded step S, values ok" or "rank R: loaded none",
+// or "rank R: error: ..." (exit 1).
+#include <ATen/ATen.h>
+
+#include <iostream>
+#include <string>
+
+#include "rankwise/checkpoint/sharded_manager.h"
+#include "rankwise/error.h"
+#include "rankwise/process_group.h"
+
+namespace {
+
+rankwise::ShardedState state_of(int64_t s, int rank, int world, bool zeros) {
+  at::Tensor w = at::arange(10, at::kFloat) + 1000.0 * static_cast<double>(s);
+  at::Tensor n = at::arange(12, at::kLong).reshape({6, 2}) + s * int64_t{1000000000007};
+  at::Tensor b = at::arange(2, at::kDouble) / 4 + static_cast<double>(s);
+  if (zeros) {
+    w = at::zeros_like(w);
+    n = at::zeros_like(n);
+    b = at::zeros_like(b);
+  }
+  rankwise::ShardedState state;
+  state.emplace("w", rankwise::shard_rows(w, rank, world));
+  state.emplace("n", rankwise::shard_rows(n, rank, world));
+  state.emplace("b", b);
+  return state;
+}
+
+// Whether every chunk of `got` equals the same rows of `want`.
+bool equal(const rankwise::ShardedState& got, const rankwise::ShardedState& want) {
+  for (const auto& [key, entry] : want) {
+    if (const auto* s = std::get_if<rankwise::ShardedTensor>(&entry)) {
+      const auto& g = std::get<rankwise::ShardedTensor>(got.at(key));
+      for (std::size_t c = 0; c < s->chunks().size(); ++c) {
+        if (!at::equal(s->chunks()[c].data, g.chunks()[c].data)) return false;
+      }
+    } else if (!at::equal(std::get<at::Tensor>(entry), std::get<at::Tensor>(got.at(key)))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 2 ? argv[1] : "";
+  if (!((mode == "save" && argc == 6) || (mode == "load" && argc == 3))) {
+    std::cerr << "usage: torch_sharded_manager save ROOT FROM TO KEEP | load ROOT\n";
+    return 2;
+  }
+  int rank = 0;
+  try {
+    auto& group = rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+    rank = group.rank();
+    const int world = group.world_size();
+    rankwise::CheckpointManagerOptions options(argv[2]);
+    if (mode == "save") options.keep_last(std::stoll(argv[5]));
+    rankwise::ShardedCheckpointManager manager(options);
+    if (mode == "save") {
+      for (int64_t s = std::stoll(argv[3]); s <= std::stoll(argv[4]); ++s) {
+        manager.save(state_of(s, rank, world, false), s * 100);
+        std::cout << "rank " << rank << ": saved step " << s << std::endl;
+      }
+      return 0;
+    }
+    auto state = state_of(0, rank, world, true);
+    const auto path = manager.load_latest_collective(state);
+    if (!path) {
+      std::cout << "rank " << rank << ": loaded none" << std::endl;
+      return 0;
+    }
+    const int64_t step = std::stoll(path->substr(path->size() - 10)) / 100;
+    if (!equal(state, state_of(step, rank, world, false))) {
+      std::cout << "rank " << rank << ": error: the values loaded from " << *path << " differ from step " << step
+                << std::endl;
+      return 1;
+    }
+    std::cout << "rank " << rank << ": loaded step " << step << ", values ok" << std::endl;
+    return 0;
+  } catch (const std::exception& e) {
+    std::cout << "rank " << rank << ": error: " << e.what() << std::endl;
+    return 1;
+  }
+}
