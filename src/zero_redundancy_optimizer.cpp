@@ -198,7 +198,7 @@ const c10::IValue& entry(const Dict& d, const char* key, const std::string& what
 }
 }  // namespace
 
-c10::IValue ZeroRedundancyOptimizer::state_dict() const {
+c10::impl::GenericDict ZeroRedundancyOptimizer::local_share() const {
   // This rank's share, indexed as the whole optimizer indexes: per-parameter
   // state by parameter index, group options by group index.
   Dict state = index_dict(), groups = index_dict();
@@ -218,31 +218,41 @@ c10::IValue ZeroRedundancyOptimizer::state_dict() const {
   Dict mine = string_dict();
   mine.insert("state", state);
   mine.insert("param_groups", groups);
-  const c10::List<c10::IValue> all = detail::all_gather_ivalues(mine);
+  return mine;
+}
 
-  std::map<int64_t, c10::IValue> merged_state;
-  std::vector<c10::optional<Dict>> merged_groups(group_params_.size());
-  for (const c10::IValue& share : all) {
-    const Dict d = share.toGenericDict();
-    for (const auto& e : d.at("state").toGenericDict()) merged_state.emplace(e.key().toInt(), e.value());
-    for (const auto& e : d.at("param_groups").toGenericDict()) {
-      auto& g = merged_groups.at(static_cast<std::size_t>(e.key().toInt()));
+c10::List<c10::IValue> ZeroRedundancyOptimizer::merged_param_groups(const c10::List<c10::IValue>& shares) const {
+  std::vector<c10::optional<Dict>> merged(group_params_.size());
+  for (const c10::IValue& share : shares) {
+    for (const auto& e : share.toGenericDict().at("param_groups").toGenericDict()) {
+      auto& g = merged.at(static_cast<std::size_t>(e.key().toInt()));
       if (!g) g = e.value().toGenericDict();  // the lowest rank's options (all ranks agree)
+    }
+  }
+  c10::List<c10::IValue> out(c10::AnyType::get());
+  for (std::size_t g = 0; g < group_params_.size(); ++g) {
+    Dict options = merged[g]->copy();  // every group has an owner (none is empty)
+    c10::List<int64_t> indices;
+    for (const std::size_t i : group_params_[g]) indices.push_back(static_cast<int64_t>(i));
+    options.insert("params", indices);
+    out.push_back(options);
+  }
+  return out;
+}
+
+c10::IValue ZeroRedundancyOptimizer::state_dict() const {
+  const c10::List<c10::IValue> all = detail::all_gather_ivalues(local_share());
+  std::map<int64_t, c10::IValue> merged_state;
+  for (const c10::IValue& share : all) {
+    for (const auto& e : share.toGenericDict().at("state").toGenericDict()) {
+      merged_state.emplace(e.key().toInt(), e.value());
     }
   }
   Dict out_state = index_dict();
   for (const auto& [index, value] : merged_state) out_state.insert(index, value);
-  c10::List<c10::IValue> out_groups(c10::AnyType::get());
-  for (std::size_t g = 0; g < group_params_.size(); ++g) {
-    Dict options = merged_groups[g]->copy();  // every group has an owner (none is empty)
-    c10::List<int64_t> indices;
-    for (const std::size_t i : group_params_[g]) indices.push_back(static_cast<int64_t>(i));
-    options.insert("params", indices);
-    out_groups.push_back(options);
-  }
   Dict result = string_dict();
   result.insert("state", out_state);
-  result.insert("param_groups", out_groups);
+  result.insert("param_groups", merged_param_groups(all));
   return result;
 }
 

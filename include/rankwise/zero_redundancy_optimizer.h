@@ -37,8 +37,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
+
+#include "rankwise/checkpoint/sharded_checkpoint.h"
+#include "rankwise/checkpoint/sharded_metadata.h"
 
 namespace rankwise {
 
@@ -115,12 +120,53 @@ class ZeroRedundancyOptimizer {
   /// throws (shapes, missing keys).
   void load_state_dict(const c10::IValue& state_dict);
 
+  /// This rank's share of the optimizer state as entries of a sharded
+  /// checkpoint, for save_sharded() (checkpoint/sharded_checkpoint.h): no
+  /// rank gathers the state, each rank writes only its own partition's.
+  /// Keys (DCP's flattening of state_dict(), levels joined by dots):
+  ///   "<prefix>state.<i>.<name>"   a ShardedTensor per state tensor of
+  ///       parameter i (indexed as state_dict() indexes; Adam: step [] float32,
+  ///       exp_avg and exp_avg_sq of the parameter's shape and dtype): its
+  ///       owning rank holds the whole tensor as its one chunk (the
+  ///       optimizer's own tensor when on the CPU, else a CPU copy), every
+  ///       other rank no chunk;
+  ///   "<prefix>param_groups.<g>.<option>"   an ObjectEntry per option of
+  ///       group g (lr, betas, eps, ...) and "params", its parameters' indices,
+  ///       as state_dict() holds them.
+  /// Save it before the next step(). Collective: every rank, same order (one
+  /// all_gather of each rank's state keys, shapes and dtypes and its groups'
+  /// options; no tensor data). Throws CheckpointError for an optimizer type
+  /// optimizer_state_dict() does not know.
+  ShardedState sharded_state_dict(const std::string& prefix = "optim.") const;
+
+  /// Targets for load_sharded() of the entries under `prefix` of a sharded
+  /// checkpoint whose keys are `stored` (read_sharded_metadata()), at this
+  /// world size, saved at any: a zero-filled CPU chunk for every state tensor
+  /// of the parameters this rank owns now, no chunk for the others, and an
+  /// empty ObjectEntry per option. Add them to the ShardedState you load (with
+  /// the model's entries), load it, then call load_sharded_state_dict(). Local
+  /// (no communication). Throws CheckpointError when no key has `prefix`, or
+  /// a key under it is not of the two forms above or names a parameter or
+  /// group this optimizer does not have.
+  ShardedState sharded_state_dict_to_load(const std::map<std::string, ShardedEntryMetadata>& stored,
+                                          const std::string& prefix = "optim.") const;
+
+  /// Restores the state from the entries of sharded_state_dict_to_load()
+  /// once load_sharded() filled them: builds the state_dict and calls
+  /// load_state_dict() (so its checks and errors hold). Local (no
+  /// communication); call it on every rank.
+  void load_sharded_state_dict(const ShardedState& loaded, const std::string& prefix = "optim.");
+
   /// Bytes of this rank's optimizer state tensors (the per-parameter state:
   /// exp_avg, exp_avg_sq, momentum buffers, step counters). No communication.
   std::int64_t local_state_bytes() const;
 
  private:
   void init(std::vector<torch::optim::OptimizerParamGroup> groups, Factory& make_optimizer);
+  /// {"state": {parameter index: this rank's state}, "param_groups": {group index: options}}.
+  c10::impl::GenericDict local_share() const;
+  /// Every group's options (the lowest rank's that has a share) with its "params", from all ranks' local_share().
+  c10::List<c10::IValue> merged_param_groups(const c10::List<c10::IValue>& shares) const;
 
   std::vector<torch::Tensor> params_;
   std::vector<int> owner_;

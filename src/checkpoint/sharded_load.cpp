@@ -11,6 +11,7 @@ void load_sharded(const std::string& dir, ShardedState& state) {
   detail::ShardedReader reader(detail::without_trailing_slash(dir), "load_sharded");
   reader.open(reader.read_files());
   for (const auto& piece : reader.plan(state)) reader.copy(piece);
+  reader.read_objects(state);
 }
 
 }  // namespace rankwise

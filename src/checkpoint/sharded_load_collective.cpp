@@ -106,6 +106,9 @@ void load_sharded_collective(const std::string& dir_in, ShardedState& state, Col
       for (const auto& [key, t] : reader.metadata().tensors) {
         for (const auto& c : t.chunks) ends[c.relative_path] = std::max(ends[c.relative_path], c.offset + c.length);
       }
+      for (const auto& [key, o] : reader.metadata().objects) {
+        ends[o.relative_path] = std::max(ends[o.relative_path], o.offset + o.length);
+      }
       for (const auto& [file, end] : ends) {
         struct stat st {};
         if (::stat((dir + "/" + file).c_str(), &st) == 0 && st.st_size >= end) {
@@ -129,10 +132,13 @@ void load_sharded_collective(const std::string& dir_in, ShardedState& state, Col
     return out;
   };
 
-  // 1. The records' headers and trailers of files this rank does not see.
-  auto fetched = detail::exchange_ranges(error.empty() ? remote(reader.record_ranges(pieces))
-                                                       : std::vector<detail::ByteRange>{},
-                                         error, files, kWhat, false);
+  // 1. The records' headers and trailers, and the objects' records, of files this rank does not see.
+  std::vector<detail::ByteRange> records;
+  if (error.empty()) {
+    records = reader.record_ranges(pieces);
+    for (auto& range : reader.object_ranges(state)) records.push_back(std::move(range));
+  }
+  auto fetched = detail::exchange_ranges(remote(records), error, files, kWhat, false);
   reader.serve_from(local, std::move(fetched));
   // 2. The storage bytes those records hold that this rank needs.
   std::vector<detail::ByteRange> data;
@@ -147,6 +153,7 @@ void load_sharded_collective(const std::string& dir_in, ShardedState& state, Col
   // 3. Every byte verified against the manifest as it is copied; a failure on any rank is raised on every rank.
   try {
     for (const auto& piece : pieces) reader.copy(piece);
+    reader.read_objects(state);
   } catch (const std::exception& e) {
     error = e.what();
   }

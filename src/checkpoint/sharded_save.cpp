@@ -19,6 +19,7 @@
 #include "checkpoint/detail/dcp_metadata.h"
 #include "checkpoint/detail/dtype_names.h"
 #include "checkpoint/detail/fault_injection.h"
+#include "checkpoint/detail/object_record.h"
 #include "checkpoint/detail/sharded_manifest.h"
 #include "checkpoint/detail/tensor_record.h"
 #include "detail/all_gather_ivalues.h"
@@ -102,6 +103,22 @@ detail::ManifestChunk write_chunk(detail::AtomicFile& out, const std::string& fi
   return c;
 }
 
+// Appends an object's torch.save record to `out` (rank 0); returns its manifest entry: the whole
+// record is its "header" (no storage, no blocks).
+detail::ManifestChunk write_object(detail::AtomicFile& out, const std::string& file, const std::string& key,
+                                   const std::vector<char>& bytes) {
+  detail::ManifestChunk c;
+  c.key = key;
+  c.file = file;
+  c.offset = static_cast<int64_t>(out.size());
+  c.length = static_cast<int64_t>(bytes.size());
+  c.data_begin = c.length;
+  c.header_crc32 = detail::crc32_of(bytes.data(), bytes.size());
+  c.trailer_crc32 = detail::crc32_of(bytes.data(), 0);
+  out.write(bytes.data(), bytes.size());
+  return c;
+}
+
 // This rank's data file; returns its report for rank 0.
 json write_part(const std::string& tmp, int rank, int leader, const ShardedState& state) {
   const std::string file = "__" + std::to_string(rank) + "_0.distcp";
@@ -115,6 +132,10 @@ json write_part(const std::string& tmp, int rank, int leader, const ShardedState
         if (chunk.data.numel() == 0) continue;
         chunks.push_back(write_chunk(out, file, key, chunk.offsets, chunk.data));
       }
+    } else if (const auto* object = std::get_if<ObjectEntry>(&entry)) {
+      const std::vector<char> bytes = detail::object_record_bytes(object->value, key);
+      entries[key] = {{"object", detail::crc32_of(bytes.data(), bytes.size())}};
+      if (rank == 0) chunks.push_back(write_object(out, file, key, bytes));
     } else {
       const auto& tensor = std::get<at::Tensor>(entry);
       if (!tensor.defined() || !tensor.device().is_cpu()) {
@@ -130,6 +151,38 @@ json write_part(const std::string& tmp, int rank, int leader, const ShardedState
   out.commit();
   return {{"ok", true},   {"leader", leader}, {"host", detail::host_name()}, {"file", file},
           {"entries", entries}, {"chunks", json::parse(detail::chunks_to_json(chunks))}};
+}
+
+// Throws naming the first key where rank `r`'s entries differ from rank 0's.
+void check_same_entries(const std::string& dir, const json& zero, const json& other, int r) {
+  if (other == zero) return;
+  std::string key;
+  for (const auto& [k, e] : zero.items()) {
+    if (!other.contains(k) || other.at(k) != e) {
+      key = k;
+      break;
+    }
+  }
+  if (key.empty()) {
+    for (const auto& [k, e] : other.items()) {
+      if (!zero.contains(k)) {
+        key = k;
+        break;
+      }
+    }
+  }
+  const auto text = [&](const json& entries) {
+    if (!entries.contains(key)) return std::string("no such key");
+    const json& e = entries.at(key);
+    if (e.contains("object")) return fmt::format("an object whose pickle has CRC-32 {:08x}", e.at("object").get<uint32_t>());
+    return fmt::format("{} [{}]{}", e.at("dtype").get<std::string>(),
+                       fmt::join(e.at("shape").get<std::vector<int64_t>>(), ", "),
+                       e.at("replicated").get<bool>() ? " replicated" : "");
+  };
+  throw CheckpointError(fmt::format(
+      "rankwise: save_sharded('{}'): rank {} and rank 0 differ at '{}': rank 0 has {}, rank {} has {}. Every rank "
+      "must pass the same keys with the same global shapes, dtypes and object values",
+      dir, r, key, text(zero), r, text(other)));
 }
 
 // Throws unless `dir` is absent, an empty directory or a sharded checkpoint.
@@ -184,14 +237,7 @@ void prepare(const std::string& dir, const std::string& tmp, const std::vector<s
                                       dir, failures.size(), fmt::join(failures, "; ")));
   }
   const json& entries = parts[0].at("entries");
-  for (int r = 1; r < world; ++r) {
-    if (parts[static_cast<std::size_t>(r)].at("entries") != entries) {
-      throw CheckpointError(fmt::format(
-          "rankwise: save_sharded('{}'): rank {} saves other keys, shapes or dtypes than rank 0 (rank 0: {}; rank "
-          "{}: {}). Every rank must pass the same keys with the same global shapes and dtypes",
-          dir, r, entries.dump(), r, parts[static_cast<std::size_t>(r)].at("entries").dump()));
-    }
-  }
+  for (int r = 1; r < world; ++r) check_same_entries(dir, entries, parts[static_cast<std::size_t>(r)].at("entries"), r);
   detail::DcpMetadata metadata;
   detail::Manifest manifest;
   manifest.world_size = world;
@@ -210,12 +256,21 @@ void prepare(const std::string& dir, const std::string& tmp, const std::vector<s
     if (std::find(node.hosts.begin(), node.hosts.end(), host) == node.hosts.end()) node.hosts.push_back(host);
   }
   for (const auto& [key, e] : entries.items()) {
+    if (e.contains("object")) {
+      metadata.objects[key] = detail::DcpObject{};
+      continue;
+    }
     detail::DcpTensor& t = metadata.tensors[key];
     t.dtype = detail::dtype_names(e.at("dtype").get<std::string>(), false)->type;
     t.size = e.at("shape").get<std::vector<int64_t>>();
   }
   for (const auto& part : parts) {
     for (auto& c : detail::chunks_from_json(part.at("chunks").dump(), "a rank's report")) {
+      if (auto object = metadata.objects.find(c.key); object != metadata.objects.end()) {
+        object->second = detail::DcpObject{c.file, c.offset, c.length};
+        manifest.chunks.push_back(std::move(c));
+        continue;
+      }
       detail::DcpTensor& t = metadata.tensors.at(c.key);
       detail::DcpChunk chunk;
       chunk.offsets = c.offsets;
@@ -225,6 +280,12 @@ void prepare(const std::string& dir, const std::string& tmp, const std::vector<s
       chunk.length = c.length;
       t.chunks.push_back(std::move(chunk));
       manifest.chunks.push_back(std::move(c));
+    }
+  }
+  for (const auto& [key, object] : metadata.objects) {
+    if (object.relative_path.empty()) {
+      throw CheckpointError("rankwise: save_sharded('" + dir + "'): rank 0 reported no record of the object '" + key +
+                            "' (a bug in rankwise)");
     }
   }
   for (const auto& [key, t] : metadata.tensors) {

@@ -1,7 +1,10 @@
-// torch_zero_resume save|resume DIR: ZeroRedundancyOptimizer's consolidated
+// torch_zero_resume save|resume|resume-sharded DIR: ZeroRedundancyOptimizer's
 // state across a change of world size (tests/e2e/zero_resume_world_size.sh).
-//   save    DDP + ZeroRedundancyOptimizer(Adam) for 10 steps; rank 0 writes
-//           DIR/state.pt: the model and zero.state_dict().
+//   save    DDP + ZeroRedundancyOptimizer(Adam, two parameter groups) for 10
+//           steps; rank 0 writes DIR/state.pt: the model and
+//           zero.state_dict() (consolidated); then every rank writes its
+//           own partition's state with the model into the sharded
+//           checkpoint DIR/sharded (save_sharded of sharded_state_dict()).
 //   resume  at any world size: every rank loads DIR/state.pt into a
 //           ZeroRedundancyOptimizer and, as the reference, into a plain Adam
 //           over a second copy of the model. Checks (exit 1 naming what
@@ -9,10 +12,19 @@
 //           one tensor for tensor; after 10 more DDP steps each, the models
 //           agree within 1e-6, the ZeRO optimizer's state equals the plain
 //           one's within 1e-6, and every rank's replica is bitwise equal.
+//   resume-sharded  the same, the ZeRO optimizer and the model loaded from
+//           DIR/sharded (read_sharded_metadata, sharded_state_dict_to_load,
+//           load_sharded): its gathered state_dict() must equal DIR/state.pt's
+//           exactly, group options included, and every state tensor must
+//           have been stored as one chunk (by its owner alone).
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <sstream>
 #include <string>
 
+#include "rankwise/checkpoint/sharded_checkpoint.h"
+#include "rankwise/checkpoint/sharded_metadata.h"
 #include "rankwise/rankwise.h"
 #include "rankwise/zero_redundancy_optimizer.h"
 
@@ -35,6 +47,34 @@ rankwise::ZeroRedundancyOptimizer::Factory adam() {
     return std::make_unique<torch::optim::Adam>(std::move(groups),
                                                 torch::optim::AdamOptions(0.01));
   };
+}
+
+// Two groups: fc1 with the defaults, the rest with its own learning rate and betas.
+std::vector<torch::optim::OptimizerParamGroup> groups_of(const std::vector<torch::Tensor>& params, Net& net) {
+  std::vector<torch::Tensor> first, rest;
+  const auto fc1 = net.fc1->parameters();
+  for (const auto& p : params) {
+    const bool in_fc1 = std::any_of(fc1.begin(), fc1.end(), [&](const torch::Tensor& q) { return q.is_same(p); });
+    (in_fc1 ? first : rest).push_back(p);
+  }
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(first);
+  groups.emplace_back(rest, std::make_unique<torch::optim::AdamOptions>(
+                                torch::optim::AdamOptions(0.02).betas({0.8, 0.99})));
+  return groups;
+}
+
+// Options of every group equal: the same keys and values.
+void check_same_groups(const c10::IValue& a, const c10::IValue& b) {
+  const auto ga = a.toGenericDict().at("param_groups").toListRef();
+  const auto gb = b.toGenericDict().at("param_groups").toListRef();
+  if (ga.size() != gb.size()) throw rankwise::Error("the number of parameter groups differs");
+  for (std::size_t g = 0; g < ga.size(); ++g) {
+    std::ostringstream x, y;
+    x << ga[g];
+    y << gb[g];
+    if (x.str() != y.str()) throw rankwise::Error("group " + std::to_string(g) + " differs: " + x.str() + " vs " + y.str());
+  }
 }
 
 // `steps` DDP steps on this rank's batches (seeded by rank and step).
@@ -77,33 +117,58 @@ double max_state_diff(const c10::IValue& a, const c10::IValue& b) {
 }
 
 int run(int argc, char** argv) {
-  if (argc != 3) throw rankwise::ConfigError("usage: torch_zero_resume save|resume DIR");
+  if (argc != 3) throw rankwise::ConfigError("usage: torch_zero_resume save|resume|resume-sharded DIR");
   const std::string mode = argv[1], path = std::string(argv[2]) + "/state.pt";
+  const std::string sharded = std::string(argv[2]) + "/sharded";
   rankwise::init();
   torch::manual_seed(0);
   auto model = std::make_shared<Net>();
   rankwise::DistributedDataParallel ddp(model);
-  rankwise::ZeroRedundancyOptimizer zero(ddp.parameters(), adam());
+  rankwise::ZeroRedundancyOptimizer zero(groups_of(ddp.parameters(), *model), adam());
   if (mode == "save") {
     train(ddp, zero, 0, 10);
     rankwise::Checkpoint state;
     state.insert("model", rankwise::state_dict(*model));
     state.insert("optimizer", zero.state_dict());
     rankwise::save(path, state);
+    rankwise::ShardedState shards = zero.sharded_state_dict();
+    for (const auto& p : model->named_parameters()) shards.emplace("model." + p.key(), p.value().detach());
+    rankwise::save_sharded(sharded, shards);
     rankwise::print0("saved at world size {}", rankwise::world_size());
     return 0;
   }
-  if (mode != "resume") throw rankwise::ConfigError("mode must be save or resume, not " + mode);
+  if (mode != "resume" && mode != "resume-sharded") {
+    throw rankwise::ConfigError("mode must be save, resume or resume-sharded, not " + mode);
+  }
   const rankwise::Checkpoint state = rankwise::load(path);
-  rankwise::load_state_dict(*model, rankwise::to_state_dict(state.at("model")));
-  zero.load_state_dict(state.at("optimizer"));
-  const double reloaded = max_state_diff(zero.state_dict(), state.at("optimizer"));
+  if (mode == "resume") {
+    rankwise::load_state_dict(*model, rankwise::to_state_dict(state.at("model")));
+    zero.load_state_dict(state.at("optimizer"));
+  } else {
+    const auto stored = rankwise::read_sharded_metadata(sharded);
+    rankwise::ShardedState targets = zero.sharded_state_dict_to_load(stored);
+    for (const auto& p : model->named_parameters()) targets.emplace("model." + p.key(), torch::zeros_like(p.value()));
+    for (const auto& [key, entry] : stored) {
+      if (entry.is_tensor && key.rfind("optim.state.", 0) == 0 && entry.stored_chunks != 1) {
+        throw rankwise::Error(key + " was stored as " + std::to_string(entry.stored_chunks) + " chunks, not 1");
+      }
+    }
+    rankwise::load_sharded(sharded, targets);
+    zero.load_sharded_state_dict(targets);
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->named_parameters()) {
+      p.value().copy_(std::get<torch::Tensor>(targets.at("model." + p.key())));
+    }
+  }
+  const c10::IValue reloaded_state = zero.state_dict();
+  check_same_groups(reloaded_state, state.at("optimizer"));
+  const double reloaded = max_state_diff(reloaded_state, state.at("optimizer"));
   if (reloaded != 0) throw rankwise::Error("reloaded state differs by " + std::to_string(reloaded));
 
   auto plain_model = std::make_shared<Net>();
   rankwise::load_state_dict(*plain_model, rankwise::to_state_dict(state.at("model")));
   rankwise::DistributedDataParallel plain(plain_model);
-  torch::optim::Adam plain_opt(plain.parameters(), torch::optim::AdamOptions(0.01));
+  torch::optim::Adam plain_opt(groups_of(plain.parameters(), *plain_model), torch::optim::AdamOptions(0.01));
   rankwise::load_optimizer_state_dict(plain_opt, state.at("optimizer"));
 
   train(ddp, zero, 10, 10);
@@ -119,9 +184,10 @@ int run(int argc, char** argv) {
                           "Adam's by " + std::to_string(params) + ", optimizer state by " +
                           std::to_string(opt_state));
   }
-  rankwise::print0("resumed at world size {}: state identical; after 10 steps parameters within "
+  rankwise::print0("{} at world size {}: state identical; after 10 steps parameters within "
                    "{:.1e}, optimizer state within {:.1e} of plain Adam",
-                   rankwise::world_size(), params, opt_state);
+                   mode == "resume" ? "resumed" : "resumed from the sharded checkpoint", rankwise::world_size(),
+                   params, opt_state);
   return 0;
 }
 

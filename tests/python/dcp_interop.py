@@ -2,9 +2,10 @@
 (tests/unit/test_sharded_checkpoint.cpp).
 
   dcp_interop.py save DIR NPROC SEED       NPROC processes dcp.save the "python" set: DTensors
-                                           sharded by rows (Shard(0)) and a plain, replicated tensor
-  dcp_interop.py load DIR NPROC SET SEED   NPROC processes dcp.load every tensor of DIR and compare
-                                           them with expected() for SET: plain tensors at one process;
+                                           sharded by rows (Shard(0)), a plain, replicated tensor
+                                           and non-tensor values (an int, a float, a str)
+  dcp_interop.py load DIR NPROC SET SEED   NPROC processes dcp.load every entry of DIR and compare
+                                           them with expected() / expected_object() for SET: plain tensors at one process;
                                            beyond, DTensors sharded by rows (Shard(0)) at NPROC ranks
                                            (replicated tensors stay plain)
   dcp_interop.py convert DIR SET SEED      format_utils.dcp_to_torch_save(DIR, DIR + ".pt"), then
@@ -12,7 +13,7 @@
 
 Each process prints "rank R: ok" (or its error); the command exits 0 when every one succeeded.
 The processes meet over Gloo with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set here.
-SETS and expected() match tests/programs/torch_sharded_checkpoint.cpp.
+SETS, expected() and expected_object() match tests/programs/torch_sharded_checkpoint.cpp.
 """
 import os
 import socket
@@ -31,12 +32,21 @@ SETS = {
         ("rows_6x4", (6, 4), "float64", "rows"),
         ("flat_3x5", (3, 5), "float32", "flat"),
         ("replicated", (2, 3), "float32", "replicated"),
+        ("epoch", None, None, "object"),
+        ("lr", None, None, "object"),
+        ("betas", None, None, "object"),
+        ("name", None, None, "object"),
+        ("ids", None, None, "object"),
+        ("flags", None, None, "object"),
     ],
     "python": [
         ("a", (10,), "float32", "rows"),
         ("b", (6, 4), "int64", "rows"),
         ("c", (7,), "bfloat16", "rows"),
         ("rep", (3, 2), "float64", "replicated"),
+        ("epoch", None, None, "object"),
+        ("lr", None, None, "object"),
+        ("name", None, None, "object"),
     ],
 }
 
@@ -56,6 +66,21 @@ def expected(torch, shape, dtype, k, seed):
     return v.reshape(shape)
 
 
+def expected_object(key, seed):
+    return {
+        "epoch": seed * 7 + 3,
+        "lr": 0.25 + seed,
+        "betas": (0.5, 0.75 + seed),
+        "name": f"set-{seed}",
+        "ids": [seed, seed + 1, seed + 2],
+        "flags": [True, False, seed % 2 == 0],
+    }[key]
+
+
+def same_object(got, want):
+    return type(got) is type(want) and got == want
+
+
 def worker(mode, path, set_name, seed):
     import torch
     import torch.distributed as dist
@@ -73,6 +98,9 @@ def worker(mode, path, set_name, seed):
         mesh = init_device_mesh("cpu", (world,))
         state = {}
         for k, (key, shape, dtype, layout) in enumerate(specs, start=1):
+            if layout == "object":
+                state[key] = expected_object(key, seed)
+                continue
             full = expected(torch, shape, dtype, k, seed)
             if layout == "replicated":
                 state[key] = full
@@ -95,7 +123,12 @@ def worker(mode, path, set_name, seed):
             from torch.distributed.tensor import DTensor, Shard
 
             mesh = init_device_mesh("cpu", (world,))
+        objects = {}
         for k, (key, shape, dtype, layout) in enumerate(specs, start=1):
+            if layout == "object":
+                state[key] = None  # dcp.load replaces it with the stored value
+                objects[key] = expected_object(key, seed)
+                continue
             values = expected(torch, shape, dtype, k, seed)
             if layout == "flat":
                 values = values.reshape(-1)
@@ -113,12 +146,19 @@ def worker(mode, path, set_name, seed):
             got = state[key].to_local() if hasattr(state[key], "to_local") else state[key]
             if got.dtype != piece.dtype or not torch.equal(got, piece):
                 raise SystemExit(f"rank {rank}: '{key}' differs: {got} expected {piece}")
+        for key, want in objects.items():
+            if not same_object(state[key], want):
+                raise SystemExit(f"rank {rank}: object '{key}' is {state[key]!r}, expected {want!r}")
     else:  # convert: DCP's own converter to one torch.save file
         from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
         dcp_to_torch_save(path, path + ".pt")
         loaded = torch.load(path + ".pt")
         for k, (key, shape, dtype, layout) in enumerate(specs, start=1):
+            if layout == "object":
+                if not same_object(loaded[key], expected_object(key, seed)):
+                    raise SystemExit(f"object '{key}' is {loaded[key]!r} after dcp_to_torch_save")
+                continue
             values = expected(torch, shape, dtype, k, seed)
             if layout == "flat":
                 values = values.reshape(-1)

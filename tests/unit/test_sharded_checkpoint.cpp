@@ -15,6 +15,7 @@
 #include "rankwise/checkpoint/sharded_checkpoint.h"
 #include "rankwise/error.h"
 #include "support/shell.h"
+#include "support/sharded.h"
 #include "support/workers.h"
 
 namespace fs = std::filesystem;
@@ -77,12 +78,7 @@ void expect_equal(const rankwise::ShardedState& a, const rankwise::ShardedState&
 }
 
 std::string load_error(const fs::path& dir, rankwise::ShardedState state) {
-  try {
-    rankwise::load_sharded(dir.string(), state);
-  } catch (const rankwise::CheckpointError& e) {
-    return e.what();
-  }
-  return "no error";
+  return rankwise::test::sharded_load_error(dir.string(), std::move(state));
 }
 
 }  // namespace
@@ -375,7 +371,7 @@ TEST(ShardedCheckpointProcesses, SavedAtFourRanksLoadsAtOneTwoThreeAndEight) {
   for (int world : {1, 2, 3, 8}) {
     const auto out = run_worker(world, "check " + dir.string() + " rankwise 0");
     EXPECT_NE(out.find("exit=0"), std::string::npos) << "world size " << world << ":\n" << out;
-    EXPECT_EQ(count(out, "checked 10 tensors"), world) << out;
+    EXPECT_EQ(count(out, "checked 16 entries"), world) << out;
   }
   // The check can fail: other values (seed 1) are found different.
   const auto other = run_worker(2, "check " + dir.string() + " rankwise 1");
@@ -438,7 +434,7 @@ TEST(ShardedCheckpointProcesses, NodeLocalSaveOfTwoNodesLoadsAtOtherLayouts) {
   for (int world : {2, 3}) {
     const auto out = run_worker(world, "check-collective ckpt rankwise 0 " + disks + " 1");
     EXPECT_NE(out.find("exit=0"), std::string::npos) << "world size " << world << ":\n" << out;
-    EXPECT_EQ(count(out, "checked 10 tensors"), world) << out;
+    EXPECT_EQ(count(out, "checked 16 entries"), world) << out;
   }
   // Without the collective, a rank on node 1 cannot read node 0's files.
   const auto alone = run_worker(2, "check ckpt rankwise 0 " + disks + " 1");
@@ -469,7 +465,7 @@ TEST(ShardedCheckpointProcesses, KilledRankDuringANodeLocalSavePublishesNothingO
   EXPECT_EQ(shell("ls -a " + disks + "/node0 " + disks + "/node1 | grep -c rankwise-tmp"), "0\n");
   const auto check = run_worker(4, "check-collective ckpt rankwise 1 " + disks + " 2");
   EXPECT_NE(check.find("exit=0"), std::string::npos) << check;
-  EXPECT_EQ(count(check, "checked 10 tensors"), 4) << check;
+  EXPECT_EQ(count(check, "checked 16 entries"), 4) << check;
   fs::remove_all(logs);
 }
 
@@ -509,6 +505,6 @@ TEST(ShardedCheckpointPython, RankwiseReadsADcpSaveOfTwoRanksAtThreeRanks) {
   EXPECT_FALSE(fs::exists(dir / ".rankwise-manifest.json"));
   const auto out = run_worker(3, "check " + dir.string() + " python 6");
   EXPECT_NE(out.find("exit=0"), std::string::npos) << out;
-  EXPECT_EQ(count(out, "checked 4 tensors"), 3) << out;
+  EXPECT_EQ(count(out, "checked 7 entries"), 3) << out;
   fs::remove_all(dir.parent_path());
 }

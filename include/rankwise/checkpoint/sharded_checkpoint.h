@@ -15,6 +15,7 @@
 /// The format is described in docs/checkpoint-format.md.
 
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
 #include <map>
 #include <string>
@@ -25,15 +26,27 @@
 
 namespace rankwise {
 
+/// A value that is not a tensor: an int, float, bool, string or None, or a
+/// tuple, list or string-keyed dict of them (an optimizer's learning rate,
+/// its betas, an epoch counter). Stored as DCP stores a non-tensor value
+/// (BytesStorageMetadata): the torch.save bytes of the value, written once,
+/// by rank 0; Python's dcp.load gives it back as the Python value.
+struct ObjectEntry {
+  c10::IValue value;
+};
+
 /// One entry of a sharded checkpoint: a ShardedTensor (each rank its
-/// chunks), or a replicated tensor (CPU; the same on every rank).
-using ShardedEntry = std::variant<ShardedTensor, at::Tensor>;
+/// chunks), a replicated tensor (CPU; the same on every rank), or a
+/// replicated non-tensor value (the same on every rank).
+using ShardedEntry = std::variant<ShardedTensor, at::Tensor, ObjectEntry>;
 
 /// The content of a sharded checkpoint, by key (DCP's fully qualified name).
 using ShardedState = std::map<std::string, ShardedEntry>;
 
 /// Saves `state` into the directory `dir`. Collective: every rank, same
-/// order, the same keys with the same global shapes and dtypes.
+/// order, the same keys with the same global shapes and dtypes, and the
+/// same values of ObjectEntry entries (each rank's is pickled and its CRC-32
+/// compared; rank 0 writes it).
 ///
 /// Rank 0 creates a temporary sibling directory (`<dir>.rankwise-tmp.XXXXXX`)
 /// and tells the others its name; every other rank then creates the same
@@ -63,16 +76,20 @@ using ShardedState = std::map<std::string, ShardedEntry>;
 void save_sharded(const std::string& dir, const ShardedState& state);
 
 /// Fills the tensors of `state` from the sharded checkpoint `dir`, at any
-/// world size: each chunk (or replicated tensor) gets the elements of its
+/// world size, and replaces the value of every ObjectEntry with the stored
+/// one (whatever it held; list what a checkpoint holds with
+/// read_sharded_metadata()): each chunk (or replicated tensor) gets the elements of its
 /// box, read from the stored chunks that overlap it, and only the byte
-/// ranges that hold them (widened to the manifest's 1 MiB checksum blocks).
+/// ranges that hold them (widened to the manifest's checksum blocks, 256 KiB when rankwise saves).
 /// Every byte read is verified against the manifest's CRC-32s when the
 /// directory has one (rankwise wrote it); a directory Python's `dcp.save`
 /// wrote has none, so its bytes are read unverified. Local: any rank, no
 /// communication. Throws CheckpointError when `dir` is not a checkpoint,
 /// when keys are missing from it or present only in it (both listed), when
-/// a shape or dtype differs, when a chunk is not covered by the stored ones,
-/// and when a checksum fails (naming the file, the key and the stored
+/// a shape or dtype differs, when an entry is a tensor on one side and an
+/// object on the other, when a chunk is not covered by the stored ones, when
+/// a stored object is not a value libtorch can unpickle (a Python class
+/// instance), and when a checksum fails (naming the file, the key and the stored
 /// chunk's offsets). Every data file it needs must be on this rank's view
 /// of `dir`: after a save to node-local disks, or where the nodes' views of a
 /// network filesystem may be stale, use load_sharded_collective().

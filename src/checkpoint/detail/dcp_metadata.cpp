@@ -66,6 +66,18 @@ void write_properties(PickleWriter& w, c10::ScalarType dtype) {
   w.build();
 }
 
+// _StorageInfo(relative_path, offset, length): where a record lies.
+void write_storage_info(PickleWriter& w, const std::string& relative_path, int64_t offset, int64_t length) {
+  begin_dataclass(w, kFilesystemModule, "_StorageInfo");
+  w.string("relative_path");
+  w.string(relative_path);
+  w.string("offset");
+  w.integer(offset);
+  w.string("length");
+  w.integer(length);
+  end_dataclass(w);
+}
+
 // ---- reading ----
 
 [[noreturn]] void not_metadata(const std::string& path, const std::string& why) {
@@ -159,16 +171,23 @@ std::string pickle_dcp_metadata(const DcpMetadata& metadata) {
     w.appends();
     end_dataclass(w);
   }
+  for (const auto& [key, object] : metadata.objects) {
+    w.string(key);
+    begin_dataclass(w, kModule, "BytesStorageMetadata");
+    end_dataclass(w);
+  }
   w.set_items();
   w.string("planner_data");
   w.empty_dict();
   w.mark();
-  for (const auto& [key, tensor] : metadata.tensors) {
+  const auto planner_entry = [&](const std::string& key) {
     w.string(key);
     w.mark();
     w.string(key);
     w.tuple();
-  }
+  };
+  for (const auto& [key, tensor] : metadata.tensors) planner_entry(key);
+  for (const auto& [key, object] : metadata.objects) planner_entry(key);
   w.set_items();
   w.string("storage_data");
   w.empty_dict();
@@ -184,15 +203,19 @@ std::string pickle_dcp_metadata(const DcpMetadata& metadata) {
       w.string("offset");
       write_size(w, chunk.offsets);
       end_dataclass(w);
-      begin_dataclass(w, kFilesystemModule, "_StorageInfo");
-      w.string("relative_path");
-      w.string(chunk.relative_path);
-      w.string("offset");
-      w.integer(chunk.offset);
-      w.string("length");
-      w.integer(chunk.length);
-      end_dataclass(w);
+      write_storage_info(w, chunk.relative_path, chunk.offset, chunk.length);
     }
+  }
+  for (const auto& [key, object] : metadata.objects) {
+    begin_dataclass(w, kModule, "MetadataIndex");
+    w.string("fqn");
+    w.string(key);
+    w.string("index");
+    w.none();
+    w.string("offset");
+    w.none();
+    end_dataclass(w);
+    write_storage_info(w, object.relative_path, object.offset, object.length);
   }
   w.set_items();
   w.string("storage_meta");
@@ -212,9 +235,12 @@ DcpMetadata unpickle_dcp_metadata(const std::string& bytes, const std::string& p
   for (std::size_t i = 0; i + 1 < entries->items.size(); i += 2) {
     const std::string key = read_string(entries->items[i], path);
     const auto& entry = entries->items[i + 1];
-    if (!is_object_of(entry, std::string(kModule) + ".TensorStorageMetadata")) {
-      out.others.push_back(key);
+    if (is_object_of(entry, std::string(kModule) + ".BytesStorageMetadata")) {
+      out.objects.emplace(key, DcpObject{});
       continue;
+    }
+    if (!is_object_of(entry, std::string(kModule) + ".TensorStorageMetadata")) {
+      not_metadata(path, "the entry of '" + key + "' is neither a TensorStorageMetadata nor a BytesStorageMetadata");
     }
     DcpTensor tensor;
     tensor.dtype = read_dtype(need(entry, "properties", path), key, path);
@@ -243,22 +269,31 @@ DcpMetadata unpickle_dcp_metadata(const std::string& bytes, const std::string& p
     const auto& index = storage->items[i];
     const auto& info = storage->items[i + 1];
     const std::string key = read_string(need(index, "fqn", path), path);
+    auto transforms = info ? info->attribute("transform_descriptors") : nullptr;
+    if (transforms && transforms->kind == PickleValue::Kind::kList && !transforms->items.empty()) {
+      throw CheckpointError("rankwise: '" + path + "': the record of '" + key +
+                            "' is stored with transforms (e.g. compression), which rankwise does not read");
+    }
+    if (auto object = out.objects.find(key); object != out.objects.end()) {
+      object->second.relative_path = read_string(need(info, "relative_path", path), path);
+      object->second.offset = read_int(need(info, "offset", path), path);
+      object->second.length = read_int(need(info, "length", path), path);
+      continue;
+    }
     auto it = out.tensors.find(key);
-    if (it == out.tensors.end()) continue;  // a non-tensor entry
+    if (it == out.tensors.end()) not_metadata(path, "storage_data names '" + key + "', which has no entry");
     auto offset = index->attribute("offset");
     const auto offsets = offset && offset->kind != PickleValue::Kind::kNone ? read_size(offset, path)
                                                                              : std::vector<int64_t>{};
-    auto transforms = info->attribute("transform_descriptors");
-    if (transforms && transforms->kind == PickleValue::Kind::kList && !transforms->items.empty()) {
-      throw CheckpointError("rankwise: '" + path + "': the chunk of '" + key +
-                            "' is stored with transforms (e.g. compression), which rankwise does not read");
-    }
     for (auto& chunk : it->second.chunks) {
       if (chunk.offsets != offsets) continue;
       chunk.relative_path = read_string(need(info, "relative_path", path), path);
       chunk.offset = read_int(need(info, "offset", path), path);
       chunk.length = read_int(need(info, "length", path), path);
     }
+  }
+  for (const auto& [key, object] : out.objects) {
+    if (object.relative_path.empty()) not_metadata(path, "the object '" + key + "' has no storage entry");
   }
   for (const auto& [key, tensor] : out.tensors) {
     for (const auto& chunk : tensor.chunks) {

@@ -35,23 +35,30 @@ struct DcpTensor {
   std::vector<DcpChunk> chunks;
 };
 
+/// One non-tensor entry (BytesStorageMetadata): the torch.save record of a
+/// Python object, indexed in storage_data by MetadataIndex(fqn, None, None).
+struct DcpObject {
+  std::string relative_path;
+  int64_t offset = 0;  ///< bytes: where its record starts in that file
+  int64_t length = 0;  ///< bytes of that record
+};
+
 /// What rankwise uses of a `.metadata`.
 struct DcpMetadata {
   std::map<std::string, DcpTensor> tensors;
-  /// Keys whose entry is not a tensor (BytesStorageMetadata: pickled Python objects).
-  std::vector<std::string> others;
+  std::map<std::string, DcpObject> objects;
 };
 
 /// The pickle (protocol 2) of `metadata` as a `Metadata` that Python's
 /// torch 2.x reads: TensorProperties pickled as its __getstate__ returns it
 /// (the 5-element form, without strides, that every torch 2.x accepts),
 /// planner_data {key: (key,)} as DCP's default planner writes it, version
-/// "1.0.0", storage_meta None.
+/// "1.0.0", storage_meta None; objects as BytesStorageMetadata().
 std::string pickle_dcp_metadata(const DcpMetadata& metadata);
 
 /// Reads a `.metadata` pickle (any protocol Python writes). Throws
 /// CheckpointError naming `path` when it is not such a Metadata, holds a
-/// dtype rankwise does not know, or a chunk without its storage entry.
+/// dtype rankwise does not know, or a chunk or object without its storage entry.
 DcpMetadata unpickle_dcp_metadata(const std::string& bytes, const std::string& path);
 
 }  // namespace rankwise::detail

@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "checkpoint/detail/atomic_file.h"
+#include "checkpoint/detail/object_record.h"
 #include "checkpoint/detail/pread_all.h"
 #include "detail/where.h"
 #include "rankwise/error.h"
@@ -96,23 +97,32 @@ ShardedReader::Overlap ShardedReader::overlap(const DcpChunk& c, const TensorChu
 }
 
 std::vector<Piece> ShardedReader::plan(ShardedState& state) const {
-  std::vector<std::string> missing, extra;
+  std::vector<std::string> missing, extra, kinds;
   for (const auto& [key, entry] : state) {
-    if (!metadata_.tensors.count(key)) missing.push_back(key);
+    const bool object = std::holds_alternative<ObjectEntry>(entry);
+    if (!metadata_.tensors.count(key) && !metadata_.objects.count(key)) {
+      missing.push_back(key);
+    } else if (object != (metadata_.objects.count(key) > 0)) {
+      kinds.push_back(fmt::format("'{}' is {} in the checkpoint, {} in the state to load", key,
+                                  object ? "a tensor" : "an object (a non-tensor value)",
+                                  object ? "an ObjectEntry" : "a tensor"));
+    }
   }
   for (const auto& [key, tensor] : metadata_.tensors) {
     if (!state.count(key)) extra.push_back(key);
   }
-  for (const auto& key : metadata_.others) {
-    if (state.count(key)) missing.push_back(key + " (stored as Python bytes, not a tensor)");
+  for (const auto& [key, object] : metadata_.objects) {
+    if (!state.count(key)) extra.push_back(key + " (an object)");
   }
   if (!missing.empty() || !extra.empty()) {
     fail(fmt::format("the keys differ: wanted but not in the checkpoint: [{}]; in the checkpoint but not wanted: "
-                     "[{}]. Pass exactly the checkpoint's tensor keys",
+                     "[{}]. Pass exactly the checkpoint's keys (read_sharded_metadata() lists them)",
                      fmt::join(missing, ", "), fmt::join(extra, ", ")));
   }
+  if (!kinds.empty()) fail(fmt::format("{}", fmt::join(kinds, "; ")));
   std::vector<Piece> pieces;
   for (auto& [key, entry] : state) {
+    if (std::holds_alternative<ObjectEntry>(entry)) continue;
     const DcpTensor& stored = metadata_.tensors.at(key);
     std::vector<int64_t> shape;
     c10::ScalarType dtype;
@@ -167,6 +177,35 @@ std::vector<ByteRange> ShardedReader::record_ranges(const std::vector<Piece>& pi
     }
   }
   return out;
+}
+
+std::vector<ByteRange> ShardedReader::object_ranges(const ShardedState& state) const {
+  std::vector<ByteRange> out;
+  for (const auto& [key, entry] : state) {
+    if (!std::holds_alternative<ObjectEntry>(entry)) continue;
+    const DcpObject& o = metadata_.objects.at(key);
+    out.push_back(ByteRange{o.relative_path, o.offset, o.length});
+  }
+  return out;
+}
+
+void ShardedReader::read_objects(ShardedState& state) {
+  for (auto& [key, entry] : state) {
+    auto* object = std::get_if<ObjectEntry>(&entry);
+    if (object == nullptr) continue;
+    const DcpObject& o = metadata_.objects.at(key);
+    const std::string what = fmt::format("file '{}', object '{}'", o.relative_path, key);
+    const std::string bytes = read_at(o.relative_path, o.offset, o.length);
+    if (manifest_) {
+      auto it = manifest_chunks_.find({key, std::vector<int64_t>{}});
+      if (it == manifest_chunks_.end() || it->second->file != o.relative_path || it->second->offset != o.offset ||
+          it->second->length != o.length) {
+        fail("the manifest has no checksum for the " + what + ": .metadata and the manifest disagree");
+      }
+      check_crc(it->second->header_crc32, bytes, "the " + what, o.offset);
+    }
+    relabelled([&] { object->value = object_from_record(bytes, "the record of the " + what); });
+  }
 }
 
 void ShardedReader::serve_from(std::set<std::string> local, std::vector<std::pair<ByteRange, std::string>> fetched) {

@@ -60,6 +60,11 @@ class ShardedReader {
   /// Checks `state` against the checkpoint (keys, shapes, dtypes, coverage)
   /// and returns every non-empty overlap of a stored and a wanted chunk.
   std::vector<Piece> plan(ShardedState& state) const;
+  /// The whole records of the objects (ObjectEntry) of `state`.
+  std::vector<ByteRange> object_ranges(const ShardedState& state) const;
+  /// Replaces the value of every ObjectEntry of `state` with the stored one,
+  /// its record verified against the manifest when there is one.
+  void read_objects(ShardedState& state);
   /// The bytes of the records of the pieces' stored chunks that parsing
   /// them reads (header and trailer with a manifest, else the whole record).
   std::vector<ByteRange> record_ranges(const std::vector<Piece>& pieces) const;
