@@ -7,7 +7,7 @@
 #include "checkpoint/detail/numbered_checkpoints.h"
 #include "checkpoint/detail/rank_zero.h"
 #include "checkpoint/detail/sharded_complete.h"
-#include "detail/all_gather_ivalues.h"
+#include "checkpoint/detail/sharded_save.h"
 #include "detail/where.h"
 #include "rankwise/error.h"
 #include "rankwise/process_group.h"
@@ -20,6 +20,11 @@ ShardedCheckpointManager::ShardedCheckpointManager(CheckpointManagerOptions opti
   numbered_ = std::make_unique<detail::NumberedCheckpoints>(options_.directory(), options_.prefix(), "");
   detail::on_rank_zero([&] { lock_ = detail::open_checkpoint_directory(options_.directory()); },
                        "opening the sharded checkpoint directory on rank 0");
+  // On node-local disks the other nodes need the directory too (on a shared one it is there).
+  if (is_initialized() && process_group().rank() != 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(options_.directory(), ec);
+  }
 }
 
 ShardedCheckpointManager::~ShardedCheckpointManager() = default;
@@ -36,10 +41,14 @@ std::string ShardedCheckpointManager::save(const ShardedState& state, int64_t st
                       "; it must be >= 0");
   }
   const std::string path = numbered_->path_for(step);
-  save_sharded(path, state);
-  detail::on_rank_zero(
+  const bool leads = detail::save_sharded_leading(path, state);
+  // Each storage node's leader moves that node's `latest` and prunes its disk: rank 0 alone on a
+  // shared filesystem, one rank per node on node-local disks.
+  detail::on_ranks(
+      leads,
       [&] {
-        if (!lock_) {
+        const bool rank_zero = !is_initialized() || process_group().rank() == 0;
+        if (rank_zero && !lock_) {
           throw CheckpointError("rankwise: internal error: rank 0 does not hold the lock of '" +
                                 options_.directory() + "'");
         }
@@ -67,29 +76,12 @@ std::optional<std::string> ShardedCheckpointManager::load_latest_collective(Shar
   });
   if (!decided.contains("path")) return std::nullopt;
   const std::string path = decided.at("path").toStringRef();
-  std::string error;
   try {
-    load_sharded(path, state);
-  } catch (const std::exception& e) {
-    error = e.what();
-    if (error.empty()) error = "unknown error";
-  }
-  const bool grouped = is_initialized();
-  const auto outcomes = detail::all_gather_ivalues(c10::IValue(error));
-  std::string failures;
-  int failed = 0;
-  for (std::size_t r = 0; r < outcomes.size(); ++r) {
-    const std::string& text = outcomes.get(r).toStringRef();
-    if (text.empty()) continue;
-    ++failed;
-    failures += (failures.empty() ? "" : "; ") + text;
-  }
-  if (failed > 0) {
-    const std::string here =
-        grouped ? detail::where(process_group()) : detail::where(0, 1);
-    throw CheckpointError("rankwise: " + here + ": loading the latest sharded checkpoint '" + path + "' failed on " +
-                          std::to_string(failed) + " rank(s): " + failures +
-                          ". If it is damaged, move it aside to resume from the one before");
+    load_sharded_collective(path, state);
+  } catch (const CheckpointError& e) {
+    const std::string here = is_initialized() ? detail::where(process_group()) : detail::where(0, 1);
+    throw CheckpointError("rankwise: " + here + ": loading the latest sharded checkpoint '" + path +
+                          "' failed: " + e.what() + ". If it is damaged, move it aside to resume from the one before");
   }
   return path;
 }

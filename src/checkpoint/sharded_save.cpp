@@ -21,6 +21,7 @@
 #include "checkpoint/detail/fault_injection.h"
 #include "checkpoint/detail/object_record.h"
 #include "checkpoint/detail/sharded_manifest.h"
+#include "checkpoint/detail/sharded_save.h"
 #include "checkpoint/detail/tensor_record.h"
 #include "detail/all_gather_ivalues.h"
 #include "checkpoint/detail/storage_claim.h"
@@ -316,7 +317,9 @@ void prepare(const std::string& dir, const std::string& tmp, const std::vector<s
 
 }  // namespace
 
-void save_sharded(const std::string& dir_in, const ShardedState& state) {
+void save_sharded(const std::string& dir, const ShardedState& state) { detail::save_sharded_leading(dir, state); }
+
+bool detail::save_sharded_leading(const std::string& dir_in, const ShardedState& state) {
   const std::string dir = detail::without_trailing_slash(dir_in);
   const bool grouped = is_initialized();
   const int rank = grouped ? process_group().rank() : 0;
@@ -464,6 +467,7 @@ void save_sharded(const std::string& dir_in, const ShardedState& state) {
         "checkpoint; a collective load (load_sharded_collective) refuses the mix, so save again",
         here, dir, failed.size(), leaders.size(), fmt::join(failed, "; ")));
   }
+  return leads;
 }
 
 }  // namespace rankwise

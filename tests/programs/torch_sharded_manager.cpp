@@ -5,12 +5,16 @@
 //   torch_sharded_manager load ROOT                load_latest_collective() at this world size, and
 //                                                  compares with the values of the step it names
 //
+// Optional last arguments NODE_ROOT RANKS_PER_NODE: the rank works in NODE_ROOT/node<rank / RANKS_PER_NODE>
+// (created), so a relative ROOT is another directory on each simulated node (node-local disks).
+//
 // The state of step s: "w" float32 [10] by rows, value 1000*s + i; "n" int64
 // [6, 2] by rows, value s*1000000000007 + i; "b" replicated float64 [2], value s + i/4.
 // Prints "rank R: saved step S", "rank R: loaded step S, values ok" or "rank R: loaded none",
 // or "rank R: error: ..." (exit 1).
 #include <ATen/ATen.h>
 
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -55,8 +59,9 @@ bool equal(const rankwise::ShardedState& got, const rankwise::ShardedState& want
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 2 ? argv[1] : "";
-  if (!((mode == "save" && argc == 6) || (mode == "load" && argc == 3))) {
-    std::cerr << "usage: torch_sharded_manager save ROOT FROM TO KEEP | load ROOT\n";
+  const int base = mode == "save" ? 6 : 3;
+  if (!((mode == "save" || mode == "load") && (argc == base || argc == base + 2))) {
+    std::cerr << "usage: torch_sharded_manager save ROOT FROM TO KEEP | load ROOT [NODE_ROOT RANKS_PER_NODE]\n";
     return 2;
   }
   int rank = 0;
@@ -64,6 +69,11 @@ int main(int argc, char** argv) {
     auto& group = rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
     rank = group.rank();
     const int world = group.world_size();
+    if (argc == base + 2) {
+      const auto place = std::filesystem::path(argv[base]) / ("node" + std::to_string(rank / std::stoi(argv[base + 1])));
+      std::filesystem::create_directories(place);
+      std::filesystem::current_path(place);
+    }
     rankwise::CheckpointManagerOptions options(argv[2]);
     if (mode == "save") options.keep_last(std::stoll(argv[5]));
     rankwise::ShardedCheckpointManager manager(options);

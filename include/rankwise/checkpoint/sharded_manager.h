@@ -15,6 +15,12 @@
 /// removed. A crash before (2) leaves `latest` naming the previous step,
 /// which is still there; a save killed mid-way leaves a `.rankwise-tmp.`
 /// directory that the next manager's rank 0 removes.
+///
+/// On node-local disks (save_sharded() finds them out by itself) every node's
+/// disk gets this layout: each node's `root/checkpoint-<step>/` holds its own
+/// ranks' data files, and steps (2) and (3) are done on each disk by that
+/// node's leader (the rank that published it); rank 0's disk alone has the
+/// lock. Loads take rank 0's latest() and read across nodes.
 
 #include <cstdint>
 #include <memory>
@@ -55,8 +61,8 @@ class ShardedCheckpointManager {
   bool should_save(int64_t step, bool epoch_end) const;
 
   /// save_sharded(`<directory>/<prefix>-<step, 10 digits>`, state), then
-  /// rank 0 moves `latest` to it and removes the oldest directories beyond
-  /// keep_last. Collective: every rank, same order (as save_sharded). A
+  /// rank 0 (on node-local disks, each node's leader, on its disk) moves
+  /// `latest` to it and removes the oldest directories beyond keep_last. Collective: every rank, same order (as save_sharded). A
   /// failure on any rank throws CheckpointError on every surviving rank
   /// (naming the rank) and leaves `latest` and the kept checkpoints as they
   /// were. Returns the new directory's path. Saving a step that exists
@@ -67,19 +73,20 @@ class ShardedCheckpointManager {
   /// pointer is missing or names an incomplete one, the highest-numbered one
   /// that is complete (noted on stderr). Complete means: `.metadata` matches
   /// the manifest's CRC-32 and every data file the manifest names holds the
-  /// bytes of its chunks (the chunks' own CRC-32s are checked when they are
+  /// bytes of its chunks (saved to node-local disks: every file of the
+  /// storage nodes whose files are on this disk) (the chunks' own CRC-32s are checked when they are
   /// loaded). nullopt when there is none. Any rank; reads the directory.
   /// Throws CheckpointError when checkpoints exist but none is complete.
   std::optional<std::string> latest() const;
 
-  /// Loads into `state` (load_sharded, at this world size) the checkpoint
-  /// rank 0's latest() names, on every rank; returns its path, or nullopt on
-  /// every rank when there is none (then `state` is untouched). Every rank
-  /// loads the directory rank 0 chose, and the ranks' outcomes are gathered:
-  /// when a load fails on any rank (a chunk's checksum, a truncated or
-  /// missing file in its view, keys or shapes that differ from `state`),
-  /// every rank throws CheckpointError naming the failed ranks and their
-  /// errors; nothing older is tried silently (move the damaged directory
+  /// Loads into `state` (load_sharded_collective, at this world size) the
+  /// checkpoint rank 0's latest() names, on every rank; returns its path, or
+  /// nullopt on every rank when there is none (then `state` is untouched).
+  /// A rank gets the bytes of data files its disk lacks (node-local disks)
+  /// from a rank that has them, and waits out a stale view of a shared one.
+  /// When the load fails on any rank (a chunk's checksum, a file no rank
+  /// has, keys or shapes that differ from `state`), every rank throws
+  /// CheckpointError naming the checkpoint, the failed rank and its error; nothing older is tried silently (move the damaged directory
   /// aside to resume from the one before). Use it rather than latest() +
   /// load_sharded() on each rank, whose views of the directory may differ
   /// across nodes. Collective: every rank, same order.

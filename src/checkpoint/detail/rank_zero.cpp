@@ -27,26 +27,43 @@ std::string share_outcome(ProcessGroup& group, const std::string& error) {
   return std::string(text, strnlen(text, kMaxErrorBytes));
 }
 
+// Runs `work`: "" when it returns, else its error's message.
+std::string outcome_of(const std::function<void()>& work, const std::string& what) {
+  try {
+    work();
+    return "";
+  } catch (const std::exception& e) {
+    return e.what()[0] != '\0' ? e.what() : "unknown error";
+  } catch (...) {
+    return "rankwise: " + what + " failed with an exception that is not a std::exception";
+  }
+}
+
 }  // namespace
 
 void on_rank_zero(const std::function<void()>& work, const std::string& what) {
   const bool distributed = is_initialized() && process_group().world_size() > 1;
   const int my_rank = is_initialized() ? process_group().rank() : 0;
   std::string error;
-  if (my_rank == 0) {
-    try {
-      work();
-    } catch (const std::exception& e) {
-      error = e.what();
-      if (error.empty()) error = "unknown error";
-    } catch (...) {
-      error = "rankwise: " + what + " failed with an exception that is not a std::exception";
-    }
-  }
+  if (my_rank == 0) error = outcome_of(work, what);
   if (distributed) error = share_outcome(process_group(), error);
   if (!error.empty()) {
     throw CheckpointError(error + " (raised on rank " + std::to_string(my_rank) + " for " + what +
                           ")");
+  }
+}
+
+void on_ranks(bool mine, const std::function<void()>& work, const std::string& what) {
+  const int my_rank = is_initialized() ? process_group().rank() : 0;
+  const std::string error = mine ? outcome_of(work, what) : std::string();
+  const auto outcomes = all_gather_ivalues(c10::IValue(error));
+  std::string failures;
+  for (std::size_t r = 0; r < outcomes.size(); ++r) {
+    const std::string& text = outcomes.get(r).toStringRef();
+    if (!text.empty()) failures += (failures.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": " + text);
+  }
+  if (!failures.empty()) {
+    throw CheckpointError(failures + " (raised on rank " + std::to_string(my_rank) + " for " + what + ")");
   }
 }
 

@@ -13,6 +13,13 @@ namespace rankwise::detail {
 /// its message and `what` (e.g. "the save by rank 0").
 void on_rank_zero(const std::function<void()>& work, const std::string& what);
 
+/// Runs `work` on the ranks where `mine` is true (each storage node's
+/// leader, say); the others wait. Collective (every rank, same order): the
+/// all_gather of the outcomes is the barrier. If `work` throws on any rank,
+/// every rank throws CheckpointError with each failing rank's message and
+/// `what`. Without a process group it runs `work` when `mine`.
+void on_ranks(bool mine, const std::function<void()>& work, const std::string& what);
+
 /// A decision taken on rank 0 and known to every rank: rank 0 calls `decide`
 /// on an empty dict (string keys; strings, ints, bools as values) and every
 /// rank returns what it put there (all_gather_ivalues). A CheckpointError that

@@ -31,6 +31,20 @@ void check_sharded_complete(const std::string& dir) {
   }
   std::map<std::string, int64_t> needed;  // data file -> bytes its chunks reach
   for (const auto& c : manifest.chunks) needed[c.file] = std::max(needed[c.file], c.offset + c.length);
+  // Saved to node-local disks, this disk holds its own storage node's files only: every node that
+  // has any file here must have all of them, and some node must be here.
+  if (manifest.nodes.size() > 1) {
+    std::map<std::string, int64_t> here;
+    for (const auto& node : manifest.nodes) {
+      const bool present = std::any_of(node.files.begin(), node.files.end(), [&](const std::string& f) {
+        return f.find('/') == std::string::npos && ::access((dir + "/" + f).c_str(), F_OK) == 0;
+      });
+      if (!present) continue;
+      for (const auto& f : node.files) here[f] = needed.count(f) ? needed[f] : 0;
+    }
+    if (here.empty()) fail("none of its storage nodes' data files is on this disk");
+    needed = std::move(here);
+  }
   for (const auto& [file, end] : needed) {
     if (file.find('/') != std::string::npos || file == "." || file == "..") {
       fail("its manifest names the data file '" + file + "', which is not a file name inside the directory");

@@ -1,0 +1,16 @@
+#pragma once
+// save_sharded() that also tells the caller whether this rank leads a
+// storage node (rank 0, and on node-local disks the first rank of each
+// other node): the rank that renamed that node's directory into place, and
+// so the one to move that node's `latest` pointer (ShardedCheckpointManager).
+#include <string>
+
+#include "rankwise/checkpoint/sharded_checkpoint.h"
+
+namespace rankwise::detail {
+
+/// save_sharded(dir, state); returns true on the ranks that published a
+/// storage node's directory. Collective, throws as save_sharded().
+bool save_sharded_leading(const std::string& dir, const ShardedState& state);
+
+}  // namespace rankwise::detail
