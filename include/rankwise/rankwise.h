@@ -9,6 +9,7 @@
 #include "rankwise/checkpoint/rng_state.h"
 #include "rankwise/checkpoint/sharded_checkpoint.h"
 #include "rankwise/checkpoint/sharded_manager.h"
+#include "rankwise/checkpoint/sharded_metadata.h"
 #include "rankwise/checkpoint/sharded_tensor.h"
 #include "rankwise/checkpoint/state_dict.h"
 #include "rankwise/checkpoint/training_state.h"

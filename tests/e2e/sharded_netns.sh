@@ -44,10 +44,10 @@ two_nodes() {
   wait "${pids[0]}"; rc0=$?
   wait "${pids[1]}"; rc1=$?
 }
-checked() {  # checked NAME COUNT: both nodes exited 0 and COUNT ranks checked 16 entries
+checked() {  # checked NAME COUNT: both nodes exited 0 and COUNT ranks checked 17 entries
   [ "$rc0" = 0 ] && [ "$rc1" = 0 ] || fail "$1: node 0 exited $rc0, node 1 $rc1"
-  local n; n=$(cat "$work/$1".node*.out | grep -c 'checked 16 entries')
-  [ "$n" = "$2" ] || fail "$1: $n ranks checked 16 entries, expected $2"
+  local n; n=$(cat "$work/$1".node*.out | grep -c 'checked 17 entries')
+  [ "$n" = "$2" ] || fail "$1: $n ranks checked 17 entries, expected $2"
 }
 
 # a. Node-local disks.

@@ -57,7 +57,8 @@ std::vector<Spec> specs(const std::string& set) {
             {"betas", {}, ScalarType::Float, Layout::kObject},
             {"name", {}, ScalarType::Float, Layout::kObject},
             {"ids", {}, ScalarType::Float, Layout::kObject},
-            {"flags", {}, ScalarType::Float, Layout::kObject}};
+            {"flags", {}, ScalarType::Float, Layout::kObject},
+            {"big", {}, ScalarType::Float, Layout::kObject}};
   }
   if (set == "python") {
     return {{"a", {10}, ScalarType::Float, Layout::kRows},
@@ -66,7 +67,8 @@ std::vector<Spec> specs(const std::string& set) {
             {"rep", {3, 2}, ScalarType::Double, Layout::kReplicated},
             {"epoch", {}, ScalarType::Float, Layout::kObject},
             {"lr", {}, ScalarType::Float, Layout::kObject},
-            {"name", {}, ScalarType::Float, Layout::kObject}};
+            {"name", {}, ScalarType::Float, Layout::kObject},
+            {"big", {}, ScalarType::Float, Layout::kObject}};
   }
   throw std::runtime_error("unknown set " + set);
 }
@@ -96,6 +98,7 @@ c10::IValue expected_object(const std::string& key, int64_t seed) {
   if (key == "name") return c10::IValue("set-" + std::to_string(seed));
   if (key == "ids") return c10::IValue(std::vector<int64_t>{seed, seed + 1, seed + 2});
   if (key == "flags") return c10::IValue(c10::List<bool>({true, false, seed % 2 == 0}));
+  if (key == "big") return c10::IValue(-(int64_t{1} << 40) - seed);
   throw std::runtime_error("no object " + key);
 }
 

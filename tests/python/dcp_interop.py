@@ -38,6 +38,7 @@ SETS = {
         ("name", None, None, "object"),
         ("ids", None, None, "object"),
         ("flags", None, None, "object"),
+        ("big", None, None, "object"),
     ],
     "python": [
         ("a", (10,), "float32", "rows"),
@@ -47,6 +48,7 @@ SETS = {
         ("epoch", None, None, "object"),
         ("lr", None, None, "object"),
         ("name", None, None, "object"),
+        ("big", None, None, "object"),
     ],
 }
 
@@ -74,6 +76,7 @@ def expected_object(key, seed):
         "name": f"set-{seed}",
         "ids": [seed, seed + 1, seed + 2],
         "flags": [True, False, seed % 2 == 0],
+        "big": -(2**40) - seed,  # pickled by Python as LONG1 of 6 bytes
     }[key]
 
 

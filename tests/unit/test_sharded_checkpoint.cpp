@@ -371,7 +371,7 @@ TEST(ShardedCheckpointProcesses, SavedAtFourRanksLoadsAtOneTwoThreeAndEight) {
   for (int world : {1, 2, 3, 8}) {
     const auto out = run_worker(world, "check " + dir.string() + " rankwise 0");
     EXPECT_NE(out.find("exit=0"), std::string::npos) << "world size " << world << ":\n" << out;
-    EXPECT_EQ(count(out, "checked 16 entries"), world) << out;
+    EXPECT_EQ(count(out, "checked 17 entries"), world) << out;
   }
   // The check can fail: other values (seed 1) are found different.
   const auto other = run_worker(2, "check " + dir.string() + " rankwise 1");
@@ -434,7 +434,7 @@ TEST(ShardedCheckpointProcesses, NodeLocalSaveOfTwoNodesLoadsAtOtherLayouts) {
   for (int world : {2, 3}) {
     const auto out = run_worker(world, "check-collective ckpt rankwise 0 " + disks + " 1");
     EXPECT_NE(out.find("exit=0"), std::string::npos) << "world size " << world << ":\n" << out;
-    EXPECT_EQ(count(out, "checked 16 entries"), world) << out;
+    EXPECT_EQ(count(out, "checked 17 entries"), world) << out;
   }
   // Without the collective, a rank on node 1 cannot read node 0's files.
   const auto alone = run_worker(2, "check ckpt rankwise 0 " + disks + " 1");
@@ -465,7 +465,7 @@ TEST(ShardedCheckpointProcesses, KilledRankDuringANodeLocalSavePublishesNothingO
   EXPECT_EQ(shell("ls -a " + disks + "/node0 " + disks + "/node1 | grep -c rankwise-tmp"), "0\n");
   const auto check = run_worker(4, "check-collective ckpt rankwise 1 " + disks + " 2");
   EXPECT_NE(check.find("exit=0"), std::string::npos) << check;
-  EXPECT_EQ(count(check, "checked 16 entries"), 4) << check;
+  EXPECT_EQ(count(check, "checked 17 entries"), 4) << check;
   fs::remove_all(logs);
 }
 
@@ -505,6 +505,6 @@ TEST(ShardedCheckpointPython, RankwiseReadsADcpSaveOfTwoRanksAtThreeRanks) {
   EXPECT_FALSE(fs::exists(dir / ".rankwise-manifest.json"));
   const auto out = run_worker(3, "check " + dir.string() + " python 6");
   EXPECT_NE(out.find("exit=0"), std::string::npos) << out;
-  EXPECT_EQ(count(out, "checked 7 entries"), 3) << out;
+  EXPECT_EQ(count(out, "checked 8 entries"), 3) << out;
   fs::remove_all(dir.parent_path());
 }

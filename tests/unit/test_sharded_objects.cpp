@@ -123,7 +123,7 @@ TEST(ShardedObjects, AFlippedByteInAnObjectNamesIt) {
   if (second == "no error") {
     EXPECT_EQ(std::get<rankwise::ObjectEntry>(unverified.at("tag")).value.toStringRef(), "bun-a");
   } else {
-    EXPECT_NE(second.find("object 'tag'"), std::string::npos) << second;
+    EXPECT_NE(second.find("__0_0.distcp: object tag"), std::string::npos) << second;
   }
   fs::remove_all(dir.parent_path());
 }
@@ -168,5 +168,18 @@ TEST(ShardedObjectsProcesses, RanksThatSaveDifferentValuesAreNamedAndNothingIsPu
             std::string::npos)
       << out;
   EXPECT_FALSE(fs::exists(dir));
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(ShardedObjects, ADirectoryWithoutItsManifestIsNotedAsUnverified) {
+  const auto dir = fresh_dir("no_manifest") / "ckpt";
+  rankwise::save_sharded(dir.string(), saved_state());
+  fs::remove(dir / ".rankwise-manifest.json");
+  auto loaded = targets();
+  testing::internal::CaptureStderr();
+  rankwise::load_sharded(dir.string(), loaded);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("no .rankwise-manifest.json, so nothing read from it is verified"), std::string::npos) << err;
+  EXPECT_EQ(std::get<rankwise::ObjectEntry>(loaded.at("tag")).value.toStringRef(), "run-a");
   fs::remove_all(dir.parent_path());
 }

@@ -274,3 +274,21 @@ TEST(UntrustedIdx, DataLargerThanTheFileCanHoldIsRefusedBeforeAllocating) {
             std::string::npos)
       << gz;
 }
+
+// Found by a new user: Python pickles an int with the fewest bytes (LONG1 of
+// 6 bytes for 2**40, pickle.dumps(2**40, 2)), libtorch reads LONG1 only of 8
+// bytes ("Expected length to be 8, got 6"): the rewrite sign-extends it.
+TEST(UntrustedCheckpoint, PythonIntsBeyondInt32LoadAndBeyondInt64AreRefused) {
+  const std::string pickle = bytes(
+      "\x80\x02}q\x00(X\x03\x00\x00\x00" "bigq\x01\x8a\x06\x00\x00\x00\x00\x00\x01"
+      "X\x03\x00\x00\x00negq\x02\x8a\x06\x00\x00\x00\x00\x00\xff"
+      "X\x04\x00\x00\x00zeroq\x03\x8a\x00u.");
+  const auto path = write_file("long1.pt", zip_with_pickle(pickle));
+  const rankwise::Checkpoint c = rankwise::load(path.string());
+  EXPECT_EQ(c.at("big").toInt(), int64_t{1} << 40);
+  EXPECT_EQ(c.at("neg").toInt(), -(int64_t{1} << 40));
+  EXPECT_EQ(c.at("zero").toInt(), 0);
+  // 2**64 (pickle.dumps(2**64, 2)): 9 bytes, no int64 holds it.
+  const std::string huge = load_error("huge.pt", zip_with_pickle(bytes("\x80\x02\x8a\x09\x00\x00\x00\x00\x00\x00\x00\x00\x01.")));
+  EXPECT_NE(huge.find("an int of 9 bytes does not fit in int64"), std::string::npos) << huge;
+}

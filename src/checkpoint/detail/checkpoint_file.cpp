@@ -290,9 +290,8 @@ Trailer read_trailer(const ByteSource& source) {
 }
 
 // Checks the trailer and the CRC; returns the integrity found.
-Integrity verify_source(const ByteSource& source) {
-  const Trailer trailer = read_trailer(source);
-  if (trailer.integrity == Integrity::kNoChecksum) return Integrity::kNoChecksum;
+// Throws CheckpointError unless the bytes before the trailer have the CRC-32 it records.
+void check_crc(const ByteSource& source, const Trailer& trailer) {
   const uint32_t actual = source.crc_of_prefix(source.size() - kTrailerSize);
   if (actual != trailer.recorded) {
     char text[96];
@@ -302,7 +301,12 @@ Integrity verify_source(const ByteSource& source) {
                           " (the file was altered or torn after it was written); do not use it: "
                           "load the previous checkpoint");
   }
-  return Integrity::kVerified;
+}
+
+Integrity verify_source(const ByteSource& source) {
+  const Trailer trailer = read_trailer(source);
+  if (trailer.integrity == Integrity::kVerified) check_crc(source, trailer);
+  return trailer.integrity;
 }
 
 // A ByteSource as PyTorchStreamReader reads it.
@@ -336,10 +340,42 @@ class SourceReadAdapter : public caffe2::serialize::ReadAdapterInterface {
                         "torch.save / rankwise::save): " + why);
 }
 
-// Verifies (as verify_source), then unpickles onto the CPU.
+// Unpickles onto the CPU, without the CRC pass: `found` tells rankwise's
+// pickles (checked) from Python's (adapted, then checked).
+c10::IValue parse_source(const ByteSource& source, Integrity found);
+
+// The CRC pass runs on its own thread beside the parsing (the pickle is
+// checked opcode by opcode and every tensor against its record either way,
+// so parsing unverified bytes is safe); nothing is returned before the CRC
+// has passed, and its verdict comes first: a damaged file is reported as
+// damaged, whatever the parser made of it.
 c10::IValue read_source(const ByteSource& source, Integrity* integrity) {
-  const Integrity found = verify_source(source);
-  if (integrity) *integrity = found;
+  const Trailer trailer = read_trailer(source);
+  if (integrity) *integrity = trailer.integrity;
+  std::exception_ptr crc_error, parse_error;
+  std::thread verifier;
+  if (trailer.integrity == Integrity::kVerified) {
+    verifier = std::thread([&] {
+      try {
+        check_crc(source, trailer);
+      } catch (...) {
+        crc_error = std::current_exception();
+      }
+    });
+  }
+  c10::IValue value;
+  try {
+    value = parse_source(source, trailer.integrity);
+  } catch (...) {
+    parse_error = std::current_exception();
+  }
+  if (verifier.joinable()) verifier.join();
+  if (crc_error) std::rethrow_exception(crc_error);
+  if (parse_error) std::rethrow_exception(parse_error);
+  return value;
+}
+
+c10::IValue parse_source(const ByteSource& source, Integrity found) {
   const std::string& path = source.path();
   try {
     caffe2::serialize::PyTorchStreamReader reader(std::make_shared<SourceReadAdapter>(source));

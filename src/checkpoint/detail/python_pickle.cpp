@@ -243,8 +243,24 @@ class Rewriter {
       case 'M': le(2); break;                                        // BININT2
       case 'J': le(4); break;                                        // BININT
       case 'G': need(8); at_ += 8; break;                            // BINFLOAT
-      case 0x8a: { const uint32_t n = le(1); need(n); at_ += n; break; }  // LONG1
-      case 0x8b: { const uint32_t n = le(4); need(n); at_ += n; break; }  // LONG4
+      case 0x8a: {                                                   // LONG1
+        // Python writes the fewest bytes (2**40: 6); libtorch reads exactly 8: sign-extend.
+        const uint32_t n = le(1);
+        need(n);
+        if (n > 8) fail("an int of " + std::to_string(n) + " bytes does not fit in int64, libtorch's int");
+        const bool negative = n > 0 && (static_cast<unsigned char>(in_[at_ + n - 1]) & 0x80) != 0;
+        out_ += "\x8a\x08";
+        out_.append(in_ + at_, n);
+        out_.append(8 - n, negative ? '\xff' : '\0');
+        at_ += n;
+        push(here);
+        return true;
+      }
+      case 0x8b: {                                                   // LONG4
+        const uint32_t n = le(4);
+        need(n);
+        fail("an int of " + std::to_string(n) + " bytes (LONG4) does not fit in int64, libtorch's int");
+      }
       case 'X': case 'T': case 'B': { const uint32_t n = le(4); need(n); at_ += n; break; }
       case 'U': case 'C': case 0x8c: { const uint32_t n = le(1); need(n); at_ += n; break; }
       case 'N': case 0x88: case 0x89: case '}': case ']': break;     // NONE, TRUE, FALSE, {}, []

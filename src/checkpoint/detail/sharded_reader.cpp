@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "checkpoint/detail/atomic_file.h"
+#include "checkpoint/detail/note.h"
 #include "checkpoint/detail/object_record.h"
 #include "checkpoint/detail/pread_all.h"
 #include "detail/where.h"
@@ -79,6 +80,11 @@ void ShardedReader::open(const CheckpointFiles& files) {
     for (const auto& c : manifest_->chunks) manifest_chunks_[{c.key, c.offsets}] = &c;
   }
   relabelled([&] { metadata_ = unpickle_dcp_metadata(files.metadata, dir_ + "/" + kMetadataName); });
+  if (!files.has_manifest && operation_ != "read_sharded_metadata") {
+    note("rankwise: " + operation_ + "('" + dir_ + "'): no " + kManifestName +
+         ", so nothing read from it is verified (a directory Python's dcp.save wrote has none; one rankwise "
+         "wrote has lost it)");
+  }
 }
 
 ShardedReader::Overlap ShardedReader::overlap(const DcpChunk& c, const TensorChunk& want) {
@@ -204,7 +210,7 @@ void ShardedReader::read_objects(ShardedState& state) {
       }
       check_crc(it->second->header_crc32, bytes, "the " + what, o.offset);
     }
-    relabelled([&] { object->value = object_from_record(bytes, "the record of the " + what); });
+    relabelled([&] { object->value = object_from_record(bytes, o.relative_path + ": object " + key); });
   }
 }
 
