@@ -135,6 +135,17 @@ TEST(TensorBytes, PiecesOfANonContiguousTensorAreBoundedAndInRowMajorOrder) {
   }
 }
 
+TEST(TensorBytes, ALazilyConjugatedTensorGivesItsConjugatedValues) {
+  const at::Tensor z = at::complex(at::arange(3, at::kFloat), at::full({3}, 2.0, at::kFloat)).conj();
+  ASSERT_TRUE(z.is_conj() && z.is_contiguous());
+  std::string bytes;
+  rankwise::detail::for_each_byte_piece(z, 1 << 20, [&](const char* data, std::size_t n) { bytes.append(data, n); });
+  std::vector<float> values(6);
+  ASSERT_EQ(bytes.size(), values.size() * sizeof(float));
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  EXPECT_EQ(values, (std::vector<float>{0, -2, 1, -2, 2, -2}));  // (re, im) pairs of conj(k + 2i)
+}
+
 class RecordWriterPython : public ::testing::TestWithParam<rankwise::test::ReferencePython> {};
 
 TEST_P(RecordWriterPython, TorchLoadReadsStreamedRecordsWithPythonsValues) {

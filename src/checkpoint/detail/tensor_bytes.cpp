@@ -13,7 +13,7 @@ namespace {
 void pieces(const at::Tensor& t, int64_t max_bytes, at::Tensor& buffer, const ByteSink& sink) {
   const int64_t bytes = t.numel() * static_cast<int64_t>(t.element_size());
   if (bytes == 0) return;
-  if (t.is_contiguous()) {
+  if (t.is_contiguous() && !t.is_conj() && !t.is_neg()) {  // a lazily conjugated or negated view is copied, resolved
     const char* data = static_cast<const char*>(t.data_ptr());
     for (int64_t at = 0; at < bytes; at += max_bytes) {
       sink(data + at, static_cast<std::size_t>(std::min(max_bytes, bytes - at)));

@@ -15,6 +15,7 @@ using ByteSink = std::function<void(const char* data, std::size_t size)>;
 /// Hands the bytes of `tensor` (CPU, any strides) to `sink` in row-major
 /// element order, in pieces of at most `max_bytes` (>= the element size). A
 /// contiguous tensor's pieces are its own memory (no copy); the other pieces
+/// (a lazily conjugated or negated view's too, resolved)
 /// are copied into one buffer of at most `max_bytes`, so the memory added is
 /// bounded whatever the tensor's size. A tensor without elements hands nothing.
 void for_each_byte_piece(const at::Tensor& tensor, int64_t max_bytes, const ByteSink& sink);
