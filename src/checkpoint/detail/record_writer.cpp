@@ -99,6 +99,7 @@ WrittenRecord write_tensor_record(const at::Tensor& tensor, int64_t block_bytes,
     throw CheckpointError("rankwise: a checkpoint record needs a defined dense CPU tensor; move it with .cpu() "
                           "(and .to_dense()) first");
   }
+  if (block_bytes <= 0) throw CheckpointError("rankwise: write_tensor_record: block_bytes must be positive");
   const DtypeNames* names = dtype_names(tensor.scalar_type());
   if (names == nullptr) {
     throw CheckpointError(std::string("rankwise: a checkpoint record cannot hold dtype ") +

@@ -39,7 +39,8 @@ struct WrittenRecord {
 /// torch.load of the bytes gives a tensor equal to `tensor`, contiguous. The
 /// memory added is at most 8 MiB (the copy of a non-contiguous tensor's
 /// pieces) plus the headers. Throws CheckpointError for another device or
-/// dtype; whatever `sink` throws passes through (the record is then partial).
+/// dtype or a `block_bytes` (bytes each block CRC covers) that is not
+/// positive; whatever `sink` throws passes through (the record is then partial).
 WrittenRecord write_tensor_record(const at::Tensor& tensor, int64_t block_bytes, const ByteSink& sink);
 
 }  // namespace rankwise::detail
