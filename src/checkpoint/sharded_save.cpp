@@ -21,8 +21,8 @@
 #include "checkpoint/detail/fault_injection.h"
 #include "checkpoint/detail/object_record.h"
 #include "checkpoint/detail/sharded_manifest.h"
+#include "checkpoint/detail/record_writer.h"
 #include "checkpoint/detail/sharded_save.h"
-#include "checkpoint/detail/tensor_record.h"
 #include "detail/all_gather_ivalues.h"
 #include "checkpoint/detail/storage_claim.h"
 #include "detail/host_name.h"
@@ -76,31 +76,23 @@ json describe(const std::vector<int64_t>& shape, c10::ScalarType dtype, bool rep
   return {{"shape", shape}, {"dtype", names->dtype}, {"replicated", replicated}};
 }
 
-// Appends one chunk's torch.save record to `out`; returns its manifest entry.
+// Appends one chunk's torch.save record to `out`, streamed from the chunk's memory; returns its manifest entry.
 detail::ManifestChunk write_chunk(detail::AtomicFile& out, const std::string& file, const std::string& key,
                                   const std::vector<int64_t>& offsets, const at::Tensor& data) {
-  const std::vector<char> bytes = detail::tensor_record_bytes(data);
-  const int64_t length = static_cast<int64_t>(bytes.size());
-  const auto record = detail::parse_tensor_record(
-      [&](int64_t at, int64_t n) { return std::string(bytes.data() + at, static_cast<std::size_t>(n)); }, length,
-      "the record of '" + key + "' being written");
   detail::ManifestChunk c;
   c.key = key;
   c.offsets = offsets;
   c.sizes = data.sizes().vec();
   c.file = file;
   c.offset = static_cast<int64_t>(out.size());
-  c.length = length;
+  detail::WrittenRecord record = detail::write_tensor_record(
+      data, detail::kChecksumBlockBytes, [&](const char* bytes, std::size_t n) { out.write(bytes, n); });
+  c.length = record.length;
   c.data_begin = record.data_begin;
   c.data_size = record.data_size;
-  const int64_t trailer = record.data_begin + record.data_size;
-  c.header_crc32 = detail::crc32_of(bytes.data(), static_cast<std::size_t>(record.data_begin));
-  c.trailer_crc32 = detail::crc32_of(bytes.data() + trailer, static_cast<std::size_t>(length - trailer));
-  for (int64_t b = 0; b < record.data_size; b += detail::kChecksumBlockBytes) {
-    const int64_t n = std::min(detail::kChecksumBlockBytes, record.data_size - b);
-    c.block_crc32.push_back(detail::crc32_of(bytes.data() + record.data_begin + b, static_cast<std::size_t>(n)));
-  }
-  out.write(bytes.data(), bytes.size());
+  c.header_crc32 = record.header_crc32;
+  c.trailer_crc32 = record.trailer_crc32;
+  c.block_crc32 = std::move(record.block_crc32);
   return c;
 }
 

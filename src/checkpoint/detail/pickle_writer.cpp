@@ -54,6 +54,7 @@ void PickleWriter::set_items() { out_.push_back('u'); }
 void PickleWriter::reduce() { out_.push_back('R'); }
 void PickleWriter::new_object() { out_.push_back('\x81'); }
 void PickleWriter::build() { out_.push_back('b'); }
+void PickleWriter::persistent_id() { out_.push_back('Q'); }
 
 std::string PickleWriter::finish() {
   out_.push_back('.');

@@ -33,6 +33,8 @@ class PickleWriter {
   void reduce();
   void new_object();
   void build();
+  /// BINPERSID: the object below becomes a persistent id (torch.save's storage reference).
+  void persistent_id();
   /// STOP; the pickle's bytes.
   std::string finish();
 

@@ -1,24 +1,15 @@
 #include "checkpoint/detail/tensor_record.h"
 
-#include <torch/serialize.h>
-
 #include "checkpoint/detail/dtype_names.h"
 #include "checkpoint/detail/pickle_value.h"
+#include "checkpoint/detail/zip_format.h"
 #include "detail/check.h"
 #include "rankwise/error.h"
 
 namespace rankwise::detail {
 namespace {
 
-// Zip signatures and fixed sizes, APPNOTE.TXT 4.3.
-constexpr uint32_t kLocalHeader = 0x04034b50;
-constexpr uint32_t kCentralHeader = 0x02014b50;
-constexpr uint32_t kEndOfDirectory = 0x06054b50;
-constexpr uint32_t kZip64Locator = 0x07064b50;
-constexpr uint32_t kZip64End = 0x06064b50;
-constexpr int64_t kEndSize = 22;
-constexpr int64_t kLocatorSize = 20;
-constexpr int64_t kZip64EndSize = 56;
+using namespace zip;
 
 uint64_t le(const std::string& s, std::size_t at, int bytes) {
   uint64_t v = 0;
@@ -215,11 +206,6 @@ class Parser {
 
 TensorRecord parse_tensor_record(const RecordReader& read, int64_t length, const std::string& what) {
   return Parser(read, length, what).run();
-}
-
-std::vector<char> tensor_record_bytes(const at::Tensor& tensor) {
-  // A copy that owns a storage of exactly its elements (torch.save writes the whole storage).
-  return torch::pickle_save(c10::IValue(tensor.clone(at::MemoryFormat::Contiguous)));
 }
 
 }  // namespace rankwise::detail

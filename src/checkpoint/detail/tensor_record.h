@@ -5,7 +5,8 @@
 /// storage `<archive>/data/<key>`, stored uncompressed (PyTorch's
 /// caffe2/serialize/inline_container.cc), so a slice of the tensor is a
 /// byte range of the record. DCP's FileSystemWriter writes one such record
-/// per chunk, back to back, into each `.distcp` file.
+/// per chunk, back to back, into each `.distcp` file; rankwise writes them
+/// with write_tensor_record (record_writer.h).
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -33,9 +34,5 @@ using RecordReader = std::function<std::string(int64_t offset, int64_t size)>;
 /// naming `what` when it is not a torch.save record of one dense CPU tensor
 /// whose elements lie inside its storage.
 TensorRecord parse_tensor_record(const RecordReader& read, int64_t length, const std::string& what);
-
-/// The bytes torch.save(tensor) writes for a contiguous copy of `tensor` (CPU),
-/// written by libtorch's own pickler and zip writer (torch::pickle_save).
-std::vector<char> tensor_record_bytes(const at::Tensor& tensor);
 
 }  // namespace rankwise::detail

@@ -1,0 +1,141 @@
+#include "checkpoint/detail/record_writer.h"
+
+#include <algorithm>
+
+#include "checkpoint/detail/dtype_names.h"
+#include "checkpoint/detail/pickle_writer.h"
+#include "checkpoint/detail/stored_zip.h"
+#include "detail/crc32.h"
+#include "rankwise/error.h"
+
+namespace rankwise::detail {
+namespace {
+
+// Bytes of a non-contiguous tensor copied at a time.
+constexpr int64_t kPieceBytes = int64_t{8} << 20;
+
+// Strides of a contiguous tensor of `sizes` (as at::empty gives them: a dimension of size 0 counts as 1).
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t stride = 1;
+  for (std::size_t d = sizes.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(sizes[d], 1);
+  }
+  return strides;
+}
+
+// data.pkl as torch.save writes it for a contiguous tensor with its own storage "0":
+// torch._utils._rebuild_tensor_v2(persistent_id(("storage", torch.<Type>Storage, "0", "cpu", numel)),
+//                                 0, size, stride, False, collections.OrderedDict())
+std::string data_pkl(const char* storage_type, const std::vector<int64_t>& sizes, int64_t numel) {
+  PickleWriter p;
+  p.global("torch._utils", "_rebuild_tensor_v2");
+  p.mark();
+  p.mark();
+  p.string("storage");
+  p.global("torch", storage_type);
+  p.string("0");
+  p.string("cpu");
+  p.integer(numel);
+  p.tuple();
+  p.persistent_id();
+  p.integer(0);  // storage offset
+  p.mark();
+  for (int64_t s : sizes) p.integer(s);
+  p.tuple();
+  p.mark();
+  for (int64_t s : contiguous_strides(sizes)) p.integer(s);
+  p.tuple();
+  p.boolean(false);  // requires_grad
+  p.global("collections", "OrderedDict");
+  p.empty_tuple();
+  p.reduce();
+  p.tuple();
+  p.reduce();
+  return p.finish();
+}
+
+// The CRC-32 of each `block` bytes of a stream given in pieces of any size.
+class BlockCrcs {
+ public:
+  explicit BlockCrcs(int64_t block) : block_(block) {}
+  void add(const char* data, std::size_t size) {
+    while (size > 0) {
+      const std::size_t n = std::min(size, static_cast<std::size_t>(block_ - filled_));
+      crc_ = crc32_update(crc_, data, n);
+      filled_ += static_cast<int64_t>(n);
+      data += n;
+      size -= n;
+      if (filled_ == block_) flush();
+    }
+  }
+  // Ends the last block; the blocks' CRCs.
+  std::vector<uint32_t> finish() {
+    if (filled_ > 0) flush();
+    return std::move(crcs_);
+  }
+  // The CRC of the whole stream, combined from the blocks' (crc32_combine: no second pass over the data).
+  uint32_t whole() const { return whole_; }
+
+ private:
+  void flush() {
+    crcs_.push_back(crc_);
+    whole_ = crc32_combine_lengths(whole_, crc_, static_cast<uint64_t>(filled_));
+    crc_ = 0;
+    filled_ = 0;
+  }
+  int64_t block_;
+  int64_t filled_ = 0;
+  uint32_t crc_ = 0;
+  uint32_t whole_ = 0;
+  std::vector<uint32_t> crcs_;
+};
+
+}  // namespace
+
+WrittenRecord write_tensor_record(const at::Tensor& tensor, int64_t block_bytes, const ByteSink& sink) {
+  if (!tensor.defined() || !tensor.device().is_cpu() || tensor.layout() != c10::kStrided) {
+    throw CheckpointError("rankwise: a checkpoint record needs a defined dense CPU tensor; move it with .cpu() "
+                          "(and .to_dense()) first");
+  }
+  if (block_bytes <= 0) throw CheckpointError("rankwise: write_tensor_record: block_bytes must be positive");
+  const DtypeNames* names = dtype_names(tensor.scalar_type());
+  if (names == nullptr) {
+    throw CheckpointError(std::string("rankwise: a checkpoint record cannot hold dtype ") +
+                          c10::toString(tensor.scalar_type()) + "; convert the tensor to one DCP stores");
+  }
+  const int64_t numel = tensor.numel();
+  const int64_t size = numel * static_cast<int64_t>(tensor.element_size());
+
+  WrittenRecord r;
+  StoredZip zip;
+  const std::string archive = "archive/";
+  // One statement each: the zip's cursor advances in the order the bytes are written.
+  std::string head = zip.entry(archive + "data.pkl", data_pkl(names->storage, tensor.sizes().vec(), numel));
+  head += zip.entry(archive + ".format_version", "1");
+  head += zip.entry(archive + ".storage_alignment", std::to_string(StoredZip::kAlignment));
+  head += zip.entry(archive + "byteorder", "little");  // x86-64 and aarch64 Linux
+  head += zip.begin(archive + "data/0", static_cast<uint64_t>(size));
+  r.data_begin = static_cast<int64_t>(head.size());
+  r.data_size = size;
+  r.header_crc32 = crc32_update(0, head.data(), head.size());
+  sink(head.data(), head.size());
+
+  BlockCrcs crcs(block_bytes);
+  for_each_byte_piece(tensor, kPieceBytes, [&](const char* data, std::size_t n) {
+    crcs.add(data, n);
+    sink(data, n);
+  });
+  r.block_crc32 = crcs.finish();
+
+  std::string tail = zip.end(crcs.whole());
+  tail += zip.entry(archive + "version", "3\n");
+  tail += zip.finish();
+  r.trailer_crc32 = crc32_update(0, tail.data(), tail.size());
+  sink(tail.data(), tail.size());
+  r.length = r.data_begin + r.data_size + static_cast<int64_t>(tail.size());
+  return r;
+}
+
+}  // namespace rankwise::detail
