@@ -1,5 +1,7 @@
 #include "rankwise/process_group.h"
 
+#include <signal.h>
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
@@ -475,6 +477,8 @@ void ProcessGroup::monitored_barrier(const std::string& name, std::chrono::milli
 }
 
 ProcessGroup& init(const InitOptions& options) {
+  struct sigaction pipe {};
+  if (::sigaction(SIGPIPE, nullptr, &pipe) == 0 && pipe.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
   auto& group = global_group();
   if (!group) group = std::make_unique<ProcessGroup>(LaunchEnv::from_environment(), options);
   return *group;

@@ -156,6 +156,11 @@ void ZeroRedundancyOptimizer::load_sharded_state_dict(const ShardedState& loaded
       if (!state.contains(index)) state.insert(index, Dict(c10::StringType::get(), c10::AnyType::get()));
       state.at(index).toGenericDict().insert(parsed->name, sharded->chunks().front().data);
     } else if (const auto* object = std::get_if<ObjectEntry>(&entry)) {
+      if (object->value.isNone() && parsed->name == "params") {
+        throw CheckpointError("rankwise: ZeroRedundancyOptimizer::load_sharded_state_dict(prefix '" + prefix +
+                              "'): '" + key + "' holds None: the entries were not filled. Call "
+                              "load_sharded(dir, state) with them first");
+      }
       auto it = groups.find(parsed->index);
       if (it == groups.end()) it = groups.emplace(parsed->index, Dict(c10::StringType::get(), c10::AnyType::get())).first;
       it->second.insert(parsed->name, object->value);

@@ -227,6 +227,11 @@ class ProcessGroup {
 
 /// Creates the global process group from the environment (see env.h). Calling
 /// it again returns the existing group. Collective: every rank.
+/// It also ignores SIGPIPE when the program left it at its default (as the
+/// Python interpreter does for every PyTorch job): Gloo writes to its peers
+/// with writev(2), so a rank that dies would otherwise kill the ranks that
+/// write to it next, silently, instead of their collective failing with an
+/// error that names it. A handler the program installed is kept.
 ProcessGroup& init(const InitOptions& options = {});
 /// True after init() and before shutdown().
 bool is_initialized();

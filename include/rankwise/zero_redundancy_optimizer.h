@@ -154,7 +154,8 @@ class ZeroRedundancyOptimizer {
   /// Restores the state from the entries of sharded_state_dict_to_load()
   /// once load_sharded() filled them: builds the state_dict and calls
   /// load_state_dict() (so its checks and errors hold). Local (no
-  /// communication); call it on every rank.
+  /// communication); call it on every rank. Throws CheckpointError when
+  /// the entries were never filled (load_sharded() not called on them).
   void load_sharded_state_dict(const ShardedState& loaded, const std::string& prefix = "optim.");
 
   /// Bytes of this rank's optimizer state tensors (the per-parameter state:

@@ -4,6 +4,8 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/torch.h>
 
+#include <signal.h>
+
 #include <chrono>
 #include <string>
 #include <thread>
@@ -23,6 +25,15 @@ TEST_F(Collectives, EnvironmentFromLauncher) {
   EXPECT_EQ(rankwise::process_group().env().local_world_size, 3);
   EXPECT_EQ(rankwise::local_rank(), rank);
   EXPECT_TRUE(rankwise::process_group().env().agent_store);
+}
+
+// The launcher gives workers SIGPIPE at its default; init() ignores it, so a
+// write to a dead peer's socket (Gloo's writev) fails with an error instead of
+// killing this rank silently.
+TEST_F(Collectives, InitIgnoresSigpipeLeftAtItsDefault) {
+  struct sigaction pipe {};
+  ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &pipe), 0);
+  EXPECT_EQ(pipe.sa_handler, SIG_IGN);
 }
 
 TEST_F(Collectives, AllReduceOps) {

@@ -153,6 +153,12 @@ int run(int argc, char** argv) {
         throw rankwise::Error(key + " was stored as " + std::to_string(entry.stored_chunks) + " chunks, not 1");
       }
     }
+    try {  // targets not filled yet: a clear error, not "another model"
+      zero.load_sharded_state_dict(targets);
+      throw rankwise::Error("load_sharded_state_dict accepted targets that load_sharded never filled");
+    } catch (const rankwise::CheckpointError& e) {
+      if (std::string(e.what()).find("the entries were not filled") == std::string::npos) throw;
+    }
     rankwise::load_sharded(sharded, targets);
     zero.load_sharded_state_dict(targets);
     torch::NoGradGuard no_grad;

@@ -89,6 +89,16 @@ TEST(ShardedObjects, ReadShardedMetadataListsTensorsAndObjects) {
   } catch (const rankwise::CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("has no .metadata"), std::string::npos) << e.what();
   }
+  std::ofstream(dir.parent_path() / "state.pt") << "a file";
+  try {
+    rankwise::read_sharded_metadata((dir.parent_path() / "state.pt").string());
+    ADD_FAILURE() << "no error";
+  } catch (const rankwise::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("this is a file, not a sharded checkpoint directory (a replicated "
+                                         "checkpoint file is read by rankwise::load)"),
+              std::string::npos)
+        << e.what();
+  }
   fs::remove_all(dir.parent_path());
 }
 

@@ -56,6 +56,10 @@ void ShardedReader::relabelled(const Parse& parse) const {
 
 CheckpointFiles ShardedReader::read_files() const {
   std::error_code ec;
+  if (fs::is_regular_file(dir_, ec)) {
+    fail("this is a file, not a sharded checkpoint directory (a replicated checkpoint file is read by "
+         "rankwise::load)");
+  }
   if (!fs::is_directory(dir_, ec)) fail("there is no directory at this path");
   if (!fs::exists(fs::path(dir_) / kMetadataName, ec)) {
     fail("the directory has no .metadata, so it is not a sharded checkpoint (a replicated checkpoint file is "
