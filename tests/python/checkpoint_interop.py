@@ -1,6 +1,7 @@
 """Checkpoint interop with PyTorch (Debian python3-torch 1.13), both directions.
 
-  checkpoint_interop.py check-cpp CKPT [ATOL]  torch.load a rankwise training-state checkpoint,
+  checkpoint_interop.py check-cpp CKPT [ATOL]  check every zip entry's CRC-32 (zipfile.testzip),
+                                           torch.load a rankwise training-state checkpoint,
                                            load_state_dict its "model" into Net (strict) and
                                            print "equal" when Net's output on
                                            extras["probe_input"] is bitwise extras["probe_output"]
@@ -18,6 +19,7 @@ Net matches tests/programs/torch_interop_model.cpp.
 """
 import collections
 import sys
+import zipfile
 import zlib
 
 import torch
@@ -49,6 +51,12 @@ def fingerprint(path, key=None):
 
 
 def check_cpp(path, atol=None):
+    # torch.load skips the zip's CRC-32s; Python's zipfile checks every entry's.
+    with zipfile.ZipFile(path) as archive:
+        bad = archive.testzip()
+        if bad is not None:
+            print(f"zip entry {bad} has a wrong CRC-32")
+            return 1
     checkpoint = torch.load(path, map_location="cpu", weights_only=False)
     net = Net()
     net.load_state_dict(checkpoint["model"], strict=True)

@@ -1,7 +1,11 @@
 // Checkpoint files: round trip, CRC-32 verification, truncation, tampering,
 // the writer lock, failed saves keeping the previous file, bad paths.
+#include <caffe2/serialize/inline_container.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
 #include <torch/torch.h>
+#include <zlib.h>
 
 #include <sys/file.h>
 #include <fcntl.h>
@@ -74,6 +78,86 @@ TEST(Checkpoint, RoundTripIsExact) {
   for (auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"a.pt", "a.pt.lock"}));
+  fs::remove_all(dir);
+}
+
+// What torch.save keeps: views keep their offsets and strides and share
+// their storage; every dtype and shape, 0-d and empty included; storages of
+// odd sizes above the writer's 1 MiB piece.
+TEST(Checkpoint, ViewsSharedStoragesAndEveryShapeRoundTrip) {
+  auto dir = fresh_dir("views");
+  const auto path = (dir / "v.pt").string();
+  torch::manual_seed(3);
+  const auto base = torch::randint(0, 256, {(1 << 20) + 3}, torch::kUInt8);
+  const auto rows = torch::rand({37, 53}, torch::kFloat64);
+  rankwise::Checkpoint c;
+  c.insert("base", base);
+  c.insert("slice", base.slice(0, 10, 100));
+  c.insert("strided", base.slice(0, 5, 1000, 3));
+  c.insert("transposed", rows.t());
+  c.insert("scalar", torch::tensor(3.5, torch::kFloat64));
+  c.insert("empty", torch::empty({0, 4}));
+  c.insert("bf16", torch::rand({5}).to(torch::kBFloat16));
+  c.insert("mask", torch::rand({7}) > 0.5);
+  c.insert("nested", c10::List<at::Tensor>({torch::ones({2}), torch::arange(3)}));
+  rankwise::save(path, c);
+  const auto back = rankwise::load(path);
+  for (const auto& key : c.keys()) {
+    if (key == "nested") continue;
+    const auto want = c.at(key).toTensor();
+    const auto got = back.at(key).toTensor();
+    EXPECT_TRUE(torch::equal(got, want)) << key;
+    EXPECT_EQ(got.dtype(), want.dtype()) << key;
+    EXPECT_EQ(got.sizes(), want.sizes()) << key;
+    EXPECT_EQ(got.strides(), want.strides()) << key;
+    EXPECT_EQ(got.storage_offset(), want.storage_offset()) << key;
+  }
+  const auto base_back = back.at("base").toTensor();
+  EXPECT_TRUE(back.at("slice").toTensor().storage().is_alias_of(base_back.storage()));
+  EXPECT_TRUE(back.at("strided").toTensor().storage().is_alias_of(base_back.storage()));
+  const auto nested = back.at("nested").toList();
+  ASSERT_EQ(nested.size(), 2u);
+  EXPECT_TRUE(torch::equal(nested.get(1).toTensor(), torch::arange(3)));
+  fs::remove_all(dir);
+}
+
+// Files that rankwise wrote before it had its own archive writer (with
+// PyTorch's PyTorchStreamWriter: storages before data.pkl, miniz's layout),
+// with the same trailer: they still verify and load.
+TEST(Checkpoint, FilesOfTheEarlierWriterStillLoad) {
+  auto dir = fresh_dir("earlier");
+  const auto path = (dir / "old.pt").string();
+  const auto state = sample(2.5f);
+  std::vector<char> pickle;
+  torch::jit::Pickler pickler([&](const char* d, std::size_t n) { pickle.insert(pickle.end(), d, d + n); });
+  pickler.protocol();
+  pickler.pushIValue(c10::IValue(state.dict()));
+  pickler.stop();
+  std::string bytes;
+  {
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* d, std::size_t n) {
+      bytes.append(static_cast<const char*>(d), n);
+      return n;
+    });
+    torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
+    writer.writeEndOfFile();
+  }
+  const std::string marker = "rankwise-checkpoint crc32=";
+  ASSERT_EQ(bytes.substr(bytes.size() - 22, 4), std::string("PK\x05\x06", 4));
+  bytes[bytes.size() - 2] = static_cast<char>(marker.size() + 8);  // the comment's length
+  char crc[9];
+  std::snprintf(crc, sizeof(crc), "%08x",
+                static_cast<unsigned>(::crc32(0, reinterpret_cast<const Bytef*>(bytes.data()),
+                                              static_cast<uInt>(bytes.size()))));
+  write_bytes(path, bytes + marker + crc);
+  EXPECT_TRUE(rankwise::verify(path));
+  const auto back = rankwise::load(path);
+  EXPECT_TRUE(torch::equal(back.at("weights").toTensor(), torch::full({256, 64}, 2.5f)));
+  EXPECT_EQ(back.at("name").toStringRef(), "mlp");
+  // And a flipped byte in it is still caught.
+  bytes[bytes.size() / 2] ^= 1;
+  write_bytes(path, bytes + marker + crc);
+  EXPECT_NE(error_of([&] { rankwise::load(path); }).find("is corrupt"), std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -1,6 +1,9 @@
 #pragma once
 /// The checkpoint file format: torch.save's zip format (what Python's
-/// torch.load reads), written by PyTorch's own PyTorchStreamWriter, plus a
+/// torch.load reads), written front to back by write_torch_save_archive
+/// (torch_save_archive.h: every byte checksummed once, the whole-file CRC
+/// combined from the entries'; files of rankwise before 2026-12-04, written
+/// by PyTorch's PyTorchStreamWriter, have the same trailer), plus a
 /// CRC-32 (zlib) of the whole file recorded in the zip's archive comment
 /// (APPNOTE.TXT 4.3.16: the end-of-central-directory record may carry a
 /// comment, which zip readers, torch.load included, skip).

@@ -4,7 +4,7 @@
 
 #include "checkpoint/detail/dtype_names.h"
 #include "checkpoint/detail/pickle_writer.h"
-#include "checkpoint/detail/stored_zip.h"
+#include "checkpoint/detail/torch_save_archive.h"
 #include "detail/crc32.h"
 #include "rankwise/error.h"
 
@@ -109,32 +109,24 @@ WrittenRecord write_tensor_record(const at::Tensor& tensor, int64_t block_bytes,
   const int64_t size = numel * static_cast<int64_t>(tensor.element_size());
 
   WrittenRecord r;
-  StoredZip zip;
-  const std::string archive = "archive/";
-  // One statement each: the zip's cursor advances in the order the bytes are written.
-  std::string head = zip.entry(archive + "data.pkl", data_pkl(names->storage, tensor.sizes().vec(), numel));
-  head += zip.entry(archive + ".format_version", "1");
-  head += zip.entry(archive + ".storage_alignment", std::to_string(StoredZip::kAlignment));
-  head += zip.entry(archive + "byteorder", "little");  // x86-64 and aarch64 Linux
-  head += zip.begin(archive + "data/0", static_cast<uint64_t>(size));
-  r.data_begin = static_cast<int64_t>(head.size());
+  StorageWriter storage{static_cast<uint64_t>(size), [&](const ByteSink& out) {
+                          BlockCrcs crcs(block_bytes);
+                          for_each_byte_piece(tensor, kPieceBytes, [&](const char* data, std::size_t n) {
+                            crcs.add(data, n);
+                            out(data, n);
+                          });
+                          r.block_crc32 = crcs.finish();
+                          return crcs.whole();
+                        }};
+  const WrittenArchive archive =
+      write_torch_save_archive(data_pkl(names->storage, tensor.sizes().vec(), numel), {storage}, sink);
+  std::size_t data_part = 0;
+  while (archive.parts[data_part].storage != 0) ++data_part;
+  r.length = static_cast<int64_t>(archive.length);
+  r.data_begin = static_cast<int64_t>(archive.parts[data_part].offset);
   r.data_size = size;
-  r.header_crc32 = crc32_update(0, head.data(), head.size());
-  sink(head.data(), head.size());
-
-  BlockCrcs crcs(block_bytes);
-  for_each_byte_piece(tensor, kPieceBytes, [&](const char* data, std::size_t n) {
-    crcs.add(data, n);
-    sink(data, n);
-  });
-  r.block_crc32 = crcs.finish();
-
-  std::string tail = zip.end(crcs.whole());
-  tail += zip.entry(archive + "version", "3\n");
-  tail += zip.finish();
-  r.trailer_crc32 = crc32_update(0, tail.data(), tail.size());
-  sink(tail.data(), tail.size());
-  r.length = r.data_begin + r.data_size + static_cast<int64_t>(tail.size());
+  r.header_crc32 = archive.crc32_of(0, data_part);
+  r.trailer_crc32 = archive.crc32_of(data_part + 1, archive.parts.size());
   return r;
 }
 

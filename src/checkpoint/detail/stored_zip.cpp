@@ -79,7 +79,7 @@ std::string StoredZip::entry(const std::string& name, const std::string& data) {
   return out;
 }
 
-std::string StoredZip::finish() {
+std::string StoredZip::finish(uint16_t comment_length) {
   std::string out;
   const uint64_t directory_offset = cursor_;
   for (const Entry& e : entries_) {
@@ -142,7 +142,7 @@ std::string StoredZip::finish() {
   put(out, zip64 ? zip::kMax16 : count, 2);
   put(out, zip64 ? zip::kMax32 : directory_size, 4);
   put(out, zip64 ? zip::kMax32 : directory_offset, 4);
-  put(out, 0, 2);  // comment length
+  put(out, comment_length, 2);
   cursor_ += out.size();
   return out;
 }

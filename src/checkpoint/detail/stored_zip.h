@@ -27,8 +27,10 @@ class StoredZip {
   std::string end(uint32_t crc32);
   /// A whole entry: begin(), `data`, end().
   std::string entry(const std::string& name, const std::string& data);
-  /// The central directory and end records: the archive's last bytes.
-  std::string finish();
+  /// The central directory and end records: the archive's last bytes, but
+  /// for a comment of `comment_length` bytes that the caller may write after
+  /// them (APPNOTE.TXT 4.3.16; zip readers skip it).
+  std::string finish(uint16_t comment_length = 0);
 
  private:
   struct Entry {
