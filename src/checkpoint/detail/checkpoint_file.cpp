@@ -21,6 +21,7 @@
 #include "checkpoint/detail/atomic_file.h"
 #include "checkpoint/detail/pread_all.h"
 #include "checkpoint/detail/python_pickle.h"
+#include "checkpoint/detail/read_checksums.h"
 #include "checkpoint/detail/torch_save_archive.h"
 #include "checkpoint/detail/unpickled_value.h"
 #include "detail/crc32.h"
@@ -60,9 +61,8 @@ void read_exactly(int fd, void* buffer, std::size_t size, uint64_t offset, const
   }
 }
 
-// CRC-32 of [begin, end) of the file, read in 1 MiB chunks: each is checksummed
-// while it is still in the core's cache (measured on the 2-core VM: 8 MiB
-// chunks made the CRC pass beside a load 20-40 ms slower at 1 GiB).
+// CRC-32 of [begin, end) of the file, read in 1 MiB chunks: each is
+// checksummed while it is still in the core's cache.
 uint32_t crc_of_range(int fd, uint64_t begin, uint64_t end, const std::string& path) {
   constexpr std::size_t kChunk = std::size_t{1} << 20;
   std::vector<unsigned char> buffer(std::min<uint64_t>(kChunk, end - begin));
@@ -111,9 +111,8 @@ class ByteSource {
   uint64_t size() const { return size_; }
   // Exactly `n` bytes at `offset`, or CheckpointError naming the path.
   virtual void read(void* buffer, std::size_t n, uint64_t offset) const = 0;
-  // CRC-32 of [0, end); `split` lets a file's two halves run on two threads
-  // (for a pass on its own; beside a load, the parse has the other core).
-  virtual uint32_t crc_of_prefix(uint64_t end, bool split) const = 0;
+  // CRC-32 of [0, end), as one pass on its own.
+  virtual uint32_t crc_of_prefix(uint64_t end) const = 0;
 
  private:
   std::string path_;
@@ -126,8 +125,8 @@ class FileSource : public ByteSource {
   void read(void* buffer, std::size_t n, uint64_t offset) const override {
     read_exactly(fd_, buffer, n, offset, path());
   }
-  uint32_t crc_of_prefix(uint64_t end, bool split) const override {
-    return split ? crc_of_file_prefix(fd_, end, path()) : crc_of_range(fd_, 0, end, path());
+  uint32_t crc_of_prefix(uint64_t end) const override {
+    return crc_of_file_prefix(fd_, end, path());
   }
 
  private:
@@ -145,7 +144,7 @@ class MemorySource : public ByteSource {
     }
     std::memcpy(buffer, bytes_.data() + offset, n);
   }
-  uint32_t crc_of_prefix(uint64_t end, bool /*split*/) const override {
+  uint32_t crc_of_prefix(uint64_t end) const override {
     return crc32_update(0, bytes_.data(), static_cast<std::size_t>(end));
   }
 
@@ -226,8 +225,7 @@ Trailer read_trailer(const ByteSource& source) {
 
 // Checks the trailer and the CRC; returns the integrity found.
 // Throws CheckpointError unless the bytes before the trailer have the CRC-32 it records.
-void check_crc(const ByteSource& source, const Trailer& trailer, bool split) {
-  const uint32_t actual = source.crc_of_prefix(source.size() - kTrailerSize, split);
+void check_crc(const ByteSource& source, const Trailer& trailer, uint32_t actual) {
   if (actual != trailer.recorded) {
     char text[96];
     std::snprintf(text, sizeof(text), "recorded CRC-32 %08x, content has %08x", trailer.recorded,
@@ -240,24 +238,31 @@ void check_crc(const ByteSource& source, const Trailer& trailer, bool split) {
 
 Integrity verify_source(const ByteSource& source) {
   const Trailer trailer = read_trailer(source);
-  if (trailer.integrity == Integrity::kVerified) check_crc(source, trailer, /*split=*/true);
+  if (trailer.integrity == Integrity::kVerified) {
+    check_crc(source, trailer, source.crc_of_prefix(source.size() - kTrailerSize));
+  }
   return trailer.integrity;
 }
 
-// A ByteSource as PyTorchStreamReader reads it.
+// A ByteSource as PyTorchStreamReader reads it; through `sums` when given.
 class SourceReadAdapter : public caffe2::serialize::ReadAdapterInterface {
  public:
-  explicit SourceReadAdapter(const ByteSource& source) : source_(source) {}
+  SourceReadAdapter(const ByteSource& source, ReadChecksums* sums) : source_(source), sums_(sums) {}
   size_t size() const override { return static_cast<size_t>(source_.size()); }
   size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
     if (pos >= source_.size()) return 0;
     n = static_cast<size_t>(std::min<uint64_t>(n, source_.size() - pos));
-    source_.read(buf, n, pos);
+    if (sums_ != nullptr) {
+      sums_->read(buf, n, pos);
+    } else {
+      source_.read(buf, n, pos);
+    }
     return n;
   }
 
  private:
   const ByteSource& source_;
+  ReadChecksums* sums_;
 };
 
 [[noreturn]] void unreadable(const ByteSource& source, const std::string& why) {
@@ -275,45 +280,38 @@ class SourceReadAdapter : public caffe2::serialize::ReadAdapterInterface {
                         "torch.save / rankwise::save): " + why);
 }
 
-// Unpickles onto the CPU, without the CRC pass: `found` tells rankwise's
-// pickles (checked) from Python's (adapted, then checked).
-c10::IValue parse_source(const ByteSource& source, Integrity found);
+// Unpickles onto the CPU: `found` tells rankwise's pickles (checked) from
+// Python's (adapted, then checked); every read goes through `sums` when given.
+c10::IValue parse_source(const ByteSource& source, Integrity found, ReadChecksums* sums);
 
-// The CRC pass runs on its own thread beside the parsing (the pickle is
-// checked opcode by opcode and every tensor against its record either way,
-// so parsing unverified bytes is safe); nothing is returned before the CRC
-// has passed, and its verdict comes first: a damaged file is reported as
-// damaged, whatever the parser made of it.
+// The CRC-32 is assembled from the parser's own reads (read_checksums.h: no
+// second pass over the file, and the bytes verified are the bytes returned).
+// Parsing unverified bytes is safe (the pickle is checked opcode by opcode
+// and every tensor against its record either way); nothing is returned
+// before the CRC has passed, and its verdict comes first: when the parse
+// fails, the file's CRC is checked on its own, so that a damaged file is
+// reported as damaged, whatever the parser made of it.
 c10::IValue read_source(const ByteSource& source, Integrity* integrity) {
   const Trailer trailer = read_trailer(source);
   if (integrity) *integrity = trailer.integrity;
-  std::exception_ptr crc_error, parse_error;
-  std::thread verifier;
-  if (trailer.integrity == Integrity::kVerified) {
-    verifier = std::thread([&] {
-      try {
-        check_crc(source, trailer, /*split=*/false);
-      } catch (...) {
-        crc_error = std::current_exception();
-      }
-    });
-  }
+  if (trailer.integrity != Integrity::kVerified) return parse_source(source, trailer.integrity, nullptr);
+  const uint64_t end = source.size() - kTrailerSize;
+  ReadChecksums sums([&](void* buffer, std::size_t n, uint64_t offset) { source.read(buffer, n, offset); });
   c10::IValue value;
   try {
-    value = parse_source(source, trailer.integrity);
+    value = parse_source(source, trailer.integrity, &sums);
   } catch (...) {
-    parse_error = std::current_exception();
+    check_crc(source, trailer, source.crc_of_prefix(end));
+    throw;
   }
-  if (verifier.joinable()) verifier.join();
-  if (crc_error) std::rethrow_exception(crc_error);
-  if (parse_error) std::rethrow_exception(parse_error);
+  check_crc(source, trailer, sums.crc_of_prefix(end));
   return value;
 }
 
-c10::IValue parse_source(const ByteSource& source, Integrity found) {
+c10::IValue parse_source(const ByteSource& source, Integrity found, ReadChecksums* sums) {
   const std::string& path = source.path();
   try {
-    caffe2::serialize::PyTorchStreamReader reader(std::make_shared<SourceReadAdapter>(source));
+    caffe2::serialize::PyTorchStreamReader reader(std::make_shared<SourceReadAdapter>(source, sums));
     // As torch::jit::readArchiveAndTensors("data", ...), with pickles from
     // Python's torch.save (no checksum) adapted to libtorch's Unpickler.
     at::DataPtr pickle;
@@ -407,7 +405,7 @@ FileIdentity identify_checkpoint_file(const std::string& path) {
   const FileSource source(path, file.fd, size);
   const Trailer trailer = read_trailer(source);
   if (trailer.integrity == Integrity::kVerified) return {size, trailer.recorded, true};
-  return {size, source.crc_of_prefix(size, /*split=*/true), false};
+  return {size, source.crc_of_prefix(size), false};
 }
 
 std::string read_file_bytes(const std::string& path) {
