@@ -5,11 +5,13 @@
 #include <torch/utils.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
 #include <numeric>
 #include <set>
+#include <typeinfo>
 
 #include "detail/all_gather_ivalues.h"
 #include "rankwise/checkpoint/optimizer_state.h"
@@ -123,7 +125,14 @@ void ZeroRedundancyOptimizer::init(std::vector<torch::optim::OptimizerParamGroup
     }
   }
   if (!local_groups.empty()) {
-    local_ = make_optimizer(std::move(local_groups));
+    try {
+      local_ = make_optimizer(std::move(local_groups));
+    } catch (const std::bad_cast&) {  // libtorch's optimizers cast each group's options to their own type
+      throw ConfigError(
+          "ZeroRedundancyOptimizer: the factory's optimizer does not take the options of the parameter "
+          "groups (e.g. AdamWOptions given to torch::optim::Adam); give the groups the options type of "
+          "the optimizer the factory makes");
+    }
     if (!local_) throw ConfigError("ZeroRedundancyOptimizer: the factory returned no optimizer");
   }
 }
@@ -211,7 +220,7 @@ c10::impl::GenericDict ZeroRedundancyOptimizer::local_share() const {
     const auto local_groups = local.at("param_groups").toListRef();
     for (std::size_t lg = 0; lg < local_groups.size(); ++lg) {
       Dict options = local_groups[lg].toGenericDict().copy();
-      options.erase("params");
+      (void)options.erase("params");  // the whole optimizer numbers them
       groups.insert(static_cast<int64_t>(local_group_of_[lg]), options);
     }
   }
@@ -299,23 +308,37 @@ void ZeroRedundancyOptimizer::load_state_dict(const c10::IValue& state_dict) {
   const Dict saved_state = state_value.toGenericDict();
   Dict local_state = index_dict();
   c10::List<c10::IValue> local_groups(c10::AnyType::get());
-  int64_t k = 0;
-  for (const std::size_t g : local_group_of_) {
+  // The local optimizer's state keeps the saved indices, so that its errors
+  // name the parameter as the whole optimizer's state_dict does.
+  std::string groups_here;  // "param_groups[0] here is param_groups[2] of the optimizer", ...
+  for (std::size_t lg = 0; lg < local_group_of_.size(); ++lg) {
+    const std::size_t g = local_group_of_[lg];
     Dict options = saved_groups[g].toGenericDict().copy();
     c10::List<int64_t> indices;
     for (const std::size_t i : group_params_[g]) {
       if (owner_[i] != rank()) continue;
+      const int64_t key = saved_index[i].isInt() ? saved_index[i].toInt() : static_cast<int64_t>(i);
       const auto it = saved_state.find(saved_index[i]);
-      if (it != saved_state.end()) local_state.insert(k, it->value());
-      indices.push_back(k++);
+      if (it != saved_state.end()) local_state.insert(key, it->value());
+      indices.push_back(key);
     }
     options.insert_or_assign("params", indices);
     local_groups.push_back(options);
+    if (lg != g) {
+      groups_here += fmt::format("{}param_groups[{}] there is param_groups[{}] of the whole optimizer",
+                                 groups_here.empty() ? "; " : ", ", lg, g);
+    }
   }
   Dict local = string_dict();
   local.insert("state", local_state);
   local.insert("param_groups", local_groups);
-  load_optimizer_state_dict(*local_, local);
+  try {
+    load_optimizer_state_dict(*local_, local);
+  } catch (const CheckpointError& e) {
+    throw CheckpointError(fmt::format(
+        "ZeroRedundancyOptimizer::load_state_dict on rank {} (the owner of parameters {}): {}{}", rank(),
+        fmt::join(owned_by(rank()), ", "), e.what(), groups_here));
+  }
 }
 
 std::int64_t ZeroRedundancyOptimizer::local_state_bytes() const {

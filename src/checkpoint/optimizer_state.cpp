@@ -57,6 +57,7 @@ struct Spec {
 struct Codec {
   std::string name;
   std::function<bool(const Optimizer&)> matches;
+  std::function<bool(const OptimizerOptions&)> takes_options;  // options of this optimizer's type
   std::function<void(const OptimizerOptions&, Dict&)> write_options;
   std::function<void(OptimizerOptions&, const Dict&, const std::string& where)> read_options;
   std::function<void(const OptimizerParamState&, Dict&)> write_state;
@@ -137,6 +138,7 @@ Codec make_codec(std::string name, Spec<Options, State> spec) {
   Codec c;
   c.name = std::move(name);
   c.matches = [](const Optimizer& o) { return dynamic_cast<const Opt*>(&o) != nullptr; };
+  c.takes_options = [](const OptimizerOptions& o) { return dynamic_cast<const Options*>(&o) != nullptr; };
   c.write_options = [spec](const OptimizerOptions& base, Dict& group) {
     auto& o = const_cast<Options&>(dynamic_cast<const Options&>(base));
     for (const auto& [key, field] : spec.doubles) group.insert(key, (o.*field)());
@@ -299,6 +301,23 @@ const Codec& codec_of(const Optimizer& optimizer) {
 
 std::string group_where(std::size_t g) { return "param_groups[" + std::to_string(g) + "]"; }
 
+// The codec of `optimizer`, whose groups must hold options of its own type:
+// libtorch takes a group of any options type and static_casts them at each
+// step (e.g. AdamWOptions in a torch::optim::Adam).
+const Codec& checked_codec_of(const Optimizer& optimizer) {
+  const Codec& codec = codec_of(optimizer);
+  const auto& groups = optimizer.param_groups();
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (!codec.takes_options(groups[g].options())) {
+      throw CheckpointError("rankwise: " + group_where(g) + " of this torch::optim::" + codec.name +
+                            " holds the options of another optimizer type (e.g. AdamWOptions in a "
+                            "torch::optim::Adam), which libtorch misreads at every step; build "
+                            "every group with torch::optim::" + codec.name + "Options");
+    }
+  }
+  return codec;
+}
+
 void load_legacy_archive(Optimizer& optimizer, const torch::Tensor& bytes) {
   if (bytes.scalar_type() != torch::kUInt8 || bytes.dim() != 1) {
     throw CheckpointError("rankwise: the optimizer entry is a tensor but not the 1-D uint8 "
@@ -327,7 +346,7 @@ void load_legacy_archive(Optimizer& optimizer, const torch::Tensor& bytes) {
 std::string optimizer_type_name(const Optimizer& optimizer) { return codec_of(optimizer).name; }
 
 c10::IValue optimizer_state_dict(const Optimizer& optimizer) {
-  const Codec& codec = codec_of(optimizer);
+  const Codec& codec = checked_codec_of(optimizer);
   const auto& state = optimizer.state();
   auto per_param = Dict(c10::IntType::get(), c10::AnyType::get());
   c10::List<c10::IValue> groups(c10::AnyType::get());
@@ -356,7 +375,7 @@ c10::IValue optimizer_state_dict(const Optimizer& optimizer) {
 
 void load_optimizer_state_dict(Optimizer& optimizer, const c10::IValue& state_dict) {
   if (state_dict.isTensor()) return load_legacy_archive(optimizer, state_dict.toTensor());
-  const Codec& codec = codec_of(optimizer);
+  const Codec& codec = checked_codec_of(optimizer);
   if (!state_dict.isGenericDict()) {
     throw CheckpointError(std::string("rankwise: an optimizer state_dict must be a dict with "
                                       "'state' and 'param_groups', got a ") +

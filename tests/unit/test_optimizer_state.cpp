@@ -328,6 +328,26 @@ TEST(OptimizerStateErrors, MismatchesAreNamedAndLeaveTheOptimizerUnchanged) {
 // archive) still load their per-parameter state.
 // PyTorch 2.x writes 'decoupled_weight_decay' in every Adam (false) and AdamW
 // (true) param_group: each loads into its own type and is refused by the other.
+// Groups built with another optimizer's options (libtorch accepts them and
+// static_casts at each step): a CheckpointError naming the group, not a bare
+// std::bad_cast, on save and on load.
+TEST(OptimizerStateErrors, GroupsWithAnotherOptimizersOptionsAreNamed) {
+  Net net;
+  std::vector<torch::optim::OptimizerParamGroup> mixed;
+  mixed.emplace_back(net.parameters());
+  mixed.emplace_back(std::vector<torch::Tensor>{torch::zeros({2}, torch::requires_grad())},
+                     std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(0.1)));
+  torch::optim::Adam opt(std::move(mixed), torch::optim::AdamOptions(0.01));
+  const std::string want =
+      "param_groups[1] of this torch::optim::Adam holds the options of another optimizer type";
+  EXPECT_NE(error_of([&] { rankwise::optimizer_state_dict(opt); }).find(want), std::string::npos)
+      << error_of([&] { rankwise::optimizer_state_dict(opt); });
+  Net other;
+  torch::optim::Adam fine(other.parameters(), torch::optim::AdamOptions(0.01));
+  const auto state = rankwise::optimizer_state_dict(fine);
+  EXPECT_NE(error_of([&] { rankwise::load_optimizer_state_dict(opt, state); }).find(want), std::string::npos);
+}
+
 TEST(OptimizerStateErrors, DecoupledWeightDecayAsPyTorch2WritesIt) {
   torch::manual_seed(4);
   Net net;

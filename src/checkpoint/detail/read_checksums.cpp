@@ -12,9 +12,9 @@ namespace {
 // between the read and the CRC (measured on the 2-core VM, issue 16).
 constexpr std::size_t kPiece = std::size_t{1} << 20;
 
-// How long the worker, and the reader waiting for the last piece, poll
-// before they sleep: a 1 MiB read from the page cache takes ~0.1 ms, and a
-// sleep and wake-up per piece cost ~10% of a load (measured, issue 16).
+// How long the worker polls for the next large read before it sleeps, and
+// the reader for the worker's last piece: a 1 MiB read from the page cache
+// takes ~0.1 ms, and a sleep and wake-up per read cost more than that.
 constexpr auto kSpin = std::chrono::microseconds(500);
 
 // Polls `ready` until it holds or kSpin has passed; whether it holds.
@@ -46,66 +46,83 @@ ReadChecksums::~ReadChecksums() {
   worker_.join();
 }
 
-void ReadChecksums::work() {
+void ReadChecksums::take_pieces(uint64_t generation) {
   for (;;) {
-    spin_until([&] { return queued_.load(std::memory_order_acquire) > 0; });
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (queue_.empty()) {
-      worker_sleeping_ = true;
-      wake_worker_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-      worker_sleeping_ = false;
-      if (queue_.empty()) return;  // stop_, and nothing left
+    Job job;
+    std::size_t at = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (generation_.load(std::memory_order_relaxed) != generation || next_piece_ >= job_.pieces) return;
+      job = job_;
+      at = next_piece_++ * kPiece;
     }
-    Span span = queue_.front();
-    lock.unlock();
-    span.crc = crc32_update(0, span.data, span.size);
-    span.data = nullptr;
-    lock.lock();
-    queue_.pop_front();
-    queued_.fetch_sub(1, std::memory_order_release);
-    done_.push_back(span);
-    if (queue_.empty() && reader_sleeping_) wake_reader_.notify_one();
+    const std::size_t size = std::min(kPiece, job.size - at);
+    std::exception_ptr error;
+    uint32_t crc = 0;
+    try {
+      read_at_(job.bytes + at, size, job.offset + at);
+      crc = crc32_update(0, job.bytes + at, size);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error) {
+      if (!error_) error_ = error;
+    } else {
+      done_.push_back({job.offset + at, size, crc});
+    }
+    finished_pieces_.fetch_add(1, std::memory_order_release);
   }
 }
 
-void ReadChecksums::wait_until_checksummed() {
-  if (spin_until([&] { return queued_.load(std::memory_order_acquire) == 0; })) {
-    std::lock_guard<std::mutex> lock(mutex_);  // orders done_ after the worker's last push
-    return;
+void ReadChecksums::work() {
+  uint64_t seen = 0;
+  for (;;) {
+    const auto has_job = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(has_job)) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      worker_sleeping_ = true;
+      wake_worker_.wait(lock, [&] { return stop_ || has_job(); });
+      worker_sleeping_ = false;
+      if (!has_job()) return;  // stop_
+    }
+    seen = generation_.load(std::memory_order_acquire);
+    take_pieces(seen);
   }
-  std::unique_lock<std::mutex> lock(mutex_);
-  reader_sleeping_ = true;
-  wake_reader_.wait(lock, [&] { return queue_.empty(); });
-  reader_sleeping_ = false;
 }
 
 void ReadChecksums::read(void* buffer, std::size_t n, uint64_t offset) {
   char* bytes = static_cast<char*>(buffer);
-  if (n < kPiece) {  // small reads (headers, the pickle): a hand-off costs more than the CRC
+  if (n < 2 * kPiece) {  // small reads (headers, the pickle): sharing them costs more than it saves
     read_at_(bytes, n, offset);
     const uint32_t crc = crc32_update(0, bytes, n);
     std::lock_guard<std::mutex> lock(mutex_);
-    done_.push_back({offset, n, crc, nullptr});
+    done_.push_back({offset, n, crc});
     return;
   }
-  // Queued pieces must be checksummed before this returns (or throws): the
-  // buffer may be freed then.
-  struct Drain {
-    ReadChecksums& self;
-    ~Drain() { self.wait_until_checksummed(); }
-  } drain{*this};
-  for (std::size_t at = 0; at < n; at += kPiece) {
-    const std::size_t size = std::min(kPiece, n - at);
-    read_at_(bytes + at, size, offset + at);
+  uint64_t generation = 0;
+  std::size_t pieces = (n + kPiece - 1) / kPiece;
+  {
     std::lock_guard<std::mutex> lock(mutex_);
-    queue_.push_back({offset + at, size, 0, bytes + at});
-    queued_.fetch_add(1, std::memory_order_release);
+    job_ = {bytes, n, offset, pieces};
+    next_piece_ = 0;
+    finished_pieces_.store(0, std::memory_order_relaxed);
+    generation = generation_.fetch_add(1, std::memory_order_release) + 1;
     if (worker_sleeping_) wake_worker_.notify_one();
+  }
+  take_pieces(generation);
+  // Every piece must be done before this returns (or throws): the buffer may be freed then.
+  const auto all_done = [&] { return finished_pieces_.load(std::memory_order_acquire) == pieces; };
+  while (!spin_until(all_done)) std::this_thread::yield();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (error_) {
+    std::exception_ptr error = error_;
+    error_ = nullptr;
+    std::rethrow_exception(error);
   }
 }
 
 uint32_t ReadChecksums::crc_of_prefix(uint64_t end) {
-  wait_until_checksummed();
   std::vector<Span> spans;
   {
     std::lock_guard<std::mutex> lock(mutex_);

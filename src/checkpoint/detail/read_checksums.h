@@ -1,16 +1,17 @@
 #pragma once
 /// The CRC-32 of a file assembled from the reads a parser made of it, so
 /// that verifying a checkpoint costs no second pass over its bytes, and the
-/// bytes verified are the very bytes returned: each read is done 1 MiB at a
-/// time and every piece is checksummed by a worker thread right after it
-/// lands, while it is still in the cache; bytes the parser never read (zip
-/// headers it skipped, unreferenced records) are read and checksummed at
-/// the end; the pieces are combined in file order with crc32_combine.
+/// bytes verified are the very bytes returned. A large read is split into
+/// 1 MiB pieces that two threads (the caller and a worker) read and
+/// checksum, each piece right after it lands, while it is in that core's
+/// cache; bytes the parser never read (zip headers it skipped, unreferenced
+/// records) are read and checksummed at the end; the pieces are combined in
+/// file order with crc32_combine.
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -18,7 +19,8 @@
 
 namespace rankwise::detail {
 
-/// Reads `n` bytes at `offset` into `buffer`, exactly, or throws.
+/// Reads `n` bytes at `offset` into `buffer`, exactly, or throws. Called
+/// from two threads at once (on disjoint buffers).
 using ReadAt = std::function<void(void* buffer, std::size_t n, uint64_t offset)>;
 
 class ReadChecksums {
@@ -28,9 +30,9 @@ class ReadChecksums {
   ReadChecksums& operator=(const ReadChecksums&) = delete;
   ~ReadChecksums();
 
-  /// read_at(buffer, n, offset), checksummed. Returns once every piece is
-  /// checksummed, so no pointer into `buffer` is kept after it returns.
-  /// Throws what read_at throws. Called from one thread at a time.
+  /// read_at(buffer, n, offset), checksummed. Returns (or throws what
+  /// read_at threw) once every piece is read and checksummed, so no pointer
+  /// into `buffer` is kept after it returns. Called from one thread at a time.
   void read(void* buffer, std::size_t n, uint64_t offset);
 
   /// The CRC-32 (zlib's crc32) of the file's bytes [0, end): the reads
@@ -42,20 +44,28 @@ class ReadChecksums {
     uint64_t offset = 0;
     std::size_t size = 0;
     uint32_t crc = 0;
-    const char* data = nullptr;  // while queued
+  };
+  // The large read both threads take pieces of.
+  struct Job {
+    char* bytes = nullptr;
+    std::size_t size = 0;
+    uint64_t offset = 0;
+    std::size_t pieces = 0;
   };
   void work();
-  // Returns once every queued piece is checksummed.
-  void wait_until_checksummed();
+  // Takes pieces of job `generation` until none is left (or another job began).
+  void take_pieces(uint64_t generation);
 
   ReadAt read_at_;
-  std::vector<Span> done_;  // checksummed reads, in the order they finished
-  std::deque<Span> queue_;
+  std::vector<Span> done_;  // checksummed reads (guarded by mutex_)
+  Job job_;                    // guarded by mutex_
+  std::size_t next_piece_ = 0;  // guarded by mutex_
+  std::atomic<std::size_t> finished_pieces_{0};
+  std::atomic<uint64_t> generation_{0};  // counts jobs (changed under mutex_); polled by the worker
+  std::exception_ptr error_;             // the first failed piece's (guarded by mutex_)
   std::mutex mutex_;
-  std::condition_variable wake_worker_, wake_reader_;
-  std::atomic<int> queued_{0};  // pieces queued, polled before sleeping
-  bool stop_ = false;
-  bool worker_sleeping_ = false, reader_sleeping_ = false;
+  std::condition_variable wake_worker_;
+  bool stop_ = false, worker_sleeping_ = false;
   std::thread worker_;
 };
 
