@@ -11,7 +11,6 @@
 #include <map>
 #include <numeric>
 #include <set>
-#include <typeinfo>
 
 #include "detail/all_gather_ivalues.h"
 #include "rankwise/checkpoint/optimizer_state.h"
@@ -125,14 +124,7 @@ void ZeroRedundancyOptimizer::init(std::vector<torch::optim::OptimizerParamGroup
     }
   }
   if (!local_groups.empty()) {
-    try {
-      local_ = make_optimizer(std::move(local_groups));
-    } catch (const std::bad_cast&) {  // libtorch's optimizers cast each group's options to their own type
-      throw ConfigError(
-          "ZeroRedundancyOptimizer: the factory's optimizer does not take the options of the parameter "
-          "groups (e.g. AdamWOptions given to torch::optim::Adam); give the groups the options type of "
-          "the optimizer the factory makes");
-    }
+    local_ = make_optimizer(std::move(local_groups));
     if (!local_) throw ConfigError("ZeroRedundancyOptimizer: the factory returned no optimizer");
   }
 }

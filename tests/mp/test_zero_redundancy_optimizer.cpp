@@ -217,6 +217,45 @@ TEST(ZeroRedundancyOptimizer, BadInputIsNamed) {
   }
 }
 
+// A state_dict that does not fit: the owner of the parameter says so, naming
+// itself and the parameter as the whole optimizer's state_dict numbers it
+// (not its index in the rank's own share); the other ranks load their share.
+TEST(ZeroRedundancyOptimizer, LoadStateDictErrorsNameTheRankAndTheParameter) {
+  torch::manual_seed(0);
+  Net net;
+  auto ddp = rankwise::DistributedDataParallel(net);
+  rankwise::ZeroRedundancyOptimizer zero(ddp.parameters(), [](auto groups) {
+    return std::make_unique<torch::optim::Adam>(std::move(groups), torch::optim::AdamOptions(0.01));
+  });
+  train(ddp, zero, 2);
+  const c10::IValue full = zero.state_dict();  // collective
+  const std::size_t last = 4;                  // fc3.weight, of shape [3, 8]
+  int owner = -1;
+  for (int r = 0; r < rankwise::world_size(); ++r) {
+    for (std::size_t i : zero.owned_by(r)) owner = i == last ? r : owner;
+  }
+  ASSERT_GT(owner, 0) << "the test wants the parameter owned by a rank other than 0";
+  auto bad = full.toGenericDict().copy();
+  auto state = bad.at("state").toGenericDict().copy();
+  auto param_state = state.at(static_cast<int64_t>(last)).toGenericDict().copy();
+  param_state.insert_or_assign("exp_avg", torch::zeros({2}));
+  state.insert_or_assign(static_cast<int64_t>(last), param_state);
+  bad.insert_or_assign("state", state);
+  if (rankwise::rank() != owner) {
+    EXPECT_NO_THROW(zero.load_state_dict(bad));
+    return;
+  }
+  try {
+    zero.load_state_dict(bad);
+    ADD_FAILURE() << "a state of the wrong shape was accepted";
+  } catch (const rankwise::CheckpointError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("on rank " + std::to_string(owner)), std::string::npos) << what;
+    EXPECT_NE(what.find("state[4]"), std::string::npos) << what;
+    EXPECT_NE(what.find("'exp_avg' has shape [2]"), std::string::npos) << what;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/detail/stored_zip.h"
 #include "rankwise/checkpoint/checkpoint.h"
 #include "rankwise/error.h"
 
@@ -260,6 +261,36 @@ TEST(Checkpoint, FileWithoutChecksumStillLoads) {
   write_bytes(path, std::string(bytes.begin(), bytes.end()));
   EXPECT_FALSE(rankwise::verify(path.string()));
   EXPECT_TRUE(torch::equal(rankwise::load(path.string()).at("x").toTensor(), torch::ones({3})));
+  fs::remove_all(dir);
+}
+
+// A zip of torch.save's records whose last bytes, before the end record,
+// are an entry name ending in "rankwise-checkpoint/version" (torch 1.x names
+// the archive after the file's stem; a zip writer without zip64 end
+// records puts the last name right before the end record): not a damaged
+// rankwise trailer, but a file without a checksum.
+TEST(Checkpoint, ArchiveNamedLikeTheMarkerStillLoads) {
+  auto dir = fresh_dir("stem");
+  const auto path = (dir / "old_rankwise-checkpoint.pt").string();
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("x", torch::ones({3}));
+  std::string pickle;
+  torch::jit::Pickler pickler([&](const char* d, std::size_t n) { pickle.append(d, n); });
+  pickler.protocol();
+  pickler.pushIValue(c10::IValue(dict));
+  pickler.stop();
+  ASSERT_EQ(pickler.tensorData().size(), 1u);
+  const at::Tensor& t = pickler.tensorData()[0];
+  rankwise::detail::StoredZip zip;
+  const std::string archive = "old_rankwise-checkpoint/";
+  std::string bytes = zip.entry(archive + "data.pkl", pickle);
+  bytes += zip.entry(archive + "data/0", std::string(static_cast<const char*>(t.data_ptr()), t.nbytes()));
+  bytes += zip.entry(archive + "version", "3\n");
+  bytes += zip.finish();
+  ASSERT_NE(bytes.substr(bytes.size() - 56).find("rankwise-checkpoint"), std::string::npos);
+  write_bytes(path, bytes);
+  EXPECT_FALSE(rankwise::verify(path));
+  EXPECT_TRUE(torch::equal(rankwise::load(path).at("x").toTensor(), torch::ones({3})));
   fs::remove_all(dir);
 }
 

@@ -51,27 +51,62 @@ TEST(ReadChecksums, AnyPatternOfReadsGivesTheCrcOfThePrefix) {
     ReadChecksums sums([&](void* buffer, std::size_t n, uint64_t offset) {
       ++reads_of_the_file;
       std::memcpy(buffer, file.data() + offset, n);
-    });
+    }, end);
     for (const Read& r : patterns[p]) {
       std::string got(r.size, '\0');
       sums.read(got.data(), r.size, r.offset);
       EXPECT_EQ(got, file.substr(r.offset, r.size)) << "pattern " << p;
     }
-    EXPECT_EQ(sums.crc_of_prefix(end), zlib_crc(file, end)) << "pattern " << p;
+    const auto assembled = sums.crc();
+    EXPECT_EQ(assembled.crc, zlib_crc(file, end)) << "pattern " << p;
+    EXPECT_TRUE(assembled.consistent) << "pattern " << p;
     EXPECT_GT(reads_of_the_file, 0);
   }
 }
 
 TEST(ReadChecksums, AFailedReadPassesItsErrorAndLeavesNoPieceBehind) {
   const std::string file = file_of(5 << 20);
-  ReadChecksums sums([&](void* buffer, std::size_t n, uint64_t offset) {
-    if (offset >= (3u << 20)) throw std::runtime_error("disk error at " + std::to_string(offset));
+  bool fail = true;
+  const auto read_at = [&](void* buffer, std::size_t n, uint64_t offset) {
+    if (fail && offset >= (3u << 20)) throw std::runtime_error("disk error at " + std::to_string(offset));
     std::memcpy(buffer, file.data() + offset, n);
-  });
+  };
   {
-    std::vector<char> buffer(file.size());
-    EXPECT_THROW(sums.read(buffer.data(), buffer.size(), 0), std::runtime_error);
-  }  // the buffer is freed here: the worker must be done with it
-  EXPECT_THROW(sums.crc_of_prefix(file.size()), std::runtime_error);  // the unread bytes fail to read too
-  EXPECT_EQ(sums.crc_of_prefix(3u << 20), zlib_crc(file, 3u << 20));  // the pieces read before count
+    ReadChecksums sums(read_at, file.size());
+    {
+      std::vector<char> buffer(file.size());
+      EXPECT_THROW(sums.read(buffer.data(), buffer.size(), 0), std::runtime_error);
+    }  // the buffer is freed here: both threads must be done with it
+    EXPECT_THROW(sums.crc(), std::runtime_error);  // the unread bytes fail to read too
+    fail = false;
+    EXPECT_EQ(sums.crc().crc, zlib_crc(file, file.size()));  // the pieces read before count, the rest is read
+  }
+  ReadChecksums sums(read_at, 3u << 20);
+  std::vector<char> buffer(3u << 20);
+  sums.read(buffer.data(), buffer.size(), 0);  // a later read works as before
+  EXPECT_EQ(sums.crc().crc, zlib_crc(file, 3u << 20));
+}
+
+TEST(ReadChecksums, ReadsPastTheEndCountOnlyTheirBytesBeforeIt) {
+  const std::string file = file_of(4096);
+  ReadChecksums sums([&](void* buffer, std::size_t n, uint64_t offset) {
+    std::memcpy(buffer, file.data() + offset, n);
+  }, 4000);
+  std::string got(200, '\0');
+  sums.read(got.data(), 200, 3896);  // 104 bytes before the end, 96 after
+  EXPECT_EQ(sums.crc().crc, zlib_crc(file, 4000));
+}
+
+TEST(ReadChecksums, TheSameBytesReadTwiceDifferentlyAreInconsistent) {
+  std::string file = file_of(4096);
+  ReadChecksums sums([&](void* buffer, std::size_t n, uint64_t offset) {
+    std::memcpy(buffer, file.data() + offset, n);
+  }, file.size());
+  std::string got(100, '\0');
+  sums.read(got.data(), 100, 1000);
+  sums.read(got.data(), 100, 1000);
+  EXPECT_TRUE(sums.crc().consistent);
+  file[1050] ^= 1;  // written in place between two reads
+  sums.read(got.data(), 100, 1000);
+  EXPECT_FALSE(sums.crc().consistent);
 }

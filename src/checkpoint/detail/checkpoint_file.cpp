@@ -188,7 +188,10 @@ Trailer read_trailer(const ByteSource& source) {
   std::vector<unsigned char> tail(tail_size);
   source.read(tail.data(), tail_size, size - tail_size);
   const std::string tail_text(tail.begin(), tail.end());
-  const bool has_marker = tail_text.find("rankwise-checkpoint") != std::string::npos;
+  // The whole marker, "crc32=" included: a torch.save file whose archive
+  // (named after the file's stem by torch 1.x) is "..rankwise-checkpoint"
+  // has that text in its last central directory entry.
+  const bool has_marker = tail_text.find(kMarker) != std::string::npos;
   const bool has_eocd_with_trailer = tail_size == kEocdSize + kTrailerSize &&
                                      read_le32(tail.data()) == kEocdSignature &&
                                      tail[20] == (kTrailerSize & 0xff) && tail[21] == (kTrailerSize >> 8);
@@ -296,7 +299,8 @@ c10::IValue read_source(const ByteSource& source, Integrity* integrity) {
   if (integrity) *integrity = trailer.integrity;
   if (trailer.integrity != Integrity::kVerified) return parse_source(source, trailer.integrity, nullptr);
   const uint64_t end = source.size() - kTrailerSize;
-  ReadChecksums sums([&](void* buffer, std::size_t n, uint64_t offset) { source.read(buffer, n, offset); });
+  ReadChecksums sums([&](void* buffer, std::size_t n, uint64_t offset) { source.read(buffer, n, offset); },
+                     end);
   c10::IValue value;
   try {
     value = parse_source(source, trailer.integrity, &sums);
@@ -304,7 +308,13 @@ c10::IValue read_source(const ByteSource& source, Integrity* integrity) {
     check_crc(source, trailer, source.crc_of_prefix(end));
     throw;
   }
-  check_crc(source, trailer, sums.crc_of_prefix(end));
+  const ReadChecksums::Assembled read = sums.crc();
+  if (!read.consistent) {
+    throw CheckpointError("rankwise: checkpoint '" + source.path() +
+                          "' changed while it was being read (two reads of the same bytes differ); "
+                          "something is writing into it in place: load it again once the writer is done");
+  }
+  check_crc(source, trailer, read.crc);
   return value;
 }
 

@@ -34,8 +34,14 @@ bool spin_until(Ready&& ready) {
 
 }  // namespace
 
-ReadChecksums::ReadChecksums(ReadAt read_at)
-    : read_at_(std::move(read_at)), worker_([this] { work(); }) {}
+ReadChecksums::ReadChecksums(ReadAt read_at, uint64_t end)
+    : read_at_(std::move(read_at)), end_(end), worker_([this] { work(); }) {}
+
+void ReadChecksums::record(uint64_t offset, const char* data, std::size_t n) {
+  if (offset >= end_ || n == 0) return;
+  const std::size_t inside = static_cast<std::size_t>(std::min<uint64_t>(n, end_ - offset));
+  done_.push_back({offset, inside, crc32_update(0, data, inside)});  // capacity reserved by the caller
+}
 
 ReadChecksums::~ReadChecksums() {
   {
@@ -58,20 +64,21 @@ void ReadChecksums::take_pieces(uint64_t generation) {
     }
     const std::size_t size = std::min(kPiece, job.size - at);
     std::exception_ptr error;
-    uint32_t crc = 0;
     try {
       read_at_(job.bytes + at, size, job.offset + at);
-      crc = crc32_update(0, job.bytes + at, size);
     } catch (...) {
       error = std::current_exception();
     }
+    // Nothing below throws (done_'s capacity was reserved with the job): every
+    // piece taken is counted, or read() would return while it is in use.
     std::lock_guard<std::mutex> lock(mutex_);
     if (error) {
       if (!error_) error_ = error;
     } else {
-      done_.push_back({job.offset + at, size, crc});
+      record(job.offset + at, job.bytes + at, size);
     }
     finished_pieces_.fetch_add(1, std::memory_order_release);
+    if (reader_sleeping_) wake_reader_.notify_one();
   }
 }
 
@@ -95,15 +102,16 @@ void ReadChecksums::read(void* buffer, std::size_t n, uint64_t offset) {
   char* bytes = static_cast<char*>(buffer);
   if (n < 2 * kPiece) {  // small reads (headers, the pickle): sharing them costs more than it saves
     read_at_(bytes, n, offset);
-    const uint32_t crc = crc32_update(0, bytes, n);
     std::lock_guard<std::mutex> lock(mutex_);
-    done_.push_back({offset, n, crc});
+    done_.reserve(done_.size() + 1);
+    record(offset, bytes, n);
     return;
   }
   uint64_t generation = 0;
   std::size_t pieces = (n + kPiece - 1) / kPiece;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    done_.reserve(done_.size() + pieces);  // may throw: before any piece is taken
     job_ = {bytes, n, offset, pieces};
     next_piece_ = 0;
     finished_pieces_.store(0, std::memory_order_relaxed);
@@ -113,8 +121,13 @@ void ReadChecksums::read(void* buffer, std::size_t n, uint64_t offset) {
   take_pieces(generation);
   // Every piece must be done before this returns (or throws): the buffer may be freed then.
   const auto all_done = [&] { return finished_pieces_.load(std::memory_order_acquire) == pieces; };
-  while (!spin_until(all_done)) std::this_thread::yield();
-  std::lock_guard<std::mutex> lock(mutex_);
+  const bool done_spinning = spin_until(all_done);
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!done_spinning) {  // a slow read (a cold disk): sleep rather than burn the other core
+    reader_sleeping_ = true;
+    wake_reader_.wait(lock, all_done);
+    reader_sleeping_ = false;
+  }
   if (error_) {
     std::exception_ptr error = error_;
     error_ = nullptr;
@@ -122,7 +135,7 @@ void ReadChecksums::read(void* buffer, std::size_t n, uint64_t offset) {
   }
 }
 
-uint32_t ReadChecksums::crc_of_prefix(uint64_t end) {
+ReadChecksums::Assembled ReadChecksums::crc() {
   std::vector<Span> spans;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -131,28 +144,33 @@ uint32_t ReadChecksums::crc_of_prefix(uint64_t end) {
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
     return a.offset != b.offset ? a.offset < b.offset : a.size > b.size;
   });
+  Assembled out;
   std::vector<char> buffer;
-  uint32_t crc = 0;
   uint64_t cursor = 0;
   auto add_unread = [&](uint64_t until) {  // [cursor, until), read now
     while (cursor < until) {
       const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(kPiece, until - cursor));
       buffer.resize(std::max(buffer.size(), n));
       read_at_(buffer.data(), n, cursor);
-      crc = crc32_combine_lengths(crc, crc32_update(0, buffer.data(), n), n);
+      out.crc = crc32_combine_lengths(out.crc, crc32_update(0, buffer.data(), n), n);
       cursor += n;
     }
   };
+  const Span* counted = nullptr;  // the last span counted
   for (const Span& s : spans) {
-    // A span that overlaps bytes already counted, or runs past `end`, is
-    // left out: its bytes are covered by the others or read again.
-    if (s.size == 0 || s.offset < cursor || s.offset + s.size > end) continue;
+    if (counted != nullptr && s.offset == counted->offset && s.size == counted->size) {
+      out.consistent = out.consistent && s.crc == counted->crc;  // the same bytes read twice
+      continue;
+    }
+    // A span that overlaps bytes already counted is left out: its other bytes are read again.
+    if (s.offset < cursor) continue;
     add_unread(s.offset);
-    crc = crc32_combine_lengths(crc, s.crc, s.size);
+    out.crc = crc32_combine_lengths(out.crc, s.crc, s.size);
     cursor = s.offset + s.size;
+    counted = &s;
   }
-  add_unread(end);
-  return crc;
+  add_unread(end_);
+  return out;
 }
 
 }  // namespace rankwise::detail

@@ -25,7 +25,9 @@ using ReadAt = std::function<void(void* buffer, std::size_t n, uint64_t offset)>
 
 class ReadChecksums {
  public:
-  explicit ReadChecksums(ReadAt read_at);
+  /// Checksums the bytes [0, end) of what `read_at` reads (a read's bytes
+  /// from `end` on are not counted).
+  ReadChecksums(ReadAt read_at, uint64_t end);
   ReadChecksums(const ReadChecksums&) = delete;
   ReadChecksums& operator=(const ReadChecksums&) = delete;
   ~ReadChecksums();
@@ -35,9 +37,14 @@ class ReadChecksums {
   /// into `buffer` is kept after it returns. Called from one thread at a time.
   void read(void* buffer, std::size_t n, uint64_t offset);
 
-  /// The CRC-32 (zlib's crc32) of the file's bytes [0, end): the reads
-  /// inside it combined, the bytes between them read now.
-  uint32_t crc_of_prefix(uint64_t end);
+  struct Assembled {
+    uint32_t crc = 0;         ///< zlib's crc32 of [0, end)
+    bool consistent = true;   ///< false when two reads of the same bytes differed (the file changed)
+  };
+  /// The CRC-32 of the file's bytes [0, end): the reads combined, the bytes
+  /// between them read now. Where reads overlapped, one of them counts (a
+  /// repeated read of the very same range is compared instead: `consistent`).
+  Assembled crc();
 
  private:
   struct Span {
@@ -53,10 +60,13 @@ class ReadChecksums {
     std::size_t pieces = 0;
   };
   void work();
+  // Adds the CRC of the part of [offset, offset + n) below end_ to done_ (its capacity reserved); under mutex_.
+  void record(uint64_t offset, const char* data, std::size_t n);
   // Takes pieces of job `generation` until none is left (or another job began).
   void take_pieces(uint64_t generation);
 
   ReadAt read_at_;
+  uint64_t end_;
   std::vector<Span> done_;  // checksummed reads (guarded by mutex_)
   Job job_;                    // guarded by mutex_
   std::size_t next_piece_ = 0;  // guarded by mutex_
@@ -64,8 +74,8 @@ class ReadChecksums {
   std::atomic<uint64_t> generation_{0};  // counts jobs (changed under mutex_); polled by the worker
   std::exception_ptr error_;             // the first failed piece's (guarded by mutex_)
   std::mutex mutex_;
-  std::condition_variable wake_worker_;
-  bool stop_ = false, worker_sleeping_ = false;
+  std::condition_variable wake_worker_, wake_reader_;
+  bool stop_ = false, worker_sleeping_ = false, reader_sleeping_ = false;
   std::thread worker_;
 };
 
