@@ -35,7 +35,11 @@ bool spin_until(Ready&& ready) {
 }  // namespace
 
 ReadChecksums::ReadChecksums(ReadAt read_at, uint64_t end)
-    : read_at_(std::move(read_at)), end_(end), worker_([this] { work(); }) {}
+    : read_at_(std::move(read_at)), end_(end), worker_([this] { work(); }) {
+  // Room for every piece and a few thousand small reads, taken once: growing
+  // it between the tensors' allocations would fragment the heap they reuse.
+  done_.reserve(static_cast<std::size_t>(end / kPiece) + 4096);
+}
 
 void ReadChecksums::record(uint64_t offset, const char* data, std::size_t n) {
   if (offset >= end_ || n == 0) return;
