@@ -7,8 +7,8 @@
 
 namespace rankwise {
 
-void load_sharded(const std::string& dir, ShardedState& state) {
-  detail::ShardedReader reader(detail::without_trailing_slash(dir), "load_sharded");
+void load_sharded(const std::string& dir, ShardedState& state, ShardedLoadOptions options) {
+  detail::ShardedReader reader(detail::without_trailing_slash(dir), "load_sharded", options);
   reader.open(reader.read_files());
   for (const auto& piece : reader.plan(state)) reader.copy(piece);
   reader.read_objects(state);

@@ -80,13 +80,14 @@ std::string written_where(const detail::ShardedReader& reader, const std::string
 
 }  // namespace
 
-void load_sharded_collective(const std::string& dir_in, ShardedState& state, CollectiveLoadOptions options) {
+void load_sharded_collective(const std::string& dir_in, ShardedState& state, CollectiveLoadOptions options,
+                             ShardedLoadOptions keys) {
   if (!is_initialized() || process_group().world_size() == 1) {
-    load_sharded(dir_in, state);
+    load_sharded(dir_in, state, keys);
     return;
   }
   const std::string dir = detail::without_trailing_slash(dir_in);
-  detail::ShardedReader reader(dir, kWhat);
+  detail::ShardedReader reader(dir, kWhat, keys);
   const detail::CheckpointFiles zero = rank_zero_files(reader);
 
   // This rank's view: rank 0's checkpoint (after waiting out a stale cache), or not.

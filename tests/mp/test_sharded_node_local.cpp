@@ -140,6 +140,18 @@ TEST(ShardedNodeLocal, EachNodeHoldsItsShardsAndLoadsReadAcrossNodes) {
   rankwise::load_sharded_collective("ckpt", third, rankwise::CollectiveLoadOptions().node_local(true));
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
   expect_values(third, 3.0, std::min(pg.rank(), 2), 3);
+
+  // A subset of the keys plus one of the state's own, across the nodes
+  // (ShardedLoadOptions): "counts" only, and an object the checkpoint lacks.
+  rankwise::ShardedState subset;
+  subset.emplace("counts", rankwise::shard_flat(torch::zeros({6}, torch::kInt64), 3 - pg.rank(), 4));
+  subset.emplace("step", rankwise::ObjectEntry{int64_t{-1}});
+  rankwise::load_sharded_collective("ckpt", subset, rankwise::CollectiveLoadOptions().node_local(true),
+                                    rankwise::ShardedLoadOptions().strict(false).allow_partial_load(true));
+  EXPECT_TRUE(torch::equal(std::get<rankwise::ShardedTensor>(subset.at("counts")).chunks()[0].data,
+                           rankwise::shard_flat(counts(3), 3 - pg.rank(), 4).chunks()[0].data))
+      << "rank " << pg.rank();
+  EXPECT_EQ(std::get<rankwise::ObjectEntry>(subset.at("step")).value.toInt(), -1);
   pg.barrier();
   if (pg.rank() == 0) fs::remove_all(base);
 }

@@ -364,6 +364,53 @@ TEST(ShardedCheckpoint, KeyShapeAndDtypeMismatchesAreClearErrors) {
   fs::remove_all(dir.parent_path());
 }
 
+// DCP's ways of loading other keys than the checkpoint's: strict(false)
+// takes a subset (the model of a checkpoint that also holds the optimizer),
+// allow_partial_load(true) leaves the state's own keys as they are; each
+// alone still refuses what the other allows.
+TEST(ShardedCheckpoint, StrictFalseLoadsASubsetAndAllowPartialLoadKeepsTheStatesOwnKeys) {
+  const auto dir = fresh_dir("subset") / "ckpt";
+  auto saved = sample_state(2);
+  saved.emplace("epoch", rankwise::ObjectEntry{int64_t{7}});
+  rankwise::save_sharded(dir.string(), saved);
+
+  rankwise::ShardedState subset;  // "weight" and "epoch" only
+  subset.emplace("weight", rankwise::zeros_sharded_rows({4, 3}, at::kFloat, 0, 1));
+  subset.emplace("epoch", rankwise::ObjectEntry{int64_t{0}});
+  EXPECT_NE(load_error(dir, subset).find("in the checkpoint but not wanted: [bias, half, mask, steps]"),
+            std::string::npos)
+      << load_error(dir, subset);
+  rankwise::load_sharded(dir.string(), subset, rankwise::ShardedLoadOptions().strict(false));
+  EXPECT_TRUE(at::equal(std::get<rankwise::ShardedTensor>(subset.at("weight")).chunks()[0].data,
+                        at::arange(12, at::kFloat).reshape({4, 3}) + 2));
+  EXPECT_EQ(std::get<rankwise::ObjectEntry>(subset.at("epoch")).value.toInt(), 7);
+
+  auto more = zeros_like_state(sample_state(2));  // every key, plus two of its own
+  more.emplace("epoch", rankwise::ObjectEntry{int64_t{0}});
+  more.emplace("new_buffer", at::full({3}, 5.0));
+  more.emplace("new_object", rankwise::ObjectEntry{std::string("kept")});
+  EXPECT_NE(load_error(dir, more).find("wanted but not in the checkpoint: [new_buffer, new_object]"),
+            std::string::npos)
+      << load_error(dir, more);
+  EXPECT_NE(load_error(dir, subset).find("see ShardedLoadOptions"), std::string::npos);
+  rankwise::load_sharded(dir.string(), more, rankwise::ShardedLoadOptions().allow_partial_load(true));
+  expect_equal(sample_state(2), more);
+  EXPECT_EQ(std::get<rankwise::ObjectEntry>(more.at("epoch")).value.toInt(), 7);
+  EXPECT_TRUE(at::equal(std::get<at::Tensor>(more.at("new_buffer")), at::full({3}, 5.0)));
+  EXPECT_EQ(std::get<rankwise::ObjectEntry>(more.at("new_object")).value.toStringRef(), "kept");
+
+  // Both at once: a subset with keys of its own; without a process group the
+  // collective load is this load.
+  rankwise::ShardedState both;
+  both.emplace("bias", at::zeros({2}, at::kDouble));
+  both.emplace("new_buffer", at::full({1}, 9.0));
+  rankwise::load_sharded_collective(dir.string(), both, {},
+                                    rankwise::ShardedLoadOptions().strict(false).allow_partial_load(true));
+  EXPECT_TRUE(at::equal(std::get<at::Tensor>(both.at("bias")), at::full({2}, 2.0, at::kDouble)));
+  EXPECT_TRUE(at::equal(std::get<at::Tensor>(both.at("new_buffer")), at::full({1}, 9.0)));
+  fs::remove_all(dir.parent_path());
+}
+
 TEST(ShardedCheckpointProcesses, SavedAtFourRanksLoadsAtOneTwoThreeAndEight) {
   const auto dir = fresh_dir("reshard") / "ckpt";
   const auto saved = run_worker(4, "save " + dir.string() + " rankwise 0");

@@ -75,6 +75,25 @@ using ShardedState = std::map<std::string, ShardedEntry>;
 /// Without a process group it writes a one-rank checkpoint.
 void save_sharded(const std::string& dir, const ShardedState& state);
 
+/// Which keys a load accepts beyond exactly the checkpoint's (the default).
+///
+/// \code
+///   // The model's entries of a checkpoint that also holds the optimizer's:
+///   rankwise::load_sharded("ckpt/step-100", model_state,
+///                          rankwise::ShardedLoadOptions().strict(false));
+/// \endcode
+struct ShardedLoadOptions {
+  /// false: keys of the checkpoint that `state` does not hold are skipped,
+  /// so a load can take a subset (as PyTorch's `load_state_dict(strict=False)`
+  /// skips unexpected keys, and as DCP's load always does). Default true:
+  /// they are an error that lists them, which catches a misspelt key.
+  TORCH_ARG(bool, strict) = true;
+  /// DCP's `allow_partial_load`: keys of `state` that the checkpoint does not
+  /// hold are left as they are (rank 0 prints one note listing them), e.g.
+  /// a newly added buffer. Default false: an error that lists them.
+  TORCH_ARG(bool, allow_partial_load) = false;
+};
+
 /// Fills the tensors of `state` from the sharded checkpoint `dir`, at any
 /// world size, and replaces the value of every ObjectEntry with the stored
 /// one (whatever it held; list what a checkpoint holds with
@@ -85,7 +104,8 @@ void save_sharded(const std::string& dir, const ShardedState& state);
 /// directory has one (rankwise wrote it); a directory Python's `dcp.save`
 /// wrote has none, so its bytes are read unverified. Local: any rank, no
 /// communication. Throws CheckpointError when `dir` is not a checkpoint,
-/// when keys are missing from it or present only in it (both listed), when
+/// when keys are missing from it or present only in it (both listed; see
+/// `options` for loading a subset, or into a state with keys of its own), when
 /// a shape or dtype differs, when an entry is a tensor on one side and an
 /// object on the other, when a chunk is not covered by the stored ones, when
 /// a stored object is not a value libtorch can unpickle (a Python class
@@ -93,7 +113,7 @@ void save_sharded(const std::string& dir, const ShardedState& state);
 /// chunk's offsets). Every data file it needs must be on this rank's view
 /// of `dir`: after a save to node-local disks, or where the nodes' views of a
 /// network filesystem may be stale, use load_sharded_collective().
-void load_sharded(const std::string& dir, ShardedState& state);
+void load_sharded(const std::string& dir, ShardedState& state, ShardedLoadOptions options = {});
 
 /// load_sharded() for every rank at once, whatever its view of `dir`: node-
 /// local disks (each node holds only its own ranks' data files) or a
@@ -118,6 +138,8 @@ void load_sharded(const std::string& dir, ShardedState& state);
 /// rank fails (naming it and its error, as load_sharded() words it), and
 /// when no rank sees a data file that is needed (naming it, who needs it,
 /// and the rank and host that wrote it, from the manifest).
-void load_sharded_collective(const std::string& dir, ShardedState& state, CollectiveLoadOptions options = {});
+/// `keys` as load_sharded()'s `options`.
+void load_sharded_collective(const std::string& dir, ShardedState& state, CollectiveLoadOptions options = {},
+                             ShardedLoadOptions keys = {});
 
 }  // namespace rankwise

@@ -29,8 +29,8 @@ std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("
 
 }  // namespace
 
-ShardedReader::ShardedReader(std::string dir, std::string operation)
-    : dir_(std::move(dir)), operation_(std::move(operation)) {
+ShardedReader::ShardedReader(std::string dir, std::string operation, ShardedLoadOptions keys)
+    : dir_(std::move(dir)), operation_(std::move(operation)), keys_(keys) {
   label_ = is_initialized() ? where(process_group()) : where(0, 1);
 }
 
@@ -124,15 +124,23 @@ std::vector<Piece> ShardedReader::plan(ShardedState& state) const {
   for (const auto& [key, object] : metadata_.objects) {
     if (!state.count(key)) extra.push_back(key + " (an object)");
   }
+  if (keys_.allow_partial_load() && !missing.empty()) {
+    note(fmt::format("rankwise: note: {}('{}'): not in the checkpoint, left as they were (allow_partial_load): [{}]",
+                     operation_, dir_, fmt::join(missing, ", ")));
+    missing.clear();
+  }
+  if (!keys_.strict()) extra.clear();
   if (!missing.empty() || !extra.empty()) {
     fail(fmt::format("the keys differ: wanted but not in the checkpoint: [{}]; in the checkpoint but not wanted: "
-                     "[{}]. Pass exactly the checkpoint's keys (read_sharded_metadata() lists them)",
+                     "[{}]. Pass exactly the checkpoint's keys (read_sharded_metadata() lists them), or "
+                     "see ShardedLoadOptions: strict(false) skips the checkpoint's other keys, "
+                     "allow_partial_load(true) leaves the state's own keys as they are",
                      fmt::join(missing, ", "), fmt::join(extra, ", ")));
   }
   if (!kinds.empty()) fail(fmt::format("{}", fmt::join(kinds, "; ")));
   std::vector<Piece> pieces;
   for (auto& [key, entry] : state) {
-    if (std::holds_alternative<ObjectEntry>(entry)) continue;
+    if (std::holds_alternative<ObjectEntry>(entry) || !metadata_.tensors.count(key)) continue;
     const DcpTensor& stored = metadata_.tensors.at(key);
     std::vector<int64_t> shape;
     c10::ScalarType dtype;
@@ -192,7 +200,7 @@ std::vector<ByteRange> ShardedReader::record_ranges(const std::vector<Piece>& pi
 std::vector<ByteRange> ShardedReader::object_ranges(const ShardedState& state) const {
   std::vector<ByteRange> out;
   for (const auto& [key, entry] : state) {
-    if (!std::holds_alternative<ObjectEntry>(entry)) continue;
+    if (!std::holds_alternative<ObjectEntry>(entry) || !metadata_.objects.count(key)) continue;
     const DcpObject& o = metadata_.objects.at(key);
     out.push_back(ByteRange{o.relative_path, o.offset, o.length});
   }
@@ -202,7 +210,7 @@ std::vector<ByteRange> ShardedReader::object_ranges(const ShardedState& state) c
 void ShardedReader::read_objects(ShardedState& state) {
   for (auto& [key, entry] : state) {
     auto* object = std::get_if<ObjectEntry>(&entry);
-    if (object == nullptr) continue;
+    if (object == nullptr || !metadata_.objects.count(key)) continue;  // allow_partial_load: left as it was
     const DcpObject& o = metadata_.objects.at(key);
     const std::string what = fmt::format("file '{}', object '{}'", o.relative_path, key);
     const std::string bytes = read_at(o.relative_path, o.offset, o.length);

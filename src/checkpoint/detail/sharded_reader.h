@@ -44,7 +44,8 @@ struct Piece {
 class ShardedReader {
  public:
   /// `operation` names the caller in errors ("load_sharded").
-  ShardedReader(std::string dir, std::string operation);
+  /// `keys`: which keys plan() accepts beyond exactly the checkpoint's.
+  ShardedReader(std::string dir, std::string operation, ShardedLoadOptions keys = {});
   ~ShardedReader();
   ShardedReader(const ShardedReader&) = delete;
   ShardedReader& operator=(const ShardedReader&) = delete;
@@ -57,8 +58,10 @@ class ShardedReader {
   const DcpMetadata& metadata() const { return metadata_; }
   const std::optional<Manifest>& manifest() const { return manifest_; }
 
-  /// Checks `state` against the checkpoint (keys, shapes, dtypes, coverage)
-  /// and returns every non-empty overlap of a stored and a wanted chunk.
+  /// Checks `state` against the checkpoint (keys, as `keys` allows; shapes,
+  /// dtypes, coverage) and returns every non-empty overlap of a stored and a
+  /// wanted chunk. Keys of `state` the checkpoint lacks (allow_partial_load)
+  /// have none; object_ranges() and read_objects() skip them too.
   std::vector<Piece> plan(ShardedState& state) const;
   /// The whole records of the objects (ObjectEntry) of `state`.
   std::vector<ByteRange> object_ranges(const ShardedState& state) const;
@@ -98,6 +101,7 @@ class ShardedReader {
 
   std::string dir_;
   std::string operation_;
+  ShardedLoadOptions keys_;
   std::string label_;
   std::optional<Manifest> manifest_;
   std::map<std::pair<std::string, std::vector<int64_t>>, const ManifestChunk*> manifest_chunks_;
