@@ -337,5 +337,13 @@ TEST(Checkpoint, BadPathsAreClearErrors) {
   EXPECT_NE(error_of([&] { rankwise::load((dir / "text.pt").string()); })
                 .find("is not a readable checkpoint"),
             std::string::npos);
+  // A directory: a sharded checkpoint is pointed to rankwise::load_sharded.
+  EXPECT_NE(error_of([&] { rankwise::load(dir.string()); }).find("is a directory, not a checkpoint file"),
+            std::string::npos);
+  write_bytes(dir / ".metadata", "");
+  EXPECT_NE(error_of([&] { rankwise::load(dir.string()); })
+                .find("is a directory: a sharded checkpoint; read it with rankwise::load_sharded"),
+            std::string::npos)
+      << error_of([&] { rankwise::load(dir.string()); });
   fs::remove_all(dir);
 }

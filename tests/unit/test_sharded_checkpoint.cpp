@@ -377,9 +377,9 @@ TEST(ShardedCheckpoint, StrictFalseLoadsASubsetAndAllowPartialLoadKeepsTheStates
   rankwise::ShardedState subset;  // "weight" and "epoch" only
   subset.emplace("weight", rankwise::zeros_sharded_rows({4, 3}, at::kFloat, 0, 1));
   subset.emplace("epoch", rankwise::ObjectEntry{int64_t{0}});
-  EXPECT_NE(load_error(dir, subset).find("in the checkpoint but not wanted: [bias, half, mask, steps]"),
+  EXPECT_NE(load_error(dir, subset).find("the keys differ: in the checkpoint but not wanted: [bias, half, mask, steps]"),
             std::string::npos)
-      << load_error(dir, subset);
+      << load_error(dir, subset);  // no empty list of keys wanted but missing
   rankwise::load_sharded(dir.string(), subset, rankwise::ShardedLoadOptions().strict(false));
   EXPECT_TRUE(at::equal(std::get<rankwise::ShardedTensor>(subset.at("weight")).chunks()[0].data,
                         at::arange(12, at::kFloat).reshape({4, 3}) + 2));
@@ -408,6 +408,19 @@ TEST(ShardedCheckpoint, StrictFalseLoadsASubsetAndAllowPartialLoadKeepsTheStates
                                     rankwise::ShardedLoadOptions().strict(false).allow_partial_load(true));
   EXPECT_TRUE(at::equal(std::get<at::Tensor>(both.at("bias")), at::full({2}, 2.0, at::kDouble)));
   EXPECT_TRUE(at::equal(std::get<at::Tensor>(both.at("new_buffer")), at::full({1}, 9.0)));
+  fs::remove_all(dir.parent_path());
+}
+
+// A data file cut short before a chunk it should hold: the error says how
+// long the file is and which bytes were wanted.
+TEST(ShardedCheckpoint, ATruncatedDataFileSaysItsLength) {
+  const auto dir = fresh_dir("short") / "ckpt";
+  rankwise::save_sharded(dir.string(), sample_state(1));
+  fs::resize_file(dir / "__0_0.distcp", 0);
+  const std::string error = load_error(dir, zeros_like_state(sample_state(1)));
+  EXPECT_NE(error.find("data file '__0_0.distcp' is 0 bytes long, but '.metadata' points to its bytes"),
+            std::string::npos)
+      << error;
   fs::remove_all(dir.parent_path());
 }
 

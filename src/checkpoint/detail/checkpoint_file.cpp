@@ -160,6 +160,13 @@ uint64_t open_checkpoint(const std::string& path, Fd& file) {
                           std::strerror(errno) + ". Check the path");
   }
   struct stat info {};
+  if (::fstat(file.fd, &info) == 0 && S_ISDIR(info.st_mode)) {
+    const bool sharded = ::access((path + "/.metadata").c_str(), F_OK) == 0;
+    throw CheckpointError("rankwise: checkpoint '" + path + "' is a directory" +
+                          (sharded ? ": a sharded checkpoint; read it with rankwise::load_sharded "
+                                     "(read_sharded_metadata lists what it holds)"
+                                   : ", not a checkpoint file; give the path of a file"));
+  }
   if (::fstat(file.fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     throw CheckpointError("rankwise: checkpoint '" + path + "' is not a regular file");
   }

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -131,11 +132,13 @@ std::vector<Piece> ShardedReader::plan(ShardedState& state) const {
   }
   if (!keys_.strict()) extra.clear();
   if (!missing.empty() || !extra.empty()) {
-    fail(fmt::format("the keys differ: wanted but not in the checkpoint: [{}]; in the checkpoint but not wanted: "
-                     "[{}]. Pass exactly the checkpoint's keys (read_sharded_metadata() lists them), or "
-                     "see ShardedLoadOptions: strict(false) skips the checkpoint's other keys, "
+    std::vector<std::string> parts;
+    if (!missing.empty()) parts.push_back(fmt::format("wanted but not in the checkpoint: [{}]", fmt::join(missing, ", ")));
+    if (!extra.empty()) parts.push_back(fmt::format("in the checkpoint but not wanted: [{}]", fmt::join(extra, ", ")));
+    fail(fmt::format("the keys differ: {}. Pass exactly the checkpoint's keys (read_sharded_metadata() lists "
+                     "them), or see ShardedLoadOptions: strict(false) skips the checkpoint's other keys, "
                      "allow_partial_load(true) leaves the state's own keys as they are",
-                     fmt::join(missing, ", "), fmt::join(extra, ", ")));
+                     fmt::join(parts, "; ")));
   }
   if (!kinds.empty()) fail(fmt::format("{}", fmt::join(kinds, "; ")));
   std::vector<Piece> pieces;
@@ -240,7 +243,10 @@ int ShardedReader::open_file(const std::string& name) {
   }
   const std::string path = dir_ + "/" + name;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("cannot open data file '" + name + "': " + std::strerror(errno));
+  if (fd < 0) {
+    fail("cannot open data file '" + name + "': " + std::strerror(errno) +
+         " (a checkpoint saved to node-local disks is read with load_sharded_collective)");
+  }
   files_[name] = fd;
   return fd;
 }
@@ -255,8 +261,12 @@ std::string ShardedReader::read_local(const ByteRange& range) {
     fail("reading data file '" + range.file + "' failed: " + std::strerror(e.code().value()));
   }
   if (done < out.size()) {
-    fail(fmt::format("data file '{}' ends at byte {}, before byte {} that '.metadata' points to: it is truncated",
-                     range.file, range.offset + static_cast<int64_t>(done), range.offset + range.size));
+    struct stat info {};
+    const std::string length =
+        ::fstat(fd, &info) == 0 ? fmt::format("is {} bytes long", static_cast<int64_t>(info.st_size)) : "is shorter";
+    fail(fmt::format("data file '{}' {}, but '.metadata' points to its bytes {} to {}: it is truncated; load an "
+                     "earlier checkpoint",
+                     range.file, length, range.offset, range.offset + range.size));
   }
   return out;
 }
