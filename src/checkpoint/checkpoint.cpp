@@ -1,5 +1,6 @@
 #include "rankwise/checkpoint/checkpoint.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint/detail/agreed_read.h"
@@ -35,9 +36,27 @@ const c10::IValue& Checkpoint::at(const std::string& key) const {
   return it->value();
 }
 
+namespace {
+
+// A checkpoint path naming a directory is refused before anything is written.
+void check_not_a_directory(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    std::string inside = path;
+    while (inside.size() > 1 && inside.back() == '/') inside.pop_back();
+    throw CheckpointError("rankwise: the checkpoint path '" + path +
+                          "' is a directory; give the path of a file in it, e.g. '" + inside +
+                          "/checkpoint.pt' (sharded checkpoints, which are directories, are saved "
+                          "with rankwise::save_sharded)");
+  }
+}
+
+}  // namespace
+
 void save(const std::string& path, const Checkpoint& state) {
   detail::on_rank_zero(
       [&] {
+        check_not_a_directory(path);
         detail::FileLock lock(path + ".lock", "checkpoint '" + path + "'");
         detail::write_checkpoint_file(c10::IValue(state.dict()), path);
       },
@@ -45,6 +64,7 @@ void save(const std::string& path, const Checkpoint& state) {
 }
 
 void check_checkpoint_path(const std::string& path) {
+  check_not_a_directory(path);
   const std::string dir = detail::directory_of(path);
   if (::access(dir.c_str(), W_OK) != 0) {
     throw CheckpointError("rankwise: the checkpoint directory '" + dir +

@@ -269,6 +269,63 @@ TEST(Checkpoint, FileWithoutChecksumStillLoads) {
 // the archive after the file's stem; a zip writer without zip64 end
 // records puts the last name right before the end record): not a damaged
 // rankwise trailer, but a file without a checksum.
+// A zip that torch.save did not write: verify() throws as load() does (it
+// once returned false, "no checksum", for any zip).
+TEST(Checkpoint, AZipWithoutAPickleIsNotACheckpoint) {
+  auto dir = fresh_dir("otherzip");
+  const auto path = (dir / "notes.zip").string();
+  rankwise::detail::StoredZip zip;
+  std::string bytes = zip.entry("notes/readme.txt", "hello\n");
+  bytes += zip.finish();
+  write_bytes(path, bytes);
+  for (const bool verify : {false, true}) {
+    const std::string error =
+        error_of([&] { verify ? (void)rankwise::verify(path) : (void)rankwise::load(path); });
+    EXPECT_NE(error.find("'" + path + "' is not a readable checkpoint"), std::string::npos) << error;
+  }
+  fs::remove_all(dir);
+}
+
+// An undefined tensor (a default-constructed at::Tensor, e.g. a gradient
+// never computed) cannot be saved: the error names its key, at top level
+// and inside a list or dict, and nothing is written.
+TEST(Checkpoint, AnUndefinedTensorIsNamedByItsKey) {
+  auto dir = fresh_dir("undefined");
+  const auto path = (dir / "a.pt").string();
+  c10::impl::GenericDict inner(c10::StringType::get(), c10::AnyType::get());
+  inner.insert("grad", at::Tensor());
+  c10::List<at::Tensor> list({torch::ones({1}), at::Tensor()});
+  const std::vector<std::pair<c10::IValue, std::string>> cases = {
+      {c10::IValue(at::Tensor()), "'w'"},
+      {c10::IValue(inner), "'w' -> 'grad'"},
+      {c10::IValue(list), "'w'[1]"}};
+  for (const auto& [value, where] : cases) {
+    rankwise::Checkpoint state;
+    state.insert("step", 1);
+    state.insert("w", value);
+    const std::string error = error_of([&] { rankwise::save(path, state); });
+    EXPECT_NE(error.find("the tensor at " + where + " is undefined"), std::string::npos) << error;
+    EXPECT_FALSE(fs::exists(path));
+  }
+  fs::remove_all(dir);
+}
+
+// save() to a path that is a directory: the error says so (it once advised
+// checking that the directory exists) and the directory is left as it was.
+TEST(Checkpoint, SaveToADirectorySaysItIsADirectory) {
+  auto dir = fresh_dir("savedir");
+  fs::create_directory(dir / "runs");
+  const std::string error = error_of([&] { rankwise::save((dir / "runs").string(), sample(1.0f)); });
+  EXPECT_NE(error.find("'" + (dir / "runs").string() + "' is a directory"), std::string::npos) << error;
+  EXPECT_NE(error.find("give the path of a file in it"), std::string::npos) << error;
+  EXPECT_TRUE(fs::is_directory(dir / "runs"));
+  EXPECT_TRUE(fs::is_empty(dir / "runs"));
+  EXPECT_FALSE(fs::exists(dir / "runs.lock"));
+  const std::string check = error_of([&] { rankwise::check_checkpoint_path((dir / "runs").string()); });
+  EXPECT_NE(check.find("is a directory"), std::string::npos) << check;
+  fs::remove_all(dir);
+}
+
 TEST(Checkpoint, ArchiveNamedLikeTheMarkerStillLoads) {
   auto dir = fresh_dir("stem");
   const auto path = (dir / "old_rankwise-checkpoint.pt").string();

@@ -424,6 +424,32 @@ TEST(ShardedCheckpoint, ATruncatedDataFileSaysItsLength) {
   fs::remove_all(dir.parent_path());
 }
 
+// One file of a sharded checkpoint given to load() or verify(): both say
+// it is a shard and point to load_sharded on its directory (verify() once
+// returned false, "no checksum", for it, as for any zip).
+TEST(ShardedCheckpoint, LoadOrVerifyOfADataFileSaysItIsAShard) {
+  const auto dir = fresh_dir("onefile") / "ckpt";
+  rankwise::save_sharded(dir.string(), sample_state(1));
+  const std::string file = (dir / "__0_0.distcp").string();
+  for (const bool verify : {false, true}) {
+    std::string error = "(no CheckpointError)";
+    try {
+      if (verify) {
+        rankwise::verify(file);
+      } else {
+        rankwise::load(file);
+      }
+    } catch (const rankwise::CheckpointError& e) {
+      error = e.what();
+    }
+    EXPECT_NE(error.find(file), std::string::npos) << error;
+    EXPECT_NE(error.find("a data file of the sharded checkpoint '" + dir.string() + "'"), std::string::npos)
+        << error;
+    EXPECT_NE(error.find("rankwise::load_sharded"), std::string::npos) << error;
+  }
+  fs::remove_all(dir.parent_path());
+}
+
 TEST(ShardedCheckpointProcesses, SavedAtFourRanksLoadsAtOneTwoThreeAndEight) {
   const auto dir = fresh_dir("reshard") / "ckpt";
   const auto saved = run_worker(4, "save " + dir.string() + " rankwise 0");

@@ -44,7 +44,9 @@ class Checkpoint {
 /// serializes and writes a temporary file in the same directory, fsyncs it,
 /// renames it over `path` and fsyncs the directory (POSIX rename is atomic);
 /// the other ranks wait. Returns on every rank once the file is complete and
-/// durable. If rank 0 fails (bad directory, permission, disk full), every
+/// durable. If rank 0 fails (bad directory, permission, disk full, `path`
+/// is a directory, a tensor in `state` is undefined: the error names its
+/// key), every
 /// rank throws the same CheckpointError and the previous file at `path` is
 /// untouched. While writing, rank 0 holds an exclusive lock on `path`.lock
 /// (flock(2), released even if the process is killed): a second process
@@ -57,7 +59,7 @@ class Checkpoint {
 void save(const std::string& path, const Checkpoint& state);
 
 /// Throws CheckpointError when the directory of `path` does not exist or is
-/// not writable, so a run can fail at start rather than at its first save.
+/// not writable, or `path` is itself a directory, so a run can fail at start rather than at its first save.
 /// Any rank; no communication.
 void check_checkpoint_path(const std::string& path);
 

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <system_error>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "checkpoint/detail/pread_all.h"
 #include "checkpoint/detail/python_pickle.h"
 #include "checkpoint/detail/read_checksums.h"
+#include "checkpoint/detail/saveable_value.h"
 #include "checkpoint/detail/torch_save_archive.h"
 #include "checkpoint/detail/unpickled_value.h"
 #include "detail/crc32.h"
@@ -170,6 +172,18 @@ uint64_t open_checkpoint(const std::string& path, Fd& file) {
   if (::fstat(file.fd, &info) != 0 || !S_ISREG(info.st_mode)) {
     throw CheckpointError("rankwise: checkpoint '" + path + "' is not a regular file");
   }
+  // One file of a sharded checkpoint (DCP's __<rank>_<n>.distcp): a series of
+  // torch.save archives, the last of which would otherwise be read alone.
+  const std::filesystem::path file_path(path);
+  if (file_path.extension() == ".distcp") {
+    const std::filesystem::path dir = file_path.parent_path();
+    const bool in_checkpoint = ::access(((dir.empty() ? "." : dir.string()) + "/.metadata").c_str(), F_OK) == 0;
+    throw CheckpointError("rankwise: '" + path + "' is " +
+                          (in_checkpoint ? "a data file of the sharded checkpoint '" + dir.string() + "'"
+                                         : std::string("a data file of a sharded checkpoint (DCP's .distcp)")) +
+                          ", one rank's shard, not a checkpoint file; read the whole directory with "
+                          "rankwise::load_sharded (read_sharded_metadata lists what it holds)");
+  }
   return static_cast<uint64_t>(info.st_size);
 }
 
@@ -246,10 +260,16 @@ void check_crc(const ByteSource& source, const Trailer& trailer, uint32_t actual
   }
 }
 
+// Throws CheckpointError (unreadable) unless `source` is a zip with
+// torch.save's data.pkl record; reads its central directory only.
+void check_torch_save_zip(const ByteSource& source);
+
 Integrity verify_source(const ByteSource& source) {
   const Trailer trailer = read_trailer(source);
   if (trailer.integrity == Integrity::kVerified) {
     check_crc(source, trailer, source.crc_of_prefix(source.size() - kTrailerSize));
+  } else {
+    check_torch_save_zip(source);  // false is for torch.save's files only, not any zip
   }
   return trailer.integrity;
 }
@@ -287,7 +307,22 @@ class SourceReadAdapter : public caffe2::serialize::ReadAdapterInterface {
   }
   throw CheckpointError("rankwise: '" + path +
                         "' is not a readable checkpoint (truncated, or not written by "
-                        "torch.save / rankwise::save): " + why);
+                        "torch.save / rankwise::save): " + why +
+                        ". Do not use it: a checkpoint cut short cannot be repaired; load the previous "
+                        "one (CheckpointManager::load_latest falls back to it by itself)");
+}
+
+void check_torch_save_zip(const ByteSource& source) {
+  bool has_pickle = false;
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(std::make_shared<SourceReadAdapter>(source, nullptr));
+    has_pickle = reader.hasRecord("data.pkl");
+  } catch (const c10::Error& e) {
+    unreadable(source, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    unreadable(source, e.what());
+  }
+  if (!has_pickle) unreadable(source, "it is a zip without torch.save's data.pkl record");
 }
 
 // Unpickles onto the CPU: `found` tells rankwise's pickles (checked) from
@@ -376,6 +411,7 @@ c10::IValue parse_source(const ByteSource& source, Integrity found, ReadChecksum
 }  // namespace
 
 void write_checkpoint_file(const c10::IValue& value, const std::string& path) {
+  check_saveable(value);
   std::string pickle;
   std::vector<torch::jit::WriteableTensorData> tensors;  // each storage's bytes (a CUDA one copied to the CPU)
   try {
