@@ -220,3 +220,42 @@ TEST(ShardedNodeLocal, SharedDirectoryWithAStaleViewWaitsThenReadsItsOwn) {
   pg.barrier();
   if (pg.rank() == 0) fs::remove_all(base);
 }
+
+// A flipped byte in the replicated tensor every rank reads: every rank fails
+// with the same text, which the error gives once, after the list of ranks
+// (it once repeated it for each rank, and without the rank's own prefix).
+TEST(ShardedNodeLocal, TheSameFailureOnEveryRankIsReportedOnce) {
+  auto& pg = group();
+  const auto base = base_dir("same");
+  enter(base, "shared");
+  rankwise::save_sharded("ckpt", state_of(1.0, pg.rank()));
+  pg.barrier();
+  if (pg.rank() == 0) {
+    const at::Tensor b = bias(1.0).contiguous();
+    const std::string needle(static_cast<const char*>(b.data_ptr()), b.nbytes());
+    int flipped = 0;
+    for (const auto& entry : fs::directory_iterator("ckpt")) {
+      std::string bytes = read_all(entry.path());
+      const auto at = bytes.find(needle);
+      if (at == std::string::npos) continue;
+      bytes[at + 3] ^= 0x10;
+      std::ofstream(entry.path(), std::ios::binary | std::ios::trunc) << bytes;
+      ++flipped;
+    }
+    ASSERT_EQ(flipped, 1);
+  }
+  pg.barrier();
+  auto s = zeros_of(pg.rank(), 4);
+  try {
+    rankwise::load_sharded_collective("ckpt", s);
+    ADD_FAILURE() << "no error on rank " << pg.rank();
+  } catch (const rankwise::CheckpointError& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("failed on ranks 0, 1, 2, 3: "), std::string::npos) << text;
+    const auto first = text.find("'bias'");
+    EXPECT_NE(first, std::string::npos) << text;
+    EXPECT_EQ(text.find("'bias'", first + 1), std::string::npos) << "repeated: " << text;
+  }
+  pg.barrier();
+  if (pg.rank() == 0) fs::remove_all(base);
+}

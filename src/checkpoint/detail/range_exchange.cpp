@@ -68,17 +68,44 @@ std::vector<RankView> gather_views(const std::vector<ByteRange>& wanted, const s
   return views;
 }
 
+// A rank's error without its "rankwise: rank N/W: " prefix, so that the
+// same failure on several ranks reads the same.
+std::string without_where(const std::string& error, int rank, int world) {
+  std::string text = error;
+  const std::string lib = "rankwise: ";
+  if (text.compare(0, lib.size(), lib) == 0) text.erase(0, lib.size());
+  const std::string at = where(rank, world) + ": ";
+  if (text.compare(0, at.size(), at) == 0) text.erase(0, at.size());
+  return text;
+}
+
+// Every rank throws: its own error when it alone failed, else one message
+// naming the ranks that failed and each distinct failure once, with the ranks
+// that had it (e.g. "[ranks 0, 1] checksum mismatch ...; [rank 3] ...").
 [[noreturn]] void raise(const std::vector<std::string>& errors, const std::vector<int>& ranks, int me,
                         const std::string& what) {
-  std::string text;
+  if (errors.size() == 1 && ranks[0] == me) throw CheckpointError(errors[0]);
+  const int world = process_group().world_size();
+  std::vector<std::pair<std::string, std::vector<int>>> distinct;  // in the order first seen
   for (std::size_t i = 0; i < errors.size(); ++i) {
-    text += (i ? "; " : "") + std::string(ranks[i] == me ? "" : "[rank " + std::to_string(ranks[i]) + "] ") + errors[i];
+    const std::string text = without_where(errors[i], ranks[i], world);
+    auto same = std::find_if(distinct.begin(), distinct.end(), [&](const auto& d) { return d.first == text; });
+    if (same == distinct.end()) {
+      distinct.emplace_back(text, std::vector<int>{ranks[i]});
+    } else {
+      same->second.push_back(ranks[i]);
+    }
   }
-  const bool own = std::find(ranks.begin(), ranks.end(), me) != ranks.end();
-  throw CheckpointError(own && errors.size() == 1
-                            ? errors[0]
-                            : "rankwise: " + where(process_group()) + ": " + what + " failed on " + rank_list(ranks) +
-                                  ": " + text);
+  std::string text;
+  if (distinct.size() == 1) {
+    text = distinct[0].first;
+  } else {
+    for (std::size_t i = 0; i < distinct.size(); ++i) {
+      text += (i ? "; [" : "[") + rank_list(distinct[i].second) + "] " + distinct[i].first;
+    }
+  }
+  throw CheckpointError("rankwise: " + where(process_group()) + ": " + what + " failed on " + rank_list(ranks) +
+                        ": " + text);
 }
 
 }  // namespace
