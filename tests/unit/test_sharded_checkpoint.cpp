@@ -450,6 +450,20 @@ TEST(ShardedCheckpoint, LoadOrVerifyOfADataFileSaysItIsAShard) {
   fs::remove_all(dir.parent_path());
 }
 
+// A manifest cut short: the error says the checkpoint cannot be verified and
+// what to do, with the JSON reader's words last.
+TEST(ShardedCheckpoint, ADamagedManifestSaysWhatToDo) {
+  const auto dir = fresh_dir("manifest") / "ckpt";
+  rankwise::save_sharded(dir.string(), sample_state(1));
+  fs::resize_file(dir / ".rankwise-manifest.json", 20);
+  const std::string error = load_error(dir, zeros_like_state(sample_state(1)));
+  EXPECT_NE(error.find(".rankwise-manifest.json' is damaged or not a rankwise manifest, so nothing in its "
+                       "checkpoint can be verified; load an earlier checkpoint (the JSON reader says: "),
+            std::string::npos)
+      << error;
+  fs::remove_all(dir.parent_path());
+}
+
 TEST(ShardedCheckpointProcesses, SavedAtFourRanksLoadsAtOneTwoThreeAndEight) {
   const auto dir = fresh_dir("reshard") / "ckpt";
   const auto saved = run_worker(4, "save " + dir.string() + " rankwise 0");

@@ -106,7 +106,10 @@ Manifest manifest_from_json(const std::string& json, const std::string& path) {
     if (m.block_bytes <= 0) throw CheckpointError("rankwise: '" + path + "' has a block size <= 0");
     return m;
   } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError("rankwise: '" + path + "' is not a rankwise manifest (damaged?): " + e.what());
+    throw CheckpointError("rankwise: '" + path +
+                          "' is damaged or not a rankwise manifest, so nothing in its checkpoint can be "
+                          "verified; load an earlier checkpoint (the JSON reader says: " +
+                          std::string(e.what()) + ")");
   }
 }
 
