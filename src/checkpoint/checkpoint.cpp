@@ -7,6 +7,7 @@
 #include "checkpoint/detail/atomic_file.h"
 #include "checkpoint/detail/checkpoint_file.h"
 #include "checkpoint/detail/file_lock.h"
+#include "checkpoint/detail/leftovers.h"
 #include "checkpoint/detail/rank_zero.h"
 #include "detail/join.h"
 #include "rankwise/error.h"
@@ -58,6 +59,7 @@ void save(const std::string& path, const Checkpoint& state) {
       [&] {
         check_not_a_directory(path);
         detail::FileLock lock(path + ".lock", "checkpoint '" + path + "'");
+        detail::remove_leftovers_with_note(path, "save");
         detail::write_checkpoint_file(c10::IValue(state.dict()), path);
       },
       "the save by rank 0");

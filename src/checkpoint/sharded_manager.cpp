@@ -41,7 +41,7 @@ std::string ShardedCheckpointManager::save(const ShardedState& state, int64_t st
                       "; it must be >= 0");
   }
   const std::string path = numbered_->path_for(step);
-  const bool leads = detail::save_sharded_leading(path, state);
+  const bool leads = detail::save_sharded_leading(path, state, detail::SaveLock::kHeldByCaller);
   // Each storage node's leader moves that node's `latest` and prunes its disk: rank 0 alone on a
   // shared filesystem, one rank per node on node-local disks.
   detail::on_ranks(

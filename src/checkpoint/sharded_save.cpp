@@ -13,6 +13,7 @@
 #include <cstring>
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <map>
 
 #include "checkpoint/detail/atomic_file.h"
@@ -22,6 +23,8 @@
 #include "checkpoint/detail/object_record.h"
 #include "checkpoint/detail/sharded_manifest.h"
 #include "checkpoint/detail/record_writer.h"
+#include "checkpoint/detail/file_lock.h"
+#include "checkpoint/detail/leftovers.h"
 #include "checkpoint/detail/sharded_save.h"
 #include "detail/all_gather_ivalues.h"
 #include "checkpoint/detail/storage_claim.h"
@@ -309,19 +312,25 @@ void prepare(const std::string& dir, const std::string& tmp, const std::vector<s
 
 }  // namespace
 
-void save_sharded(const std::string& dir, const ShardedState& state) { detail::save_sharded_leading(dir, state); }
+void save_sharded(const std::string& dir, const ShardedState& state) {
+  detail::save_sharded_leading(dir, state, detail::SaveLock::kTake);
+}
 
-bool detail::save_sharded_leading(const std::string& dir_in, const ShardedState& state) {
+bool detail::save_sharded_leading(const std::string& dir_in, const ShardedState& state, SaveLock take) {
   const std::string dir = detail::without_trailing_slash(dir_in);
   const bool grouped = is_initialized();
   const int rank = grouped ? process_group().rank() : 0;
   const int world = grouped ? process_group().world_size() : 1;
   const std::string here = detail::where(rank, world);
 
-  // 1. Rank 0 creates the temporary directory and tells the others its name.
+  // 1. Rank 0 locks `dir`.lock (held to the end: a second job saving to `dir` is refused), removes
+  //    what a killed save left, creates the temporary directory and tells the others its name.
+  std::optional<detail::FileLock> lock;
   std::string first;
   if (rank == 0) {
     try {
+      if (take == SaveLock::kTake) lock.emplace(dir + ".lock", "sharded checkpoint '" + dir + "'");
+      detail::remove_leftovers_with_note(dir, "save_sharded");
       const std::string made = make_temp_dir(dir);
       try {
         detail::write_storage_marker(made, 0);

@@ -376,6 +376,24 @@ TEST(Checkpoint, ConcurrentWriterIsRefusedAndPreviousFileKept) {
   fs::remove_all(dir);
 }
 
+// What a save killed mid-write left beside the file (AtomicFile's temporary)
+// is removed by the next save, which holds the lock; another file's is not.
+TEST(Checkpoint, TheNextSaveRemovesWhatAKilledSaveLeft) {
+  auto dir = fresh_dir("leftover");
+  const auto path = (dir / "a.pt").string();
+  write_bytes(dir / "a.pt.tmp.4242.Ab12Cd", "half a checkpoint");
+  write_bytes(dir / "ab.pt.tmp.4242.Ab12Cd", "another file's");
+  testing::internal::CaptureStderr();
+  rankwise::save(path, sample(1.0f));
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(fs::exists(dir / "a.pt.tmp.4242.Ab12Cd"));
+  EXPECT_TRUE(fs::exists(dir / "ab.pt.tmp.4242.Ab12Cd"));
+  EXPECT_NE(err.find("removed what an interrupted save left beside it: a.pt.tmp.4242.Ab12Cd"), std::string::npos)
+      << err;
+  EXPECT_TRUE(rankwise::verify(path));
+  fs::remove_all(dir);
+}
+
 TEST(Checkpoint, BadPathsAreClearErrors) {
   EXPECT_NE(error_of([] { rankwise::save("/nonexistent-rankwise-dir/a.pt", sample(1)); })
                 .find("'/nonexistent-rankwise-dir/a.pt.lock'"),

@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 
+#include "checkpoint/detail/file_lock.h"
 #include "rankwise/checkpoint/sharded_checkpoint.h"
 #include "rankwise/error.h"
 #include "support/shell.h"
@@ -77,6 +79,13 @@ void expect_equal(const rankwise::ShardedState& a, const rankwise::ShardedState&
   }
 }
 
+// The names of the entries of `dir`.
+std::set<std::string> names_in(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.insert(entry.path().filename().string());
+  return names;
+}
+
 std::string load_error(const fs::path& dir, rankwise::ShardedState state) {
   return rankwise::test::sharded_load_error(dir.string(), std::move(state));
 }
@@ -109,8 +118,8 @@ TEST(ShardedCheckpoint, RoundTripInOneProcessWithManifest) {
   auto loaded = zeros_like_state(saved);
   rankwise::load_sharded(dir.string(), loaded);
   expect_equal(saved, loaded);
-  // Nothing else is left beside the checkpoint (no temporary directory).
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.parent_path()), fs::directory_iterator()), 1);
+  // Nothing else is left beside the checkpoint (no temporary directory), only its lock file.
+  EXPECT_EQ(names_in(dir.parent_path()), (std::set<std::string>{"ckpt", "ckpt.lock"}));
   fs::remove_all(dir.parent_path());
 }
 
@@ -122,7 +131,7 @@ TEST(ShardedCheckpoint, ASecondSaveReplacesTheFirstWhole) {
   auto loaded = zeros_like_state(second);
   rankwise::load_sharded(dir.string(), loaded);
   expect_equal(second, loaded);
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.parent_path()), fs::directory_iterator()), 1);
+  EXPECT_EQ(names_in(dir.parent_path()), (std::set<std::string>{"ckpt", "ckpt.lock"}));
   fs::remove_all(dir.parent_path());
 }
 
@@ -139,7 +148,7 @@ TEST(ShardedCheckpoint, RefusesToReplaceADirectoryThatIsNotACheckpoint) {
   }
   EXPECT_TRUE(fs::exists(dir / "notes.txt"));
   // The temporary directory is gone.
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir.parent_path()), fs::directory_iterator()), 1);
+  EXPECT_EQ(names_in(dir.parent_path()), (std::set<std::string>{"data", "data.lock"}));
   fs::remove_all(dir.parent_path());
 }
 
@@ -461,6 +470,45 @@ TEST(ShardedCheckpoint, ADamagedManifestSaysWhatToDo) {
                        "checkpoint can be verified; load an earlier checkpoint (the JSON reader says: "),
             std::string::npos)
       << error;
+  fs::remove_all(dir.parent_path());
+}
+
+// Two jobs saving to one path: the second is refused while the first holds
+// `dir`.lock, naming the holder, and the checkpoint there is kept; once the
+// lock is free, a save removes the temporary directory a killed save left
+// (and not another checkpoint's).
+TEST(ShardedCheckpoint, ASecondWriterIsRefusedAndLeftoversAreRemoved) {
+  const auto dir = fresh_dir("lock") / "ckpt";
+  rankwise::save_sharded(dir.string(), sample_state(1));
+  fs::create_directory(dir.string() + ".rankwise-tmp.Xy12Zw");
+  std::ofstream(dir.string() + ".rankwise-tmp.Xy12Zw/__0_0.distcp") << "half";
+  fs::create_directory(dir.string() + "2.rankwise-tmp.Xy12Zw");
+  {
+    rankwise::detail::FileLock other(dir.string() + ".lock", "the test's other job");
+    std::string error = "(no CheckpointError)";
+    try {
+      rankwise::save_sharded(dir.string(), sample_state(2));
+    } catch (const rankwise::CheckpointError& e) {
+      error = e.what();
+    }
+    EXPECT_NE(error.find("sharded checkpoint '" + dir.string() + "' is being written by process "),
+              std::string::npos)
+        << error;
+    EXPECT_TRUE(fs::exists(dir.string() + ".rankwise-tmp.Xy12Zw"));
+    auto kept = zeros_like_state(sample_state(1));
+    rankwise::load_sharded(dir.string(), kept);
+    expect_equal(sample_state(1), kept);
+  }
+  testing::internal::CaptureStderr();
+  rankwise::save_sharded(dir.string(), sample_state(3));
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("removed what an interrupted save left beside it: ckpt.rankwise-tmp.Xy12Zw"), std::string::npos)
+      << err;
+  EXPECT_FALSE(fs::exists(dir.string() + ".rankwise-tmp.Xy12Zw"));
+  EXPECT_TRUE(fs::exists(dir.string() + "2.rankwise-tmp.Xy12Zw"));
+  auto loaded = zeros_like_state(sample_state(3));
+  rankwise::load_sharded(dir.string(), loaded);
+  expect_equal(sample_state(3), loaded);
   fs::remove_all(dir.parent_path());
 }
 

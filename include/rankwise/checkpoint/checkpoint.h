@@ -52,7 +52,9 @@ class Checkpoint {
 /// (flock(2), released even if the process is killed): a second process
 /// saving to the same path at the same time (another launcher, or ranks that
 /// each call save without a process group) is refused with a CheckpointError
-/// naming the holder. Without a process group it simply writes the file.
+/// naming the holder. Holding it, rank 0 removes the temporary files
+/// (`path.tmp.*`) of an earlier save to `path` that was killed, with a note.
+/// Without a process group it simply writes the file.
 /// The other ranks wait for rank 0 at most the process group's timeout
 /// (InitOptions::timeout, 300 s by default): raise it for checkpoints that
 /// take longer to write, or they throw TimeoutError while rank 0 writes.

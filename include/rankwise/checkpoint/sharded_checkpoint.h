@@ -48,7 +48,11 @@ using ShardedState = std::map<std::string, ShardedEntry>;
 /// same values of ObjectEntry entries (each rank's is pickled and its CRC-32
 /// compared; rank 0 writes it).
 ///
-/// Rank 0 creates a temporary sibling directory (`<dir>.rankwise-tmp.XXXXXX`)
+/// Rank 0 locks `<dir>.lock` (flock(2), held until it returns, released
+/// even if the process is killed: a second job saving to `dir` at the same
+/// time is refused with a CheckpointError naming the holder), removes the
+/// temporary directories a killed save to `dir` left, then creates a
+/// temporary sibling directory (`<dir>.rankwise-tmp.XXXXXX`)
 /// and tells the others its name; every other rank then creates the same
 /// path too. Where it already exists (mkdir's EEXIST, decided by the
 /// filesystem, on NFS by the server) the rank shares the storage of the rank

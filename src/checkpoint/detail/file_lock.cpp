@@ -39,8 +39,8 @@ FileLock::FileLock(const std::string& lock_path, const std::string& what) {
       throw CheckpointError(
           "rankwise: " + what + " is being written by " + holder + " (lock '" + lock_path +
           "'); refusing to write it concurrently. Two runs (or ranks that bypass rank-0 saving) "
-          "are saving to the same path: give each run its own checkpoint path, or save through "
-          "rankwise::save on every rank so that rank 0 alone writes");
+          "are saving to the same path: give each run its own checkpoint path, or call the save "
+          "on every rank of one process group (after rankwise::init) so that rank 0 alone locks");
     }
     throw CheckpointError("rankwise: cannot lock '" + lock_path + "' for " + what + ": " +
                           std::strerror(error));

@@ -9,8 +9,13 @@
 
 namespace rankwise::detail {
 
+/// Whether save_sharded_leading takes `dir`.lock on rank 0: a plain
+/// save_sharded does; ShardedCheckpointManager already holds its
+/// directory's lock.
+enum class SaveLock { kTake, kHeldByCaller };
+
 /// save_sharded(dir, state); returns true on the ranks that published a
 /// storage node's directory. Collective, throws as save_sharded().
-bool save_sharded_leading(const std::string& dir, const ShardedState& state);
+bool save_sharded_leading(const std::string& dir, const ShardedState& state, SaveLock lock);
 
 }  // namespace rankwise::detail
