@@ -104,10 +104,8 @@ int run_elastic(const LaunchOptions& o, ElasticSetup setup, NodeRendezvous& rdzv
       if (!rdzv.join(ro.node_rank, ro.nnodes, setup.host, o.rendezvous_timeout, interrupted)) {
         say(fmt::format("received {} during the rendezvous; exiting", signal_name(pending)));
         // The round's other nodes stop waiting for this one at once.
-        rdzv.close(ro.node_rank,
-                   fmt::format("node {} (host {}) left the job: it received {}", ro.node_rank,
-                               setup.host, signal_name(pending)),
-                   false, round->round);
+        rdzv.close(ro.node_rank, setup.host, fmt::format("it received {}", signal_name(pending)), false,
+                   round->round);
         elastic.end_round(round->round);
         return 128 + pending;
       }
@@ -146,10 +144,8 @@ int run_elastic(const LaunchOptions& o, ElasticSetup setup, NodeRendezvous& rdzv
                         128 + result.signal));
         // The other nodes of the round stop too, name this one, and go on
         // without it in the next round.
-        rdzv.close(ro.node_rank,
-                   fmt::format("node {} (host {}) left the job: it received {}", ro.node_rank,
-                               setup.host, signal_name(result.signal)),
-                   false, round->round);
+        rdzv.close(ro.node_rank, setup.host, fmt::format("it received {}", signal_name(result.signal)), false,
+                   round->round);
         return 128 + result.signal;
       case AttemptResult::Outcome::kMembershipChanged:
         continue;
@@ -169,9 +165,7 @@ int run_elastic(const LaunchOptions& o, ElasticSetup setup, NodeRendezvous& rdzv
         }
         write_all(2, format_failure_summary(*result.failure));
         if (o.max_restarts > 0) say(fmt::format("giving up after {} restarts", o.max_restarts));
-        rdzv.close(ro.node_rank,
-                   fmt::format("node {} (host {}) left the job: it gave up ({} restarts allowed)",
-                               ro.node_rank, setup.host, o.max_restarts),
+        rdzv.close(ro.node_rank, setup.host, fmt::format("it gave up ({} restarts allowed)", o.max_restarts),
                    false, round->round);
         elastic.end_job(ended(false, fmt::format("round {} failed: {}", round->round,
                                                  one_line_cause(*result.failure))));

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "detail/first_line.h"
 #include "detail/progress_record.h"
 #include "launch/off_thread.h"
 #include "launch/launcher_heartbeat.h"
@@ -38,11 +39,6 @@ std::string over_key(const std::string& prefix, int round) {
 }
 
 std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
-
-std::string first_line(const std::exception& e) {
-  const std::string what = e.what();
-  return what.substr(0, what.find('\n'));
-}
 
 nlohmann::json to_json(const ElasticMember& m) {
   return {{"id", m.id}, {"host", m.host}, {"pid", m.pid}};
@@ -123,7 +119,7 @@ int ElasticRendezvous::take_member_id(bool host_store, std::chrono::milliseconds
         SteadyClock::now() + timeout, [] { return false; });
   } catch (const std::exception& e) {
     throw RendezvousError(
-        fmt::format("rendezvous: the store {} failed: {}", address_, first_line(e)));
+        fmt::format("rendezvous: the store {} failed: {}", address_, detail::first_line(e)));
   }
   if (waited != Waited::kDone) {
     throw RendezvousError(fmt::format("rendezvous: the store {} did not answer within {} s",
@@ -258,7 +254,7 @@ std::optional<ElasticRound> ElasticRendezvous::join(int first_round, const Elast
     throw RendezvousError(fmt::format(
         "elastic rendezvous: the store at {} failed ({}): the launcher that hosts it (node 0 of "
         "every round) is gone, and the job with it",
-        address_, first_line(e)));
+        address_, detail::first_line(e)));
   }
   if (waited == Waited::kInterrupted) return std::nullopt;
   if (!out->ended.empty()) throw ElasticJobEnded(out->ended);

@@ -33,11 +33,9 @@ int exit_barrier(const LaunchOptions& o, bool host_store, int code, const Attemp
     // As at any other time: say so, in the store too, and exit 128+n.
     say(fmt::format("received {} while waiting for the other nodes to finish; exiting",
                     signal_name(leave_signal)));
-    rdzv.close(o.node_rank,
-                fmt::format("node {} (host {}) left the job: it received {} while waiting for "
-                            "the other nodes to finish",
-                            o.node_rank, config.host, signal_name(leave_signal)),
-                false, config.attempt);
+    rdzv.close(o.node_rank, config.host,
+               fmt::format("it received {} while waiting for the other nodes to finish", signal_name(leave_signal)),
+               false, config.attempt);
     return 128 + leave_signal;
   }
   if (code == kExitOk && failure) {

@@ -293,10 +293,8 @@ int run(LaunchOptions o) {
   } catch (const RendezvousError& e) {  // a restart's rendezvous
     if (o.nnodes == 1) throw;
     say(fmt::format("error: {}", e.what()));
-    rdzv->close(o.node_rank,
-                fmt::format("node {} (host {}) left the job: its rendezvous for restart {} failed",
-                            o.node_rank, host, config.attempt + 1),
-                false, config.attempt);
+    rdzv->close(o.node_rank, host, fmt::format("its rendezvous for restart {} failed", config.attempt + 1), false,
+                config.attempt);
   }
   if (o.nnodes > 1) code = exit_barrier(o, host_store, code, config, *rdzv);
   return code;
@@ -311,9 +309,7 @@ int run_attempts(const LaunchOptions& o, AttemptConfig& config, NodeRendezvous& 
   int last_attempt = -1;  // the last attempt this node ran
   const auto leave_job = [&](int code, const std::string& why) {
     if (o.nnodes > 1) {
-      rdzv.close(o.node_rank,
-                 fmt::format("node {} (host {}) left the job: {}", o.node_rank, config.host, why),
-                 code == kExitOk, last_attempt);
+      rdzv.close(o.node_rank, config.host, why, code == kExitOk, last_attempt);
     }
     return code;
   };

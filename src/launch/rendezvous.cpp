@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "detail/first_line.h"
 #include "detail/join.h"
 #include "detail/progress_record.h"
 #include "launch/free_port.h"
@@ -73,16 +74,15 @@ NodeRendezvous::NodeRendezvous(const std::string& addr, int port, bool host_stor
   try {
     store_ = std::make_unique<c10d::TCPStore>(addr, o);
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    std::string first_line = what.substr(0, what.find('\n'));
-    while (!first_line.empty() && (first_line.back() == '.' || first_line.back() == ' ')) {
-      first_line.pop_back();  // the message goes on after it
+    std::string why = detail::first_line(e);
+    while (!why.empty() && (why.back() == '.' || why.back() == ' ')) {
+      why.pop_back();  // the message goes on after it
     }
-    if (host_store) throw RendezvousError(why_store_cannot_be_hosted(addr, port, first_line));
+    if (host_store) throw RendezvousError(why_store_cannot_be_hosted(addr, port, why));
     throw RendezvousError(fmt::format(
         "cannot reach node 0's rendezvous store at {}:{} within {} s: {}; start node 0 "
         "(--node-rank 0) and check --master-addr/--master-port",
-        addr, port, timeout.count() / 1000.0, first_line));
+        addr, port, timeout.count() / 1000.0, why));
   }
 }
 
@@ -113,14 +113,6 @@ std::string job_key_fingerprint(const std::string& job_key) {
   return fmt::format("{:08x}", static_cast<std::uint32_t>(h >> 32));
 }
 
-namespace {
-// The first line of a store's exception, for a one-line message.
-std::string first_line(const std::exception& e) {
-  const std::string what = e.what();
-  return what.substr(0, what.find('\n'));
-}
-}  // namespace
-
 void NodeRendezvous::publish_identity(const JobIdentity& identity,
                                       std::chrono::milliseconds timeout) {
   const std::string text =
@@ -139,7 +131,7 @@ void NodeRendezvous::publish_identity(const JobIdentity& identity,
         SteadyClock::now() + timeout, [] { return false; });
   } catch (const std::exception& e) {
     throw RendezvousError(fmt::format("publishing the job's id in the store {}:{} failed: {}",
-                                      addr_, port_, first_line(e)));
+                                      addr_, port_, detail::first_line(e)));
   }
   if (waited != Waited::kDone) {
     throw RendezvousError(fmt::format(
@@ -166,7 +158,7 @@ bool NodeRendezvous::check_identity(const JobIdentity& mine, std::chrono::millis
         deadline + std::chrono::seconds(5), interrupted);
   } catch (const std::exception& e) {
     throw RendezvousError(fmt::format("rendezvous: the store {}:{} failed: {}", addr_, port_,
-                                      first_line(e)));
+                                      detail::first_line(e)));
   }
   if (waited == Waited::kInterrupted) return false;
   if (waited == Waited::kDeadline) {
@@ -234,7 +226,7 @@ int NodeRendezvous::take_node_rank(int nnodes, std::chrono::milliseconds timeout
         SteadyClock::now() + timeout, [] { return false; });
   } catch (const std::exception& e) {
     throw RendezvousError(fmt::format("rendezvous: the store {}:{} failed: {}", addr_, port_,
-                                      first_line(e)));
+                                      detail::first_line(e)));
   }
   if (waited != Waited::kDone) {
     throw RendezvousError(fmt::format("rendezvous: the store {}:{} did not answer within {} s",
@@ -340,11 +332,11 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
       nnodes));
 }
 
-void NodeRendezvous::close(int node_rank, const std::string& reason, bool succeeded,
+void NodeRendezvous::close(int node_rank, const std::string& host, const std::string& why, bool succeeded,
                            int last_attempt) {
   NodeFailure left;
   left.node_rank = node_rank;
-  left.root_cause = reason;
+  left.root_cause = fmt::format("node {} (host {}) left the job: {}", node_rank, host, why);
   left.succeeded = succeeded;
   left.attempt = last_attempt;
   try {

@@ -103,13 +103,14 @@ class NodeRendezvous {
   bool join(int node_rank, int nnodes, const std::string& host, std::chrono::milliseconds timeout,
             const std::function<bool()>& interrupted, int round = 0);
 
-  /// Multi-node: marks the job closed by node `node_rank` (the first one
-  /// stays, see closed_key()), so that a node waiting for a restart round or
-  /// running an attempt stops; `reason` e.g. "node 0 (host n0) left the job:
-  /// its workers succeeded" (`succeeded`: not a failure, for the nodes still
+  /// Multi-node: marks the job closed by node `node_rank` on `host` (the
+  /// first one stays, see closed_key()), so that a node waiting for a
+  /// restart round or running an attempt stops; the reason the others read is
+  /// "node <node_rank> (host <host>) left the job: <why>", e.g. why = "its
+  /// workers succeeded" (`succeeded`: not a failure, for the nodes still
   /// running); `last_attempt`: the last attempt this node ran (-1: none).
   /// Waits at most 2 s; never throws.
-  void close(int node_rank, const std::string& reason, bool succeeded, int last_attempt);
+  void close(int node_rank, const std::string& host, const std::string& why, bool succeeded, int last_attempt);
 
   /// Exit barrier (multi-node): marks this node finished and waits until all
   /// `nnodes` nodes did, at most `timeout`, so that node 0 keeps the store up
