@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <optional>
 #include <map>
+#include <sstream>
 
 #include "checkpoint/detail/atomic_file.h"
 #include "checkpoint/detail/dcp_metadata.h"
@@ -115,6 +116,15 @@ detail::ManifestChunk write_object(detail::AtomicFile& out, const std::string& f
   return c;
 }
 
+// An object's value as an error message shows it: IValue's printing, cut to 60 characters.
+std::string shown(const c10::IValue& value) {
+  std::ostringstream out;
+  out << value;
+  std::string text = out.str();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
 // This rank's data file; returns its report for rank 0.
 json write_part(const std::string& tmp, int rank, int leader, const ShardedState& state) {
   const std::string file = "__" + std::to_string(rank) + "_0.distcp";
@@ -130,7 +140,7 @@ json write_part(const std::string& tmp, int rank, int leader, const ShardedState
       }
     } else if (const auto* object = std::get_if<ObjectEntry>(&entry)) {
       const std::vector<char> bytes = detail::object_record_bytes(object->value, key);
-      entries[key] = {{"object", detail::crc32_of(bytes.data(), bytes.size())}};
+      entries[key] = {{"object", detail::crc32_of(bytes.data(), bytes.size())}, {"shown", shown(object->value)}};
       if (rank == 0) chunks.push_back(write_object(out, file, key, bytes));
     } else {
       const auto& tensor = std::get<at::Tensor>(entry);
@@ -170,7 +180,13 @@ void check_same_entries(const std::string& dir, const json& zero, const json& ot
   const auto text = [&](const json& entries) {
     if (!entries.contains(key)) return std::string("no such key");
     const json& e = entries.at(key);
-    if (e.contains("object")) return fmt::format("an object whose pickle has CRC-32 {:08x}", e.at("object").get<uint32_t>());
+    if (e.contains("object")) {
+      // The CRC-32 only when the values print alike (a float's last digits, a long value cut short).
+      const bool alike = zero.contains(key) && other.contains(key) && zero.at(key).contains("shown") &&
+                         other.at(key).contains("shown") && zero.at(key).at("shown") == other.at(key).at("shown");
+      const std::string value = "the object " + e.at("shown").get<std::string>();
+      return alike ? fmt::format("{} (its pickle has CRC-32 {:08x})", value, e.at("object").get<uint32_t>()) : value;
+    }
     return fmt::format("{} [{}]{}", e.at("dtype").get<std::string>(),
                        fmt::join(e.at("shape").get<std::vector<int64_t>>(), ", "),
                        e.at("replicated").get<bool>() ? " replicated" : "");
