@@ -13,7 +13,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
+#include "rankwise/checkpoint/checkpoint.h"
+#include "rankwise/error.h"
 #include "support/shell.h"
 
 namespace fs = std::filesystem;
@@ -70,6 +73,40 @@ TEST_P(CheckpointInterop, WeLoadAStateDictSavedByPython) {
   expect_same_fingerprint(sd);
   expect_same_fingerprint(sd + ".full", "model");
   expect_same_fingerprint(sd + ".full", "ema");
+}
+
+// Files of Python's torch.save holding values libtorch cannot represent: the
+// error names the value and says the file is intact (it once said the file
+// was truncated or not torch.save's), and a file pickled with protocol 4 says
+// how to save it again.
+TEST_P(CheckpointInterop, PythonOnlyValuesAreNamed) {
+  const std::string d = dir_.string();
+  const std::string script =
+      "import torch, numpy\n"
+      "class Settings: pass\n"
+      "torch.save({'tags': {1, 2}}, '" + d + "/set.pt')\n"
+      "torch.save({'raw': b'abc'}, '" + d + "/bytes.pt')\n"
+      "torch.save({'mean': numpy.zeros(3)}, '" + d + "/numpy.pt')\n"
+      "torch.save({'cfg': Settings()}, '" + d + "/class.pt')\n"
+      "torch.save({'x': torch.ones(2)}, '" + d + "/protocol4.pt', pickle_protocol=4)\n"
+      "print('written')\n";
+  std::ofstream(dir_ / "write.py") << script;
+  ASSERT_EQ(shell(python() + (dir_ / "write.py").string() + " 2>&1"), "written\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"set.pt", "holds a Python set, which libtorch cannot represent (the file itself is intact)"},
+      {"bytes.pt", "holds a Python bytes value, which libtorch cannot represent"},
+      {"numpy.pt", "holds a numpy value (an array, scalar or dtype), which libtorch cannot represent"},
+      {"class.pt", "holds an object of the class Settings defined in the saving script (__main__)"},
+      {"protocol4.pt", "was pickled with pickle protocol 4 or later, which libtorch does not read"}};
+  for (const auto& [file, expected] : cases) {
+    std::string error = "(no CheckpointError)";
+    try {
+      rankwise::load(d + "/" + file);
+    } catch (const rankwise::CheckpointError& e) {
+      error = e.what();
+    }
+    EXPECT_NE(error.find("'" + d + "/" + file + "' " + expected), std::string::npos) << error;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(WithTorch, CheckpointInterop, ::testing::ValuesIn(rankwise::test::kReferencePythons),

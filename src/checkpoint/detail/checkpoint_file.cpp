@@ -395,7 +395,18 @@ c10::IValue parse_source(const ByteSource& source, Integrity found, ReadChecksum
     torch::jit::Unpickler unpickler(read_pickle, nullptr, nullptr, read_record,
                                     at::Device(at::kCPU));
     unpickler.set_version(reader.version());
-    c10::IValue value = unpickler.parse_ivalue();
+    c10::IValue value;
+    try {
+      value = unpickler.parse_ivalue();
+    } catch (const c10::Error& e) {
+      if (!from_python) throw;
+      // A file of Python's (no checksum) whose zip reads: a value libtorch does not know, most likely.
+      throw CheckpointError("rankwise: '" + path + "' holds a value libtorch's unpickler cannot read (" +
+                            e.what_without_backtrace() +
+                            "). If Python's torch.save wrote it, convert that value to tensors, dicts, "
+                            "lists, tuples, strings or numbers before saving; otherwise the file is "
+                            "damaged: do not use it");
+    }
     check_tensor_bounds(value, records, path);
     if (from_python) strip_pickle_state(value);
     return value;

@@ -21,6 +21,21 @@ constexpr uint32_t kMaxMemoId = uint32_t{1} << 22;
 // 200,000 deep (a 600 KB pickle) overflows the stack.
 constexpr int kMaxDepth = 1000;
 
+// Python values that pickle through a GLOBAL libtorch's Unpickler does not
+// know (torch.save uses pickle protocol 2): what each is, for the error.
+struct PythonGlobal {
+  const char* name;  // "module\nname\n", as GLOBAL spells it
+  const char* what;
+};
+constexpr PythonGlobal kPythonOnly[] = {
+    {"__builtin__\nset\n", "a Python set"},         {"builtins\nset\n", "a Python set"},
+    {"__builtin__\nfrozenset\n", "a Python frozenset"}, {"builtins\nfrozenset\n", "a Python frozenset"},
+    {"_codecs\nencode\n", "a Python bytes value"},  {"__builtin__\nbytearray\n", "a Python bytearray"},
+    {"builtins\nbytearray\n", "a Python bytearray"}, {"__builtin__\ncomplex\n", "a Python complex number"},
+    {"builtins\ncomplex\n", "a Python complex number"}, {"__builtin__\nslice\n", "a Python slice"},
+    {"builtins\nslice\n", "a Python slice"},
+};
+
 // One entry of the modelled unpickler stack: where its bytes start in the
 // output and what it is, as far as the rewrite cares.
 enum class Kind { kOther, kOrderedDictClass, kEmptyArgs, kOrderedDict };
@@ -55,6 +70,15 @@ class Rewriter {
   }
 
  private:
+  // A value of Python's that libtorch cannot represent: the file is fine.
+  [[noreturn]] void python_only(const std::string& what) const {
+    throw CheckpointError("rankwise: '" + path_ + "' holds " + what +
+                          ", which libtorch cannot represent (the file itself is intact). A torch.save "
+                          "file that C++ reads may hold tensors, dicts (OrderedDicts too), lists, tuples, "
+                          "strings, ints, floats, bools and None: in Python, convert other values (sets, "
+                          "bytes, numpy arrays, objects of your own classes) before torch.save");
+  }
+
   [[noreturn]] void fail(const std::string& why) const {
     throw CheckpointError("rankwise: cannot read the pickle (data.pkl) of '" + path_ +
                           "' with libtorch: " + why + " (at byte " + std::to_string(at_) +
@@ -161,6 +185,19 @@ class Rewriter {
         const std::size_t name = at_;
         skip_line();
         skip_line();
+        for (const auto& g : kPythonOnly) {
+          if (at_ - name == std::strlen(g.name) && std::memcmp(in_ + name, g.name, at_ - name) == 0) {
+            python_only(g.what);
+          }
+        }
+        if (at_ - name > 9 && std::memcmp(in_ + name, "__main__\n", 9) == 0) {
+          python_only("an object of the class " +
+                      std::string(in_ + name + 9, at_ - name - 10) + " defined in the saving script (__main__)");
+        }
+        if (at_ - name > 6 && std::memcmp(in_ + name, "numpy", 5) == 0 &&
+            (in_[name + 5] == '\n' || in_[name + 5] == '.')) {
+          python_only("a numpy value (an array, scalar or dtype)");
+        }
         if (at_ - name == sizeof(kOrderedDict) - 1 &&
             std::memcmp(in_ + name, kOrderedDict, at_ - name) == 0) {
           push(here, Kind::kOrderedDictClass);  // emitted as EMPTY_DICT at REDUCE
@@ -299,7 +336,15 @@ class Rewriter {
         return true;
       case 'Q': { const std::size_t start = pop().start; copy(op_start); push(start); return true; }  // BINPERSID
       case 0x81: { pop(); const std::size_t start = pop().start; copy(op_start); push(start); return true; }  // NEWOBJ
+      case 0x8f: case 0x90: case 0x91:                               // EMPTY_SET, ADDITEMS, FROZENSET
+        python_only("a Python set");                                 // (pickle protocol 4 and later)
       default:
+        if (op >= 0x8c && op <= 0x98) {  // opcodes of pickle protocols 4 and 5
+          throw CheckpointError("rankwise: '" + path_ +
+                                "' was pickled with pickle protocol 4 or later, which libtorch does not "
+                                "read; in Python, save it again with torch.save's default protocol "
+                                "(pickle_protocol=2)");
+        }
         fail("unsupported opcode 0x" + [op] {
           char hex[3];
           std::snprintf(hex, sizeof hex, "%02x", op);
