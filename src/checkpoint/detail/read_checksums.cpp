@@ -41,6 +41,12 @@ ReadChecksums::ReadChecksums(ReadAt read_at, uint64_t end)
   done_.reserve(static_cast<std::size_t>(end / kPiece) + 4096);
 }
 
+void ReadChecksums::reserve_more(std::size_t n) {
+  // Doubling: reserving one more at a time would copy the whole list on every read
+  // past the first reservation (quadratic in a checkpoint of many small tensors).
+  if (done_.size() + n > done_.capacity()) done_.reserve(std::max(done_.size() + n, 2 * done_.capacity()));
+}
+
 void ReadChecksums::record(uint64_t offset, const char* data, std::size_t n) {
   if (offset >= end_ || n == 0) return;
   const std::size_t inside = static_cast<std::size_t>(std::min<uint64_t>(n, end_ - offset));
@@ -107,7 +113,7 @@ void ReadChecksums::read(void* buffer, std::size_t n, uint64_t offset) {
   if (n < 2 * kPiece) {  // small reads (headers, the pickle): sharing them costs more than it saves
     read_at_(bytes, n, offset);
     std::lock_guard<std::mutex> lock(mutex_);
-    done_.reserve(done_.size() + 1);
+    reserve_more(1);
     record(offset, bytes, n);
     return;
   }
@@ -115,7 +121,7 @@ void ReadChecksums::read(void* buffer, std::size_t n, uint64_t offset) {
   std::size_t pieces = (n + kPiece - 1) / kPiece;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    done_.reserve(done_.size() + pieces);  // may throw: before any piece is taken
+    reserve_more(pieces);  // may throw: before any piece is taken
     job_ = {bytes, n, offset, pieces};
     next_piece_ = 0;
     finished_pieces_.store(0, std::memory_order_relaxed);

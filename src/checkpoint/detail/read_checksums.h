@@ -62,6 +62,8 @@ class ReadChecksums {
   void work();
   // Adds the CRC of the part of [offset, offset + n) below end_ to done_ (its capacity reserved); under mutex_.
   void record(uint64_t offset, const char* data, std::size_t n);
+  // Makes room for `n` more spans in done_ (geometric growth); under mutex_. May throw.
+  void reserve_more(std::size_t n);
   // Takes pieces of job `generation` until none is left (or another job began).
   void take_pieces(uint64_t generation);
 
