@@ -97,6 +97,7 @@ void load_sharded_collective(const std::string& dir_in, ShardedState& state, Col
   std::string error;
   std::vector<detail::Piece> pieces;
   std::vector<std::string> holds;
+  std::vector<detail::ExchangeFiles::Short> short_files;
   std::set<std::string> local;
   try {
     reader.open(zero);
@@ -112,9 +113,12 @@ void load_sharded_collective(const std::string& dir_in, ShardedState& state, Col
       }
       for (const auto& [file, end] : ends) {
         struct stat st {};
-        if (::stat((dir + "/" + file).c_str(), &st) == 0 && st.st_size >= end) {
+        if (::stat((dir + "/" + file).c_str(), &st) != 0) continue;
+        if (st.st_size >= end) {
           holds.push_back(file);
           local.insert(file);
+        } else {
+          short_files.push_back({file, static_cast<int64_t>(st.st_size), end});
         }
       }
     }
@@ -123,6 +127,7 @@ void load_sharded_collective(const std::string& dir_in, ShardedState& state, Col
   }
   detail::ExchangeFiles files;
   files.holds = holds;
+  files.short_files = short_files;
   files.read = [&](const detail::ByteRange& range) { return reader.read_local(range); };
   files.written_where = [&](const std::string& file) { return written_where(reader, file); };
   const auto remote = [&](const std::vector<detail::ByteRange>& ranges) {
@@ -134,27 +139,46 @@ void load_sharded_collective(const std::string& dir_in, ShardedState& state, Col
   };
 
   // 1. The records' headers and trailers, and the objects' records, of files this rank does not see.
+  // Every failure from here on is caught and passed to the next collective step, which raises it on
+  // every rank: a rank that threw alone would leave the others' collectives out of step.
   std::vector<detail::ByteRange> records;
   if (error.empty()) {
-    records = reader.record_ranges(pieces);
-    for (auto& range : reader.object_ranges(state)) records.push_back(std::move(range));
+    try {
+      records = reader.record_ranges(pieces);
+      for (auto& range : reader.object_ranges(state)) records.push_back(std::move(range));
+    } catch (const std::exception& e) {
+      error = e.what();
+      records.clear();
+    }
   }
   auto fetched = detail::exchange_ranges(remote(records), error, files, kWhat, false);
-  reader.serve_from(local, std::move(fetched));
+  try {
+    reader.serve_from(local, std::move(fetched));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
   // 2. The storage bytes those records hold that this rank needs.
   std::vector<detail::ByteRange> data;
   try {
-    for (const auto& piece : pieces) data.push_back(reader.data_range(piece));
+    if (error.empty()) {
+      for (const auto& piece : pieces) data.push_back(reader.data_range(piece));
+    }
   } catch (const std::exception& e) {
     error = e.what();
   }
   fetched = detail::exchange_ranges(error.empty() ? remote(data) : std::vector<detail::ByteRange>{}, error, files,
                                     kWhat, true);
-  reader.serve_from(local, std::move(fetched));
+  try {
+    reader.serve_from(local, std::move(fetched));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
   // 3. Every byte verified against the manifest as it is copied; a failure on any rank is raised on every rank.
   try {
-    for (const auto& piece : pieces) reader.copy(piece);
-    reader.read_objects(state);
+    if (error.empty()) {
+      for (const auto& piece : pieces) reader.copy(piece);
+      reader.read_objects(state);
+    }
   } catch (const std::exception& e) {
     error = e.what();
   }

@@ -171,7 +171,7 @@ TEST(ShardedNodeLocal, AFileNoRankSeesIsNamedWithWhereItWasWritten) {
     ADD_FAILURE() << "no error on rank " << pg.rank();
   } catch (const rankwise::CheckpointError& e) {
     const std::string text = e.what();
-    EXPECT_NE(text.find("no rank sees these data files: '__3_0.distcp' (written by rank 3 on host"), std::string::npos)
+    EXPECT_NE(text.find("no rank sees these data files whole: '__3_0.distcp' (written by rank 3 on host"), std::string::npos)
         << text;
     EXPECT_NE(text.find("needed by rank 3"), std::string::npos) << text;
   }
@@ -255,6 +255,67 @@ TEST(ShardedNodeLocal, TheSameFailureOnEveryRankIsReportedOnce) {
     const auto first = text.find("'bias'");
     EXPECT_NE(first, std::string::npos) << text;
     EXPECT_EQ(text.find("'bias'", first + 1), std::string::npos) << "repeated: " << text;
+  }
+  pg.barrier();
+  if (pg.rank() == 0) fs::remove_all(base);
+}
+
+// A manifest that names another data file than .metadata (edited by hand, or
+// damaged): the ranks that find out fail inside load_sharded_collective's
+// protocol, so every rank raises it and the process group stays in step: a
+// load of another checkpoint right after works on every rank.
+TEST(ShardedNodeLocal, AFailureOnSomeRanksLeavesTheCollectivesInStep) {
+  auto& pg = group();
+  const auto base = base_dir("instep");
+  enter(base, "shared");
+  rankwise::save_sharded("good", state_of(1.0, pg.rank()));
+  rankwise::save_sharded("bad", state_of(2.0, pg.rank()));
+  pg.barrier();
+  if (pg.rank() == 0) {
+    std::string manifest = read_all("bad/.rankwise-manifest.json");
+    const auto at = manifest.find("__3_0.distcp");
+    ASSERT_NE(at, std::string::npos);
+    manifest.replace(at, 12, "__9_0.distcp");
+    std::ofstream("bad/.rankwise-manifest.json", std::ios::trunc) << manifest;
+  }
+  pg.barrier();
+  auto s = zeros_of(pg.rank(), 4);
+  try {
+    rankwise::load_sharded_collective("bad", s);
+    ADD_FAILURE() << "no error on rank " << pg.rank();
+  } catch (const rankwise::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find(".metadata and the manifest disagree"), std::string::npos) << e.what();
+  }
+  auto good = zeros_of(pg.rank(), 4);
+  rankwise::load_sharded_collective("good", good);
+  expect_values(good, 1.0, pg.rank(), 4);
+  pg.barrier();
+  if (pg.rank() == 0) fs::remove_all(base);
+}
+
+// A data file truncated in a shared directory: the error says the file is
+// shorter than .metadata says (it once said only that no rank sees it).
+TEST(ShardedNodeLocal, ATruncatedDataFileIsCalledTruncated) {
+  auto& pg = group();
+  const auto base = base_dir("short");
+  enter(base, "shared");
+  rankwise::save_sharded("ckpt", state_of(1.0, pg.rank()));
+  pg.barrier();
+  if (pg.rank() == 0) fs::resize_file("ckpt/__1_0.distcp", 100);
+  pg.barrier();
+  auto s = zeros_of(pg.rank(), 4);
+  try {
+    rankwise::load_sharded_collective("ckpt", s);
+    ADD_FAILURE() << "no error on rank " << pg.rank();
+  } catch (const rankwise::CheckpointError& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("'__1_0.distcp' (written by rank 1 on host"), std::string::npos) << text;
+    EXPECT_NE(text.find("(ranks 0, 1, 2, 3 see it 100 bytes long, but '.metadata' points to bytes up to "),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("is truncated (or an older copy of a stale view): load an earlier checkpoint"),
+              std::string::npos)
+        << text;
   }
   pg.barrier();
   if (pg.rank() == 0) fs::remove_all(base);

@@ -23,6 +23,7 @@ constexpr int64_t kWindowBytes = int64_t{64} << 20;
 struct RankView {
   std::string error;
   std::set<std::string> holds;
+  std::vector<ExchangeFiles::Short> short_files;
   std::vector<ByteRange> wanted;
 };
 
@@ -35,11 +36,19 @@ struct Item {
 };
 
 std::vector<RankView> gather_views(const std::vector<ByteRange>& wanted, const std::string& error,
-                                   const std::vector<std::string>& holds) {
+                                   const ExchangeFiles& mine_files) {
   c10::impl::GenericDict mine(c10::StringType::get(), c10::AnyType::get());
-  c10::List<std::string> held, files;
-  c10::List<int64_t> offsets, sizes;
-  for (const auto& h : holds) held.push_back(h);
+  c10::List<std::string> held, files, short_names;
+  c10::List<int64_t> offsets, sizes, short_sizes, short_needed;
+  for (const auto& h : mine_files.holds) held.push_back(h);
+  for (const auto& s : mine_files.short_files) {
+    short_names.push_back(s.file);
+    short_sizes.push_back(s.size);
+    short_needed.push_back(s.needed);
+  }
+  mine.insert("short_names", short_names);
+  mine.insert("short_sizes", short_sizes);
+  mine.insert("short_needed", short_needed);
   for (const auto& w : wanted) {
     files.push_back(w.file);
     offsets.push_back(w.offset);
@@ -57,6 +66,12 @@ std::vector<RankView> gather_views(const std::vector<ByteRange>& wanted, const s
     RankView v;
     v.error = d.at("error").toStringRef();
     for (const auto& h : d.at("holds").toList()) v.holds.insert(h.get().toStringRef());
+    const auto sn = d.at("short_names").toList();
+    const auto ss = d.at("short_sizes").toList();
+    const auto sd = d.at("short_needed").toList();
+    for (std::size_t i = 0; i < sn.size(); ++i) {
+      v.short_files.push_back({sn.get(i).toStringRef(), ss.get(i).toInt(), sd.get(i).toInt()});
+    }
     const auto f = d.at("files").toList();
     const auto o = d.at("offsets").toList();
     const auto s = d.at("sizes").toList();
@@ -129,7 +144,7 @@ std::vector<std::pair<ByteRange, std::string>> exchange_ranges(const std::vector
   auto& group = process_group();
   const int me = group.rank();
   const int world = group.world_size();
-  const auto views = gather_views(wanted, error, files.holds);
+  const auto views = gather_views(wanted, error, files);
 
   std::vector<std::string> errors;
   std::vector<int> failed;
@@ -168,12 +183,30 @@ std::vector<std::pair<ByteRange, std::string>> exchange_ranges(const std::vector
   }
   if (!unheld.empty()) {
     std::string text;
+    bool truncated = false;
     for (const auto& [file, ranks] : unheld) {
       text += (text.empty() ? "" : "; ") + fmt::format("'{}' (written {}), needed by {}", file,
                                                        files.written_where(file), rank_list(ranks));
+      // Ranks that see the file, but shorter than .metadata says: cut short, or an older copy.
+      std::map<std::pair<int64_t, int64_t>, std::vector<int>> seen_short;
+      for (int r = 0; r < world; ++r) {
+        for (const auto& s : views[static_cast<std::size_t>(r)].short_files) {
+          if (s.file == file) seen_short[{s.size, s.needed}].push_back(r);
+        }
+      }
+      for (const auto& [sizes, ranks_short] : seen_short) {
+        truncated = true;
+        text += fmt::format(" ({} see it {} bytes long, but '.metadata' points to bytes up to {})",
+                            rank_list(ranks_short), sizes.first, sizes.second);
+      }
     }
-    throw CheckpointError("rankwise: " + where(group) + ": " + what + ": no rank sees these data files: " + text +
-                          ". Run the load on nodes that hold the checkpoint's files (the manifest's \"nodes\" say "
+    throw CheckpointError("rankwise: " + where(group) + ": " + what + ": no rank sees these data files whole: " +
+                          text +
+                          (truncated ? ". A data file shorter than '.metadata' says is truncated (or an older "
+                                       "copy of a stale view): load an earlier checkpoint, or "
+                                     : ". ") +
+                          std::string(truncated ? "run" : "Run") +
+                          " the load on nodes that hold the checkpoint's files (the manifest's \"nodes\" say "
                           "where each was written), or copy them there");
   }
   if (announce && !received.empty()) {

@@ -17,6 +17,14 @@ namespace rankwise::detail {
 struct ExchangeFiles {
   /// Files this rank reads itself (its view is the checkpoint rank 0 reads, and the file is there).
   std::vector<std::string> holds;
+  /// Files of rank 0's checkpoint that this rank sees shorter than `.metadata` says, with the
+  /// length it sees and the length needed (named when no rank holds them whole).
+  struct Short {
+    std::string file;
+    int64_t size = 0;
+    int64_t needed = 0;
+  };
+  std::vector<Short> short_files;
   /// Reads a range of a file this rank holds (throws CheckpointError).
   std::function<std::string(const ByteRange&)> read;
   /// Where a file was written ("on host a, by rank 2"), for errors.
