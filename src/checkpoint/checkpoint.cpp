@@ -59,7 +59,7 @@ void save(const std::string& path, const Checkpoint& state) {
       [&] {
         check_not_a_directory(path);
         detail::FileLock lock(path + ".lock", "checkpoint '" + path + "'");
-        detail::remove_leftovers_with_note(path, "save");
+        detail::remove_leftovers_with_note(path, "save", false);
         detail::write_checkpoint_file(c10::IValue(state.dict()), path);
       },
       "the save by rank 0");

@@ -13,8 +13,9 @@
 #include <cstring>
 #include <algorithm>
 #include <filesystem>
-#include <optional>
 #include <map>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include "checkpoint/detail/atomic_file.h"
@@ -346,7 +347,7 @@ bool detail::save_sharded_leading(const std::string& dir_in, const ShardedState&
   if (rank == 0) {
     try {
       if (take == SaveLock::kTake) lock.emplace(dir + ".lock", "sharded checkpoint '" + dir + "'");
-      detail::remove_leftovers_with_note(dir, "save_sharded");
+      detail::remove_leftovers_with_note(dir, "save_sharded", take == SaveLock::kHeldByCaller);
       const std::string made = make_temp_dir(dir);
       try {
         detail::write_storage_marker(made, 0);

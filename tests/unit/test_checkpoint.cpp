@@ -383,11 +383,16 @@ TEST(Checkpoint, TheNextSaveRemovesWhatAKilledSaveLeft) {
   const auto path = (dir / "a.pt").string();
   write_bytes(dir / "a.pt.tmp.4242.Ab12Cd", "half a checkpoint");
   write_bytes(dir / "ab.pt.tmp.4242.Ab12Cd", "another file's");
+  // Only AtomicFile's names, and only files: a directory or a user's file named alike stays.
+  fs::create_directories(dir / "a.pt.tmp.3.dirabc" / "inside");
+  write_bytes(dir / "a.pt.tmp.notes", "a user's");
   testing::internal::CaptureStderr();
   rankwise::save(path, sample(1.0f));
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_FALSE(fs::exists(dir / "a.pt.tmp.4242.Ab12Cd"));
   EXPECT_TRUE(fs::exists(dir / "ab.pt.tmp.4242.Ab12Cd"));
+  EXPECT_TRUE(fs::exists(dir / "a.pt.tmp.3.dirabc" / "inside"));
+  EXPECT_TRUE(fs::exists(dir / "a.pt.tmp.notes"));
   EXPECT_NE(err.find("removed what an interrupted save left beside it: a.pt.tmp.4242.Ab12Cd"), std::string::npos)
       << err;
   EXPECT_TRUE(rankwise::verify(path));

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "rankwise/checkpoint/checkpoint.h"
 #include "rankwise/checkpoint/sharded_manager.h"
 #include "rankwise/error.h"
 #include "support/shell.h"
@@ -176,6 +177,31 @@ TEST(ShardedCheckpointManager, LatestFallsBackPastAnIncompleteOrMissingPointer) 
     EXPECT_NE(std::string(e.what()).find("none of its 2 checkpoint directories verifies"), std::string::npos)
         << e.what();
   }
+  fs::remove_all(root);
+}
+
+// A plain save_sharded (or save) into a directory a manager keeps works (a
+// final model beside the checkpoints) but removes nothing there: its lock
+// does not exclude the manager, whose save in progress would look like a
+// killed one's leftovers (it once deleted one).
+TEST(ShardedCheckpointManager, APlainSaveIntoItsDirectoryLeavesItsTemporariesAlone) {
+  const auto root = fresh_dir("plain");
+  {
+    rankwise::ShardedCheckpointManager manager(rankwise::CheckpointManagerOptions(root.string()));
+    manager.save(one_rank_state(1), 5);
+    fs::create_directory(root / "checkpoint-0000000006.rankwise-tmp.Ab12Cd");  // as a save in progress has
+    std::ofstream(root / "final.pt.tmp.77.Ab12Cd") << "as a save in progress has";
+    rankwise::save_sharded((root / "checkpoint-0000000006").string(), one_rank_state(2));
+    rankwise::Checkpoint plain;
+    plain.insert("x", 1);
+    rankwise::save((root / "final.pt").string(), plain);
+    EXPECT_TRUE(fs::exists(root / "checkpoint-0000000006.rankwise-tmp.Ab12Cd"));
+    EXPECT_TRUE(fs::exists(root / "final.pt.tmp.77.Ab12Cd"));
+    EXPECT_TRUE(rankwise::verify((root / "final.pt").string()));
+  }
+  // The next manager, holding the directory's lock, removes them.
+  rankwise::ShardedCheckpointManager next(rankwise::CheckpointManagerOptions(root.string()));
+  EXPECT_FALSE(fs::exists(root / "checkpoint-0000000006.rankwise-tmp.Ab12Cd"));
   fs::remove_all(root);
 }
 

@@ -16,7 +16,6 @@ namespace rankwise::detail {
 namespace {
 
 constexpr const char* kLatest = "latest";
-constexpr const char* kLockFile = "rankwise.lock";
 constexpr int kStepDigits = 10;
 
 }  // namespace
@@ -52,7 +51,7 @@ std::unique_ptr<FileLock> open_checkpoint_directory(const std::string& dir) {
                           "': " + (error ? error.message() : "a file of that name exists") +
                           ". Choose a writable location");
   }
-  auto lock = std::make_unique<FileLock>(dir + "/" + kLockFile, "checkpoint directory '" + dir + "'");
+  auto lock = std::make_unique<FileLock>(dir + "/" + kDirectoryLockFile, "checkpoint directory '" + dir + "'");
   // Holding the lock, nobody else writes here: temporary files and
   // directories are leftovers of a writer that was killed.
   for (const auto& name : list_directory(dir)) {

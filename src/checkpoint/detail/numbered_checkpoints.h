@@ -23,6 +23,9 @@ void validate_manager_options(const CheckpointManagerOptions& options, const std
 /// Whether `options`' schedule asks for a save after step `step` (1-based), given an epoch end.
 bool save_is_due(const CheckpointManagerOptions& options, int64_t step, bool epoch_end);
 
+/// The lock file of a managed directory, held by rank 0 for the manager's life.
+inline constexpr const char* kDirectoryLockFile = "rankwise.lock";
+
 /// Rank 0's opening of a managed directory: creates it, takes its lock
 /// (`rankwise.lock`; a second holder is refused with a CheckpointError naming
 /// the first) and, holding it, removes what a killed writer left: ".tmp."
