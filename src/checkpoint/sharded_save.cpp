@@ -27,6 +27,7 @@
 #include "checkpoint/detail/record_writer.h"
 #include "checkpoint/detail/file_lock.h"
 #include "checkpoint/detail/leftovers.h"
+#include "checkpoint/detail/rank_failures.h"
 #include "checkpoint/detail/sharded_save.h"
 #include "detail/all_gather_ivalues.h"
 #include "checkpoint/detail/storage_claim.h"
@@ -145,9 +146,13 @@ json write_part(const std::string& tmp, int rank, int leader, const ShardedState
       if (rank == 0) chunks.push_back(write_object(out, file, key, bytes));
     } else {
       const auto& tensor = std::get<at::Tensor>(entry);
-      if (!tensor.defined() || !tensor.device().is_cpu()) {
+      if (!tensor.defined()) {
         throw CheckpointError("rankwise: save_sharded: replicated tensor '" + key +
-                              "' must be a defined CPU tensor (move it with .cpu())");
+                              "' is undefined (a default-constructed at::Tensor); give it a value or leave it out");
+      }
+      if (!tensor.device().is_cpu()) {
+        throw CheckpointError("rankwise: save_sharded: replicated tensor '" + key + "' is on " +
+                              tensor.device().str() + "; pass a CPU tensor (move it with .cpu())");
       }
       entries[key] = describe(tensor.sizes().vec(), tensor.scalar_type(), true);
       if (rank == 0 && tensor.numel() > 0) {
@@ -346,6 +351,7 @@ bool detail::save_sharded_leading(const std::string& dir_in, const ShardedState&
   std::string first;
   if (rank == 0) {
     try {
+      check_replaceable(dir);  // before any rank writes: refused at once, not after every data file
       if (take == SaveLock::kTake) lock.emplace(dir + ".lock", "sharded checkpoint '" + dir + "'");
       detail::remove_leftovers_with_note(dir, "save_sharded", take == SaveLock::kHeldByCaller);
       const std::string made = make_temp_dir(dir);
@@ -363,7 +369,8 @@ bool detail::save_sharded_leading(const std::string& dir_in, const ShardedState&
   }
   const std::string zero = gather_texts(first, dir, here, "creating the temporary directory")[0];
   if (zero.rfind("error:", 0) == 0) {
-    throw CheckpointError(zero.substr(6) + " (raised on rank " + std::to_string(rank) + ")");
+    throw CheckpointError(rank == 0 ? zero.substr(6)
+                                    : zero.substr(6) + " (rank 0's error, raised on rank " + std::to_string(rank) + ")");
   }
   const std::string tmp = zero.substr(3);
 
@@ -385,15 +392,19 @@ bool detail::save_sharded_leading(const std::string& dir_in, const ShardedState&
     fs::remove_all(tmp, ec);
   };
   const auto fail_if_any = [&](const std::vector<std::string>& outcomes, const std::string& step) {
-    std::vector<std::string> failures;
-    for (const auto& o : outcomes) {
-      if (o != "ok" && std::find(failures.begin(), failures.end(), o) == failures.end()) failures.push_back(o);
+    std::vector<std::string> failures;  // outcomes[r] is rank r's
+    std::vector<int> ranks;
+    for (std::size_t r = 0; r < outcomes.size(); ++r) {
+      if (outcomes[r] == "ok") continue;
+      failures.push_back(outcomes[r]);
+      ranks.push_back(static_cast<int>(r));
     }
     if (failures.empty()) return;
     remove_tmp();
-    throw CheckpointError(fmt::format("rankwise: {}: save_sharded('{}') failed while {}: {}. Nothing was published; "
-                                      "the previous checkpoint at this path is untouched",
-                                      here, dir, step, fmt::join(failures, "; ")));
+    throw CheckpointError(fmt::format("rankwise: {}: save_sharded('{}') failed while {} on {}: {}. Nothing was "
+                                      "published; the previous checkpoint at this path is untouched",
+                                      here, dir, step, detail::rank_list(ranks),
+                                      detail::grouped_failures(failures, ranks, world)));
   };
   std::vector<std::string> claims;
   try {

@@ -320,3 +320,27 @@ TEST(ShardedNodeLocal, ATruncatedDataFileIsCalledTruncated) {
   pg.barrier();
   if (pg.rank() == 0) fs::remove_all(base);
 }
+
+// Every rank passes an undefined replicated tensor: the error says so once,
+// after the ranks (it once repeated each rank's text and advised .cpu()).
+TEST(ShardedNodeLocal, AnUndefinedTensorOnEveryRankIsReportedOnce) {
+  auto& pg = group();
+  const auto base = base_dir("undef");
+  enter(base, "shared");
+  auto s = state_of(1.0, pg.rank());
+  s.at("bias") = at::Tensor();
+  try {
+    rankwise::save_sharded("ckpt", s);
+    ADD_FAILURE() << "no error on rank " << pg.rank();
+  } catch (const rankwise::CheckpointError& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("failed while writing the data files on ranks 0, 1, 2, 3: save_sharded: replicated tensor "
+                        "'bias' is undefined (a default-constructed at::Tensor); give it a value or leave it out. "
+                        "Nothing was published"),
+              std::string::npos)
+        << text;
+  }
+  EXPECT_FALSE(fs::exists("ckpt"));
+  pg.barrier();
+  if (pg.rank() == 0) fs::remove_all(base);
+}

@@ -147,8 +147,8 @@ TEST(ShardedCheckpoint, RefusesToReplaceADirectoryThatIsNotACheckpoint) {
         << e.what();
   }
   EXPECT_TRUE(fs::exists(dir / "notes.txt"));
-  // The temporary directory is gone.
-  EXPECT_EQ(names_in(dir.parent_path()), (std::set<std::string>{"data", "data.lock"}));
+  // Refused before anything was written: no temporary directory, no lock file.
+  EXPECT_EQ(names_in(dir.parent_path()), (std::set<std::string>{"data"}));
   fs::remove_all(dir.parent_path());
 }
 
@@ -433,28 +433,31 @@ TEST(ShardedCheckpoint, ATruncatedDataFileSaysItsLength) {
   fs::remove_all(dir.parent_path());
 }
 
-// One file of a sharded checkpoint given to load() or verify(): both say
-// it is a shard and point to load_sharded on its directory (verify() once
+// One file of a sharded checkpoint (a data file, .metadata) given to load()
+// or verify(): both say it belongs to a sharded checkpoint and point to
+// load_sharded on its directory (verify() once
 // returned false, "no checksum", for it, as for any zip).
 TEST(ShardedCheckpoint, LoadOrVerifyOfADataFileSaysItIsAShard) {
   const auto dir = fresh_dir("onefile") / "ckpt";
   rankwise::save_sharded(dir.string(), sample_state(1));
-  const std::string file = (dir / "__0_0.distcp").string();
-  for (const bool verify : {false, true}) {
-    std::string error = "(no CheckpointError)";
-    try {
-      if (verify) {
-        rankwise::verify(file);
-      } else {
-        rankwise::load(file);
+  for (const std::string name : {"__0_0.distcp", ".metadata"}) {
+    for (const bool verify : {false, true}) {
+      const std::string file = (dir / name).string();
+      std::string error = "(no CheckpointError)";
+      try {
+        if (verify) {
+          rankwise::verify(file);
+        } else {
+          rankwise::load(file);
+        }
+      } catch (const rankwise::CheckpointError& e) {
+        error = e.what();
       }
-    } catch (const rankwise::CheckpointError& e) {
-      error = e.what();
+      EXPECT_NE(error.find(file), std::string::npos) << error;
+      EXPECT_NE(error.find("a file of the sharded checkpoint '" + dir.string() + "'"), std::string::npos)
+          << error;
+      EXPECT_NE(error.find("rankwise::load_sharded"), std::string::npos) << error;
     }
-    EXPECT_NE(error.find(file), std::string::npos) << error;
-    EXPECT_NE(error.find("a data file of the sharded checkpoint '" + dir.string() + "'"), std::string::npos)
-        << error;
-    EXPECT_NE(error.find("rankwise::load_sharded"), std::string::npos) << error;
   }
   fs::remove_all(dir.parent_path());
 }

@@ -175,13 +175,14 @@ uint64_t open_checkpoint(const std::string& path, Fd& file) {
   // One file of a sharded checkpoint (DCP's __<rank>_<n>.distcp): a series of
   // torch.save archives, the last of which would otherwise be read alone.
   const std::filesystem::path file_path(path);
-  if (file_path.extension() == ".distcp") {
+  if (file_path.extension() == ".distcp" || file_path.filename() == ".metadata" ||
+      file_path.filename() == ".rankwise-manifest.json") {
     const std::filesystem::path dir = file_path.parent_path();
     const bool in_checkpoint = ::access(((dir.empty() ? "." : dir.string()) + "/.metadata").c_str(), F_OK) == 0;
     throw CheckpointError("rankwise: '" + path + "' is " +
-                          (in_checkpoint ? "a data file of the sharded checkpoint '" + dir.string() + "'"
-                                         : std::string("a data file of a sharded checkpoint (DCP's .distcp)")) +
-                          ", one rank's shard, not a checkpoint file; read the whole directory with "
+                          (in_checkpoint ? "a file of the sharded checkpoint '" + dir.string() + "'"
+                                         : std::string("a file of a sharded checkpoint (DCP's layout)")) +
+                          ", not a checkpoint file of its own; read the whole directory with "
                           "rankwise::load_sharded (read_sharded_metadata lists what it holds)");
   }
   return static_cast<uint64_t>(info.st_size);
@@ -305,11 +306,16 @@ class SourceReadAdapter : public caffe2::serialize::ReadAdapterInterface {
                           "False), which libtorch cannot read; in Python, load it and save it "
                           "again with torch.save(obj, path)");
   }
+  // c10's internal prefix ("[enforce fail at inline_container.cc:129] ") says nothing to a user.
+  std::string reason = why;
+  if (reason.rfind("[enforce fail at ", 0) == 0 && reason.find("] ") != std::string::npos) {
+    reason.erase(0, reason.find("] ") + 2);
+  }
   throw CheckpointError("rankwise: '" + path +
                         "' is not a readable checkpoint (truncated, or not written by "
-                        "torch.save / rankwise::save): " + why +
-                        ". Do not use it: a checkpoint cut short cannot be repaired; load the previous "
-                        "one (CheckpointManager::load_latest falls back to it by itself)");
+                        "torch.save / rankwise::save): " + reason +
+                        ". If it is one of your checkpoints, it is damaged and cannot be repaired: load the "
+                        "previous one (CheckpointManager::load_latest falls back to it by itself)");
 }
 
 void check_torch_save_zip(const ByteSource& source) {

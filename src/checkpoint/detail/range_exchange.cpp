@@ -9,6 +9,7 @@
 #include <set>
 
 #include "checkpoint/detail/note.h"
+#include "checkpoint/detail/rank_failures.h"
 #include "detail/all_gather_ivalues.h"
 #include "detail/join.h"
 #include "detail/where.h"
@@ -83,44 +84,13 @@ std::vector<RankView> gather_views(const std::vector<ByteRange>& wanted, const s
   return views;
 }
 
-// A rank's error without its "rankwise: rank N/W: " prefix, so that the
-// same failure on several ranks reads the same.
-std::string without_where(const std::string& error, int rank, int world) {
-  std::string text = error;
-  const std::string lib = "rankwise: ";
-  if (text.compare(0, lib.size(), lib) == 0) text.erase(0, lib.size());
-  const std::string at = where(rank, world) + ": ";
-  if (text.compare(0, at.size(), at) == 0) text.erase(0, at.size());
-  return text;
-}
-
 // Every rank throws: its own error when it alone failed, else one message
-// naming the ranks that failed and each distinct failure once, with the ranks
-// that had it (e.g. "[ranks 0, 1] checksum mismatch ...; [rank 3] ...").
+// naming the ranks that failed and each distinct failure once (rank_failures.h).
 [[noreturn]] void raise(const std::vector<std::string>& errors, const std::vector<int>& ranks, int me,
                         const std::string& what) {
   if (errors.size() == 1 && ranks[0] == me) throw CheckpointError(errors[0]);
-  const int world = process_group().world_size();
-  std::vector<std::pair<std::string, std::vector<int>>> distinct;  // in the order first seen
-  for (std::size_t i = 0; i < errors.size(); ++i) {
-    const std::string text = without_where(errors[i], ranks[i], world);
-    auto same = std::find_if(distinct.begin(), distinct.end(), [&](const auto& d) { return d.first == text; });
-    if (same == distinct.end()) {
-      distinct.emplace_back(text, std::vector<int>{ranks[i]});
-    } else {
-      same->second.push_back(ranks[i]);
-    }
-  }
-  std::string text;
-  if (distinct.size() == 1) {
-    text = distinct[0].first;
-  } else {
-    for (std::size_t i = 0; i < distinct.size(); ++i) {
-      text += (i ? "; [" : "[") + rank_list(distinct[i].second) + "] " + distinct[i].first;
-    }
-  }
   throw CheckpointError("rankwise: " + where(process_group()) + ": " + what + " failed on " + rank_list(ranks) +
-                        ": " + text);
+                        ": " + grouped_failures(errors, ranks, process_group().world_size()));
 }
 
 }  // namespace

@@ -47,6 +47,7 @@ void on_rank_zero(const std::function<void()>& work, const std::string& what) {
   std::string error;
   if (my_rank == 0) error = outcome_of(work, what);
   if (distributed) error = share_outcome(process_group(), error);
+  if (!error.empty() && !distributed) throw CheckpointError(error);  // one process: nothing to add
   if (!error.empty()) {
     throw CheckpointError(error + " (raised on rank " + std::to_string(my_rank) + " for " + what +
                           ")");
