@@ -161,9 +161,11 @@ uint64_t open_checkpoint(const std::string& path, Fd& file) {
     throw CheckpointError("rankwise: cannot open checkpoint '" + path + "': " +
                           std::strerror(errno) + ". Check the path");
   }
+  // Whether `dir` holds a sharded checkpoint's .metadata.
+  const auto sharded_dir = [](const std::string& dir) { return ::access((dir + "/.metadata").c_str(), F_OK) == 0; };
   struct stat info {};
   if (::fstat(file.fd, &info) == 0 && S_ISDIR(info.st_mode)) {
-    const bool sharded = ::access((path + "/.metadata").c_str(), F_OK) == 0;
+    const bool sharded = sharded_dir(path);
     throw CheckpointError("rankwise: checkpoint '" + path + "' is a directory" +
                           (sharded ? ": a sharded checkpoint; read it with rankwise::load_sharded "
                                      "(read_sharded_metadata lists what it holds)"
@@ -178,7 +180,7 @@ uint64_t open_checkpoint(const std::string& path, Fd& file) {
   if (file_path.extension() == ".distcp" || file_path.filename() == ".metadata" ||
       file_path.filename() == ".rankwise-manifest.json") {
     const std::filesystem::path dir = file_path.parent_path();
-    const bool in_checkpoint = ::access(((dir.empty() ? "." : dir.string()) + "/.metadata").c_str(), F_OK) == 0;
+    const bool in_checkpoint = sharded_dir(dir.empty() ? "." : dir.string());
     throw CheckpointError("rankwise: '" + path + "' is " +
                           (in_checkpoint ? "a file of the sharded checkpoint '" + dir.string() + "'"
                                          : std::string("a file of a sharded checkpoint (DCP's layout)")) +

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "checkpoint/detail/atomic_file.h"
 #include "checkpoint/detail/note.h"
 #include "checkpoint/detail/numbered_checkpoints.h"
 #include "detail/join.h"
@@ -30,9 +31,8 @@ bool named_like(const std::string& name, const std::string& base, const std::str
 }  // namespace
 
 std::vector<std::string> remove_leftovers_of(const std::string& path) {
-  const std::filesystem::path target(path);
-  const std::string base = target.filename().string();
-  const std::filesystem::path parent = target.has_parent_path() ? target.parent_path() : ".";
+  const std::string base = std::filesystem::path(path).filename().string();
+  const std::filesystem::path parent = directory_of(path);
   std::vector<std::string> removed;
   if (base.empty()) return removed;
   for (const auto& name : list_directory(parent.string())) {
@@ -50,10 +50,10 @@ std::vector<std::string> remove_leftovers_of(const std::string& path) {
 }
 
 void remove_leftovers_with_note(const std::string& path, const std::string& who, bool holds_directory_lock) {
-  const std::filesystem::path target(path);
-  const std::filesystem::path parent = target.has_parent_path() ? target.parent_path() : ".";
   std::error_code error;
-  if (!holds_directory_lock && std::filesystem::exists(parent / kDirectoryLockFile, error)) return;
+  if (!holds_directory_lock && std::filesystem::exists(std::filesystem::path(directory_of(path)) / kDirectoryLockFile, error)) {
+    return;
+  }
   const auto removed = remove_leftovers_of(path);
   if (removed.empty()) return;
   note("rankwise: note: " + who + "('" + path + "'): removed what an interrupted save left beside it: " +

@@ -170,14 +170,13 @@ std::vector<std::pair<ByteRange, std::string>> exchange_ranges(const std::vector
                             rank_list(ranks_short), sizes.first, sizes.second);
       }
     }
+    const std::string on_nodes = "the load on nodes that hold the checkpoint's files (the manifest's \"nodes\" say "
+                                 "where each was written), or copy them there";
+    const std::string advice = truncated ? ". A data file shorter than '.metadata' says is truncated (or an older "
+                                           "copy of a stale view): load an earlier checkpoint, or run " + on_nodes
+                                         : ". Run " + on_nodes;
     throw CheckpointError("rankwise: " + where(group) + ": " + what + ": no rank sees these data files whole: " +
-                          text +
-                          (truncated ? ". A data file shorter than '.metadata' says is truncated (or an older "
-                                       "copy of a stale view): load an earlier checkpoint, or "
-                                     : ". ") +
-                          std::string(truncated ? "run" : "Run") +
-                          " the load on nodes that hold the checkpoint's files (the manifest's \"nodes\" say "
-                          "where each was written), or copy them there");
+                          text + advice);
   }
   if (announce && !received.empty()) {
     std::vector<std::string> parts;
