@@ -20,17 +20,17 @@ int main(int argc, char** argv) {
   const int64_t bytes = std::stoll(argv[1]);
   const int64_t calls = std::stoll(argv[2]);
   torch::set_num_threads(1);
-  rankwise::InitOptions options;
+  rankwise::dist::InitOptions options;
   if (argc == 4) options.gloo_threads(std::stoi(argv[3]));
-  rankwise::init(options);
+  rankwise::dist::init(options);
   auto tensor = torch::ones({std::max<int64_t>(1, bytes / 4)}, torch::kFloat32);
-  for (int i = 0; i < 20; ++i) rankwise::all_reduce(tensor);
-  rankwise::barrier();
+  for (int i = 0; i < 20; ++i) rankwise::dist::all_reduce(tensor);
+  rankwise::dist::barrier();
   std::vector<double> us;
   us.reserve(static_cast<std::size_t>(calls));
   for (int64_t i = 0; i < calls; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    rankwise::all_reduce(tensor);
+    rankwise::dist::all_reduce(tensor);
     us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
   }
   double sum = 0;

@@ -1,4 +1,4 @@
-// bench_checkpoint: throughput of rankwise::save and rankwise::load on a
+// bench_checkpoint: throughput of rankwise::checkpoint::save and rankwise::checkpoint::load on a
 // model-like state of float32 tensors; bench/checkpoint_reference.py is the
 // same state through Python's torch.save / torch.load.
 //
@@ -14,13 +14,13 @@
 // of fresh memory or page cache costs several times the steady state; the
 // warm-up's time is printed to stderr). Each save trial: unlink DIR/rw.pt and
 // sync(2) (untimed, so that no earlier trial's write-back competes), then
-// time rankwise::save (temp file, CRC-32, fsync, rename, directory fsync).
-// Each load trial times rankwise::load (CRC-32 verified, then unpickled) of
+// time rankwise::checkpoint::save (temp file, CRC-32, fsync, rename, directory fsync).
+// Each load trial times rankwise::checkpoint::load (CRC-32 verified, then unpickled) of
 // the file just written, read from the page cache (warm) as in the Python
 // reference; the previous trial's result is freed before, untimed. Whether
 // the tensors land in fresh or reused memory is glibc's choice:
 // bench/run_checkpoint.sh fixes it with GLIBC_TUNABLES for both sides. Also
-// times the CRC-32 pass of the load alone (rankwise::verify). Prints one
+// times the CRC-32 pass of the load alone (rankwise::checkpoint::verify). Prints one
 // `key=value` line per figure, MiB of tensor data per second, median of
 // TRIALS; per-trial seconds go to stderr.
 #include <torch/torch.h>
@@ -54,13 +54,13 @@ double seconds(F&& f) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-rankwise::Checkpoint make_state(int64_t size_mib) {
+rankwise::checkpoint::Checkpoint make_state(int64_t size_mib) {
   torch::manual_seed(0);
   const int64_t layers = std::max<int64_t>(1, size_mib / 16);
   const int64_t total_floats = size_mib * kMiB / 4;
   // Rows left for the last weight once every bias and the other weights are counted.
   const int64_t last_rows = (total_floats - layers * kCols) / kCols - (layers - 1) * kRowsPerWeight;
-  rankwise::Checkpoint state;
+  rankwise::checkpoint::Checkpoint state;
   for (int64_t i = 0; i < layers; ++i) {
     const int64_t rows = i + 1 == layers ? last_rows : kRowsPerWeight;
     const std::string prefix = "layers." + std::to_string(i);
@@ -87,7 +87,7 @@ int main(int argc, char** argv) try {
     return 2;
   }
 
-  const rankwise::Checkpoint state = make_state(size_mib);
+  const rankwise::checkpoint::Checkpoint state = make_state(size_mib);
   double tensor_bytes = 0;
   for (const auto& entry : state.dict()) {
     if (entry.value().isTensor()) tensor_bytes += entry.value().toTensor().nbytes();
@@ -119,24 +119,24 @@ int main(int argc, char** argv) try {
                          ::unlink(path.c_str());
                          ::sync();
                        },
-                       [&] { rankwise::save(path, state); }));
+                       [&] { rankwise::checkpoint::save(path, state); }));
   } else {
-    rankwise::save(path, state);
+    rankwise::checkpoint::save(path, state);
   }
   if (phase != "save") {
-    rankwise::Checkpoint back;  // freed before the next trial, untimed (as in Python)
-    auto load_s = series([&] { back = rankwise::Checkpoint(); },
-                         [&] { back = rankwise::load(path); });
+    rankwise::checkpoint::Checkpoint back;  // freed before the next trial, untimed (as in Python)
+    auto load_s = series([&] { back = rankwise::checkpoint::Checkpoint(); },
+                         [&] { back = rankwise::checkpoint::load(path); });
     if (back.keys().size() != state.keys().size()) std::abort();
-    back = rankwise::Checkpoint();
+    back = rankwise::checkpoint::Checkpoint();
     auto verify_s = series(nothing, [&] {
-      if (!rankwise::verify(path)) std::abort();
+      if (!rankwise::checkpoint::verify(path)) std::abort();
     });
     report("load", load_s);
     report("verify", verify_s);
   }
   ::unlink(path.c_str());
-  ::unlink((path + ".lock").c_str());  // left by rankwise::save's flock
+  ::unlink((path + ".lock").c_str());  // left by rankwise::checkpoint::save's flock
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench_checkpoint: %s\n", e.what());

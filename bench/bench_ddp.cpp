@@ -19,9 +19,9 @@ int main(int argc, char** argv) {
   const int64_t steps = std::stoll(argv[2]);
   const int64_t batch = std::stoll(argv[3]);
   torch::set_num_threads(1);
-  rankwise::InitOptions options;
+  rankwise::dist::InitOptions options;
   if (argc == 5) options.gloo_threads(std::stoi(argv[4]));
-  auto& group = rankwise::init(options);
+  auto& group = rankwise::dist::init(options);
 
   torch::manual_seed(0);
   torch::nn::Sequential net;
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     net->push_back(torch::nn::Linear(2048, 10));
   }
   // As ddp_reference.py: the single-process baseline is the plain module.
-  std::optional<rankwise::DistributedDataParallel<torch::nn::Sequential>> ddp;
+  std::optional<rankwise::parallel::DistributedDataParallel<torch::nn::Sequential>> ddp;
   if (group.world_size() > 1) ddp.emplace(net);
   auto forward = [&](const torch::Tensor& x) { return ddp ? ddp->forward(x) : net->forward(x); };
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
@@ -55,10 +55,10 @@ int main(int argc, char** argv) {
     opt.step();
   };
   for (int64_t i = 0; i < std::min<int64_t>(5, steps); ++i) step(i);
-  rankwise::barrier();
+  rankwise::dist::barrier();
   const auto start = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < steps; ++i) step(i);
-  rankwise::barrier();
+  rankwise::dist::barrier();
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   rankwise::print0("rankwise {} world={} samples_per_s={:.1f}", model_name, group.world_size(),

@@ -16,7 +16,7 @@
 #include "rankwise/metrics/aggregation.h"
 #include "rankwise/metrics/classification.h"
 #include "rankwise/metrics/collection.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
 using namespace rankwise::metrics;
 
@@ -32,7 +32,7 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   const int iterations = argc > 1 ? std::max(1, std::atoi(argv[1])) : 300;
   const int64_t classes = argc > 2 ? std::max(2, std::atoi(argv[2])) : 10;
-  auto& pg = rankwise::init();
+  auto& pg = rankwise::dist::init();
 
   MetricCollection collection;
   auto sum = collection.add("sum", std::make_shared<Sum>());

@@ -20,13 +20,13 @@
 #include <functional>
 #include <vector>
 
-#include "detail/collective_clock.h"
+#include "diag/collective_clock.h"
 #include "rankwise/rankwise.h"
 
 namespace {
 
 double mean_us(int64_t calls, const std::function<void()>& call) {
-  rankwise::barrier();
+  rankwise::dist::barrier();
   const auto start = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < calls; ++i) call();
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   const int64_t calls = std::stoll(argv[2]);
   const int rounds = std::stoi(argv[3]);
   torch::set_num_threads(1);
-  auto& group = rankwise::init();
+  auto& group = rankwise::dist::init();
   auto tensor = torch::ones({std::max<int64_t>(1, bytes / 4)}, torch::kFloat32);
   std::vector<torch::Tensor> tensors{tensor};
   const auto raw = [&] { group.c10d_group()->allreduce(tensors)->wait(); };
@@ -84,8 +84,8 @@ int main(int argc, char** argv) {
   // The recorder alone: a record as DDP's gradient all_reduce makes it.
   std::vector<double> record_ns;
   {
-    rankwise::FlightRecorder recorder(2000);
-    rankwise::CollectiveRecord call;
+    rankwise::diag::FlightRecorder recorder(2000);
+    rankwise::diag::CollectiveRecord call;
     call.operation = "all_reduce";
     call.dtype = "Float";
     call.sizes = {tensor.numel()};
@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   // Heartbeats: what a training step and a collective add.
   const double heartbeat_ns =
       ns_per_call(rounds, [](int64_t) { rankwise::monitor::record_step(64, 0.5); });
-  rankwise::detail::CollectiveClock clock;
+  rankwise::diag::CollectiveClock clock;
   const double clock_ns = ns_per_call(rounds, [&](int64_t i) {
     clock.begin(static_cast<uint64_t>(i));
     clock.end(static_cast<uint64_t>(i));

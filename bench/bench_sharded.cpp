@@ -1,4 +1,4 @@
-// bench_sharded: sharded checkpoints (rankwise::save_sharded / load_sharded)
+// bench_sharded: sharded checkpoints (rankwise::checkpoint::save_sharded / load_sharded)
 // on a model-like state; bench/sharded_reference.py is the same state through
 // Python's torch.distributed.checkpoint (DCP). Run through rankwise-run.
 //
@@ -12,7 +12,7 @@
 // save: TRIALS times (after one untimed warm-up of each), alternating:
 //   sharded:  save_sharded(DIR/sharded): every rank writes its own rows;
 //   gathered: the same state gathered onto rank 0 (all_gather, layer by
-//             layer) and written by rank 0 with rankwise::save(DIR/gathered.pt),
+//             layer) and written by rank 0 with rankwise::checkpoint::save(DIR/gathered.pt),
 //             the replicated alternative; the gather is timed with it.
 // Before each trial rank 0 removes the previous output and runs sync(2),
 // untimed; each time runs from a barrier to a barrier (the slowest rank).
@@ -101,11 +101,11 @@ torch::Tensor rows_of(int64_t layer, int64_t begin, int64_t end) {
       .reshape({end - begin, kCols});
 }
 
-rankwise::ShardedState make_state(int64_t layers, int rank, int world) {
-  rankwise::ShardedState state;
+rankwise::checkpoint::ShardedState make_state(int64_t layers, int rank, int world) {
+  rankwise::checkpoint::ShardedState state;
   for (int64_t i = 0; i < layers; ++i) {
-    const auto [begin, end] = rankwise::chunk_range(kRows, rank, world);
-    state.emplace(key_of(i), rankwise::ShardedTensor({kRows, kCols}, torch::kFloat32,
+    const auto [begin, end] = rankwise::checkpoint::chunk_range(kRows, rank, world);
+    state.emplace(key_of(i), rankwise::checkpoint::ShardedTensor({kRows, kCols}, torch::kFloat32,
                                                      {{{begin, 0}, rows_of(i, begin, end)}}));
   }
   return state;
@@ -113,16 +113,16 @@ rankwise::ShardedState make_state(int64_t layers, int rank, int world) {
 
 template <class F>
 double timed(F&& f) {
-  rankwise::barrier();
+  rankwise::dist::barrier();
   const auto t0 = std::chrono::steady_clock::now();
   f();
-  rankwise::barrier();
+  rankwise::dist::barrier();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // Every rank's `value`, on every rank.
 std::vector<double> per_rank(double value) {
-  auto all = rankwise::all_gather(torch::tensor({value}, torch::kFloat64));
+  auto all = rankwise::dist::all_gather(torch::tensor({value}, torch::kFloat64));
   std::vector<double> out;
   for (const auto& t : all) out.push_back(t.item<double>());
   return out;
@@ -154,25 +154,25 @@ int main(int argc, char** argv) try {
     return 2;
   }
   torch::set_num_threads(1);
-  rankwise::init();
-  const int rank = rankwise::rank();
-  const int world = rankwise::world_size();
+  rankwise::dist::init();
+  const int rank = rankwise::dist::rank();
+  const int world = rankwise::dist::world_size();
   const int64_t layers = size_mib / 16;
   const double mib = static_cast<double>(size_mib);
   const std::string sharded_dir = dir + "/sharded";
   const double base = status_mib("VmRSS");
-  rankwise::ShardedState state = make_state(layers, rank, world);
+  rankwise::checkpoint::ShardedState state = make_state(layers, rank, world);
   double shard_mib = 0;
   for (const auto& [key, entry] : state) {
-    for (const auto& c : std::get<rankwise::ShardedTensor>(entry).chunks()) shard_mib += c.data.nbytes() / double(kMiB);
+    for (const auto& c : std::get<rankwise::checkpoint::ShardedTensor>(entry).chunks()) shard_mib += c.data.nbytes() / double(kMiB);
   }
 
   if (mode == "load") {
     const int64_t before = rchar();
-    const double s = timed([&] { rankwise::load_sharded(sharded_dir, state); });
+    const double s = timed([&] { rankwise::checkpoint::load_sharded(sharded_dir, state); });
     const double read_mib = (rchar() - before) / double(kMiB);
     for (int64_t i = 0; i < layers; ++i) {
-      const auto& chunk = std::get<rankwise::ShardedTensor>(state.at(key_of(i))).chunks()[0];
+      const auto& chunk = std::get<rankwise::checkpoint::ShardedTensor>(state.at(key_of(i))).chunks()[0];
       const int64_t begin = chunk.offsets[0];
       if (!torch::equal(chunk.data, rows_of(i, begin, begin + chunk.data.size(0)))) {
         std::fprintf(stderr, "bench_sharded: rank %d: %s differs after the load\n", rank, key_of(i).c_str());
@@ -202,15 +202,15 @@ int main(int argc, char** argv) try {
       ::sync();
     }
   };
-  auto sharded = [&] { rankwise::save_sharded(sharded_dir, state); };
+  auto sharded = [&] { rankwise::checkpoint::save_sharded(sharded_dir, state); };
   auto gathered = [&] {
-    rankwise::Checkpoint full;
+    rankwise::checkpoint::Checkpoint full;
     for (int64_t i = 0; i < layers; ++i) {
-      const auto& chunk = std::get<rankwise::ShardedTensor>(state.at(key_of(i))).chunks()[0];
-      auto pieces = rankwise::all_gather(chunk.data);
+      const auto& chunk = std::get<rankwise::checkpoint::ShardedTensor>(state.at(key_of(i))).chunks()[0];
+      auto pieces = rankwise::dist::all_gather(chunk.data);
       if (rank == 0) full.insert(key_of(i), torch::cat(pieces));
     }
-    rankwise::save(gathered_path, full);  // collective: rank 0 writes its `full`, the others wait
+    rankwise::checkpoint::save(gathered_path, full);  // collective: rank 0 writes its `full`, the others wait
   };
   std::vector<double> sharded_s, gathered_s, sharded_peak, gathered_peak;
   for (int t = 0; t <= trials; ++t) {  // trial 0 is the warm-up

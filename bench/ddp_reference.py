@@ -1,7 +1,7 @@
 """PyTorch's Python DDP on the same job as bench_ddp.cpp (reference side).
 
 Run one process per rank with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set
-(Debian's torchrun fails on Python 3.11, see DESIGN.md). Prints one line on
+(Debian's torchrun fails on Python 3.11, see docs/getting-started.md, "Known quirks"). Prints one line on
 rank 0: `pytorch <model> world=<W> samples_per_s=<X>`.
 Usage: ddp_reference.py MODEL STEPS BATCH   (MODEL: mlp | wide)
 """

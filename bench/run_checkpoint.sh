@@ -51,7 +51,7 @@ side() {  # label tunables command...: runs one side; prints its key=value lines
   echo "$out"
 }
 
-echo "== Checkpoints: rankwise::save/load vs torch.save/torch.load vs dd (MiB/s, median of $trials, or $fresh_trials for fresh-memory loads, after a warm-up) =="
+echo "== Checkpoints: rankwise::checkpoint::save/load vs torch.save/torch.load vs dd (MiB/s, median of $trials, or $fresh_trials for fresh-memory loads, after a warm-up) =="
 echo "  disk: $(df -P "$dir" | awk 'NR == 2 {print $1 " on " $6}'); loads from the page cache; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 save_rows=() load_rows=()
 for size in $sizes; do

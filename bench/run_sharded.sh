@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/run_sharded.sh BUILD: sharded checkpoints of SIZE MiB (default 1 GiB)
 # on 2 ranks, in the same run, trials interleaved:
-#   (a) rankwise::save_sharded: every rank writes its rows (bench_sharded);
-#   (b) the same state gathered onto rank 0 and written by rankwise::save;
+#   (a) rankwise::checkpoint::save_sharded: every rank writes its rows (bench_sharded);
+#   (b) the same state gathered onto rank 0 and written by rankwise::checkpoint::save;
 #   (c) Python's torch.distributed.checkpoint.save (DCP, PyTorch 2.x, Gloo,
 #       2 ranks under torchrun) on the same state (bench/sharded_reference.py);
 #   (d) the disk's sequential write bandwidth: dd conv=fdatasync of SIZE MiB.
@@ -47,7 +47,7 @@ done
 dcp_version=""
 [ -n "$dcp_py" ] && dcp_version=$("$dcp_py" -c 'import torch; print(torch.__version__)')
 
-echo "== Sharded checkpoints, $size MiB on 2 ranks: save_sharded vs gathered rankwise::save vs DCP vs dd (MiB/s, median of $trials) =="
+echo "== Sharded checkpoints, $size MiB on 2 ranks: save_sharded vs gathered rankwise::checkpoint::save vs DCP vs dd (MiB/s, median of $trials) =="
 echo "  disk: $(df -P "$dir" | awk 'NR == 2 {print $1 " on " $6}'); C++: $build; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 if [ -z "$dcp_py" ]; then
   echo "  DCP skipped: no Python with torch 2.x and torchrun (BUILD's reference Python, build-wheel/venv); make build TORCH=wheel"
@@ -97,7 +97,7 @@ echo "  load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo
 echo "Save of $size MiB on 2 ranks (every side durable: files fsynced), MiB/s:"
-echo "| dd conv=fdatasync | save_sharded | gathered + rankwise::save | DCP save | sharded / dd (goal >= 0.85) | sharded / DCP (goal >= 1.2) | sharded / gathered | memory a rank's save_sharded adds at its peak, MiB, max over ranks (goal <= 64 beyond the shard) |"
+echo "| dd conv=fdatasync | save_sharded | gathered + rankwise::checkpoint::save | DCP save | sharded / dd (goal >= 0.85) | sharded / DCP (goal >= 1.2) | sharded / gathered | memory a rank's save_sharded adds at its peak, MiB, max over ranks (goal <= 64 beyond the shard) |"
 echo "|------:|------:|------:|------:|------:|------:|------:|------:|"
 printf '| %7s | %7s | %7s | %7s | %5s | %5s | %5s | %5s |\n' "$dd" "$sh" "$ga" "${dc:-n/a}" \
   "$(ratio "$sh" "$dd")" "$(ratio "$sh" "$dc")" "$(ratio "$sh" "$ga")" "$over"

@@ -1,6 +1,6 @@
 // The main job: data-parallel training of an MLP on Fashion-MNIST, on
 // rankwise::Fabric. It is examples/fashion_mnist_plain.cpp (one process,
-// plain libtorch) plus what makes it multi-process (README.md shows the diff).
+// plain libtorch) plus what makes it multi-process (docs/fabric.md shows the diff).
 //
 //   rankwise-run --nproc-per-node 2 build/examples/fashion_mnist [--epochs 2] [--resume]
 //
@@ -24,16 +24,16 @@
 
 #include "fashion_mnist_dataset.h"
 #include "fashion_mnist_mlp.h"
-#include "rankwise/fabric_cli.h"
+#include "rankwise/fabric/cli.h"
 #include "rankwise/metrics/aggregation.h"
 #include "rankwise/metrics/classification.h"
 #include "rankwise/metrics/collection.h"
 #include "rankwise/monitor/metrics_log.h"
-#include "rankwise/monitor/progress.h"
+#include "rankwise/monitor/progress_bar.h"
 #include "rankwise/run_main.h"
 
 int train(int argc, char** argv) {
-  std::string data_dir = rankwise::kFashionMnistDir;
+  std::string data_dir = rankwise::data::kFashionMnistDir;
   int epochs = 2;
   int64_t batch_size = 64, limit = 0;
   double lr = 0.02, momentum = 0.9;
@@ -54,7 +54,7 @@ int train(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "bar", "lines", "off"}));
   app.add_option("--progress-every", progress_every, "reduce progress over ranks every N steps")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--progress-interval", progress_interval, "seconds between progress lines (not on a terminal)")->check(CLI::Range(0.0, 1e6));
-  rankwise::add_fabric_options(app, options);
+  rankwise::fabric::add_fabric_options(app, options);
   RANKWISE_CLI_PARSE(app, argc, argv);  // CLI11_PARSE, with --help printed once
 
   rankwise::Fabric fabric(options);  // process group, device, seed, header, checkpoint policy
@@ -81,7 +81,7 @@ int train(int argc, char** argv) {
        {"lr", lr}, {"momentum", momentum}, {"train_samples", static_cast<int64_t>(*train.size())},
        {"test_samples", static_cast<int64_t>(*test.size())}, {"seed", static_cast<int64_t>(options.seed())},
        {"device", fabric.device().str()}, {"checkpoint_dir", options.checkpoint_dir()}});
-  rankwise::monitor::Progress progress(rankwise::monitor::ProgressOptions()  // rank 0 shows it
+  rankwise::monitor::ProgressBar progress(rankwise::monitor::ProgressBarOptions()  // rank 0 shows it
                                            .style(rankwise::monitor::parse_progress_style(progress_style))
                                            .every_n_steps(progress_every)
                                            .line_interval(std::chrono::milliseconds(std::llround(progress_interval * 1000))));
@@ -121,7 +121,7 @@ int train(int argc, char** argv) {
     }
     auto train_values = train_metrics.compute();
     auto test_values = test_metrics.compute();
-    const double samples_per_second = fabric.all_reduce(processed) / fabric.all_reduce(seconds, rankwise::ReduceOp::kMax);
+    const double samples_per_second = fabric.all_reduce(processed) / fabric.all_reduce(seconds, rankwise::dist::ReduceOp::kMax);
     fabric.print0(
         "epoch {}/{} | train loss {:.4f} over {} samples | test accuracy {:.4f}, macro F1 {:.4f} over {} samples | {:.0f} samples/s at world size {}",
         epoch + 1, epochs, train_values.at("loss").item<double>(), *train.size(), test_values.at("accuracy").item<double>(),

@@ -15,7 +15,7 @@ class FashionMnistDataset
   /// The training (train) or test split from `dir`; `limit` > 0 keeps its
   /// first `limit` samples. Throws rankwise::ConfigError for missing files.
   FashionMnistDataset(const std::string& dir, bool train, int64_t limit = 0) {
-    auto split = rankwise::load_fashion_mnist(dir, train);
+    auto split = rankwise::data::load_fashion_mnist(dir, train);
     const auto n = limit > 0 ? std::min(limit, split.images.size(0)) : split.images.size(0);
     images_ = split.images.narrow(0, 0, n);
     labels_ = split.labels.narrow(0, 0, n);

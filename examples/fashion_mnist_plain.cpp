@@ -21,7 +21,7 @@
 #include "rankwise/metrics/collection.h"
 
 int main(int argc, char** argv) {
-  std::string data_dir = rankwise::kFashionMnistDir;
+  std::string data_dir = rankwise::data::kFashionMnistDir;
   int epochs = 2;
   int64_t batch_size = 64, limit = 0;
   double lr = 0.02, momentum = 0.9;

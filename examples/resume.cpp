@@ -10,7 +10,7 @@
 
 int run(int argc, char** argv) {
   const std::string path = argc > 1 ? argv[1] : "ckpt.pt";
-  auto& group = rankwise::init();
+  auto& group = rankwise::dist::init();
   const int rank = group.rank();
 
   torch::manual_seed(0);
@@ -20,13 +20,13 @@ int run(int argc, char** argv) {
   int64_t start_step = 0;
   struct stat info {};
   if (::stat(path.c_str(), &info) == 0) {
-    auto ckpt = rankwise::load(path);  // on every rank, onto the CPU
-    rankwise::load_state_dict(*model, rankwise::to_state_dict(ckpt.at("model")));
-    rankwise::load_optimizer_state_dict(opt, ckpt.at("opt"));
+    auto ckpt = rankwise::checkpoint::load(path);  // on every rank, onto the CPU
+    rankwise::checkpoint::load_state_dict(*model, rankwise::checkpoint::to_state_dict(ckpt.at("model")));
+    rankwise::checkpoint::load_optimizer_state_dict(opt, ckpt.at("opt"));
     start_step = ckpt.at("step").toInt();
   }
 
-  rankwise::DistributedDataParallel ddp(model);  // broadcasts rank 0's weights
+  rankwise::parallel::DistributedDataParallel ddp(model);  // broadcasts rank 0's weights
   rankwise::print("rank {}: resuming from step {}, weight checksum {:.6f}", rank, start_step,
                   ddp.module()->weight.sum().item<double>());
   return 0;

@@ -13,12 +13,12 @@
 
 int run(int argc, char** argv) {
   const std::string path = argc > 1 ? argv[1] : "ckpt.pt";
-  auto& group = rankwise::init();
+  auto& group = rankwise::dist::init();
   const int rank = group.rank();
 
   torch::manual_seed(0);
   torch::nn::Linear model(4, 1);
-  rankwise::DistributedDataParallel ddp(model);
+  rankwise::parallel::DistributedDataParallel ddp(model);
   torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
 
   torch::manual_seed(50 + rank);  // each rank holds different data
@@ -34,19 +34,19 @@ int run(int argc, char** argv) {
   // --- a metric that is honest across all ranks ----------------------------
   auto local = torch::tensor({loss.item<double>() * x.size(0), static_cast<double>(x.size(0))},
                              torch::kFloat64);
-  rankwise::all_reduce(local, rankwise::ReduceOp::kSum);  // sum losses AND sample counts
+  rankwise::dist::all_reduce(local, rankwise::dist::ReduceOp::kSum);  // sum losses AND sample counts
   const double global_loss = local[0].item<double>() / local[1].item<double>();
   rankwise::print("rank {}: my loss {:.4f} | true loss over all {} samples {:.4f}", rank,
                   loss.item<double>(), static_cast<int64_t>(local[1].item<double>()), global_loss);
 
   // --- exactly one rank writes the file; everyone waits inside save() ------
-  rankwise::Checkpoint state;
-  state.insert("model", rankwise::state_dict(*ddp.module()));  // unwrapped: no prefix
-  state.insert("opt", rankwise::optimizer_state_dict(opt));
+  rankwise::checkpoint::Checkpoint state;
+  state.insert("model", rankwise::checkpoint::state_dict(*ddp.module()));  // unwrapped: no prefix
+  state.insert("opt", rankwise::checkpoint::optimizer_state_dict(opt));
   state.insert("step", int64_t{1});
-  rankwise::save(path, state);
+  rankwise::checkpoint::save(path, state);
 
-  auto ckpt = rankwise::load(path);
+  auto ckpt = rankwise::checkpoint::load(path);
   std::vector<std::string> keys;
   for (const auto& entry : ckpt.at("model").toGenericDict()) {
     keys.push_back("'" + entry.key().toStringRef() + "'");

@@ -20,8 +20,8 @@ struct NeuralNetworkImpl : torch::nn::Module {
 TORCH_MODULE(NeuralNetwork);
 
 int run(int, char**) {
-  auto& group = rankwise::init();
-  rankwise::print_header();
+  auto& group = rankwise::dist::init();
+  rankwise::monitor::print_header();
 
   const auto x_train = torch::tensor({{-1.2, 3.1}, {-0.9, 2.9}, {-0.5, 2.6}, {2.3, -1.1}, {2.7, -1.5}},
                                      torch::kFloat32);
@@ -31,10 +31,10 @@ int run(int, char**) {
 
   torch::manual_seed(123);
   NeuralNetwork model(2, 2);
-  rankwise::DistributedDataParallel ddp(model);
+  rankwise::parallel::DistributedDataParallel ddp(model);
   torch::optim::SGD optimizer(ddp.parameters(), torch::optim::SGDOptions(0.5));
 
-  rankwise::DistributedSampler sampler(x_train.size(0));  // shuffled, padded like PyTorch's
+  rankwise::data::DistributedSampler sampler(x_train.size(0));  // shuffled, padded like PyTorch's
   const int64_t batch_size = 2;
   const int num_epochs = 3;
   for (int epoch = 0; epoch < num_epochs; ++epoch) {
@@ -60,8 +60,8 @@ int run(int, char**) {
   // ranks (no padding), correct and total counts reduced, then divided once.
   ddp.module()->eval();
   torch::NoGradGuard no_grad;
-  rankwise::DistributedSampler test_sampler(
-      x_test.size(0), rankwise::DistributedSamplerOptions().shuffle(false).pad(false));
+  rankwise::data::DistributedSampler test_sampler(
+      x_test.size(0), rankwise::data::DistributedSamplerOptions().shuffle(false).pad(false));
   auto counts = torch::zeros({2}, torch::kInt64);
   const auto test_indices = test_sampler.indices();
   if (!test_indices.empty()) {
@@ -70,7 +70,7 @@ int run(int, char**) {
     counts[0] = predictions.eq(y_test.index_select(0, idx)).sum();
     counts[1] = static_cast<int64_t>(test_indices.size());
   }
-  rankwise::all_reduce(counts);  // every rank, outside the print guard
+  rankwise::dist::all_reduce(counts);  // every rank, outside the print guard
   const double accuracy = static_cast<double>(counts[0].item<int64_t>()) /
                           static_cast<double>(counts[1].item<int64_t>());
   rankwise::print0("Test accuracy: {:.2f} ({} of {} samples, {} ranks)", accuracy,

@@ -1,4 +1,4 @@
-// rankwise::verify() and rankwise::load() on arbitrary bytes.
+// rankwise::checkpoint::verify() and rankwise::checkpoint::load() on arbitrary bytes.
 //
 // fuzz_checkpoint feeds the bytes as they are: the CRC-32 trailer rejects
 // almost every mutation of a rankwise checkpoint, but a file without a
@@ -58,9 +58,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 #endif
   file.write(bytes.data(), bytes.size());
-  rankwise_fuzz::only_rankwise_errors("rankwise::verify", [&] { (void)rankwise::verify(file.path()); });
+  rankwise_fuzz::only_rankwise_errors("rankwise::verify", [&] { (void)rankwise::checkpoint::verify(file.path()); });
   rankwise_fuzz::only_rankwise_errors("rankwise::load", [&] {
-    const rankwise::Checkpoint loaded = rankwise::load(file.path());
+    const rankwise::checkpoint::Checkpoint loaded = rankwise::checkpoint::load(file.path());
     rankwise_fuzz::touch(c10::IValue(loaded.dict()));
   });
   return 0;

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "launch/line_assembler.h"
+#include "launch/output/line_assembler.h"
 
 namespace {
 
-using rankwise::launch::LineAssembler;
+using rankwise::launch::output::LineAssembler;
 
 struct Line {
   std::string text;
@@ -54,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<Line> in_pieces, bytewise;
   auto collect = [](std::vector<Line>& out) {
     return [&out](std::string_view line, bool continued) {
-      if (line.size() > rankwise::launch::kMaxLineBytes) fail("a line exceeds kMaxLineBytes");
+      if (line.size() > rankwise::launch::output::kMaxLineBytes) fail("a line exceeds kMaxLineBytes");
       if (line.find_first_of("\r\n") != std::string_view::npos) fail("a line holds CR or LF");
       out.push_back({std::string(line), continued});
     };

@@ -15,8 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "checkpoint/detail/python_pickle.h"
-#include "checkpoint/detail/unpickled_value.h"
+#include "checkpoint/pickle/python_pickle.h"
+#include "checkpoint/pickle/unpickled_value.h"
 #include "fuzz_input.h"
 
 namespace {
@@ -31,7 +31,7 @@ void unpickle(const std::string& pickle) {
     consumed += n;
     return n;
   };
-  rankwise::detail::RecordSizes records;
+  rankwise::checkpoint::pickle::RecordSizes records;
   auto read_record = [&](const std::string&) {
     at::DataPtr data = c10::GetCPUAllocator()->allocate(kRecordBytes);
     std::memset(data.get(), 0, kRecordBytes);
@@ -46,8 +46,8 @@ void unpickle(const std::string& pickle) {
     return;  // libtorch refused it: read_checkpoint_file turns that into a CheckpointError
   }
   rankwise_fuzz::only_rankwise_errors("check_tensor_bounds / strip_pickle_state", [&] {
-    rankwise::detail::check_tensor_bounds(value, records, "input");
-    rankwise::detail::strip_pickle_state(value);
+    rankwise::checkpoint::pickle::check_tensor_bounds(value, records, "input");
+    rankwise::checkpoint::pickle::strip_pickle_state(value);
     rankwise_fuzz::touch(value);
   });
 }
@@ -57,13 +57,13 @@ void unpickle(const std::string& pickle) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string rewritten;
   try {
-    rewritten = rankwise::detail::adapt_python_pickle(reinterpret_cast<const char*>(data), size, "input");
+    rewritten = rankwise::checkpoint::pickle::adapt_python_pickle(reinterpret_cast<const char*>(data), size, "input");
   } catch (const rankwise::CheckpointError&) {
     return 0;
   }
   std::string again;
   try {
-    again = rankwise::detail::adapt_python_pickle(rewritten.data(), rewritten.size(), "rewritten");
+    again = rankwise::checkpoint::pickle::adapt_python_pickle(rewritten.data(), rewritten.size(), "rewritten");
   } catch (const rankwise::CheckpointError& e) {
     std::fprintf(stderr, "the rewrite rejects its own output: %s\n", e.what());
     std::abort();

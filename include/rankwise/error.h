@@ -20,7 +20,9 @@ class TimeoutError : public Error {
   using Error::Error;
 };
 
-/// Workers could not meet at the rendezvous store (MASTER_ADDR:MASTER_PORT).
+/// Processes could not meet at the rendezvous store: a worker at
+/// MASTER_ADDR:MASTER_PORT, or rankwise-run's nodes (the store could not be
+/// hosted or reached, or a node never arrived).
 class RendezvousError : public Error {
  public:
   using Error::Error;

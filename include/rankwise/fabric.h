@@ -39,7 +39,7 @@
 /// (TimeoutError).
 ///
 /// One Fabric per process at a time (it uses the global process group,
-/// rankwise::init(), which outlives it).
+/// rankwise::dist::init(), which outlives it).
 
 #include <torch/arg.h>
 #include <torch/nn/module.h>
@@ -53,10 +53,10 @@
 #include <memory>
 #include <string>
 
-#include "rankwise/ddp.h"
-#include "rankwise/fabric_loader.h"
+#include "rankwise/parallel/ddp.h"
+#include "rankwise/fabric/loader.h"
 #include "rankwise/log.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
 namespace rankwise {
 namespace metrics {
@@ -124,7 +124,7 @@ struct FabricOptions {
   /// reads the shared directory, waiting up to 10 s for a stale view
   /// (network filesystems) before rank 0 sends it the file.
   TORCH_ARG(bool, checkpoint_node_local) = false;
-  /// Print the sanity header (print_header()) at construction.
+  /// Print the sanity header (monitor::print_header()) at construction.
   TORCH_ARG(bool, print_header) = true;
   /// Checked collectives (InitOptions::check_collectives): one extra
   /// all_gather of 256 bytes per collective of the process group.
@@ -139,7 +139,7 @@ std::string device_option_error(const std::string& value);
 class Fabric {
  public:
   /// Collective (every rank): checks the options (ConfigError naming the bad
-  /// one), rankwise::init() with the device's backend, seed_everything(seed),
+  /// one), rankwise::dist::init() with the device's backend, seed_everything(seed),
   /// the sanity header, and with a checkpoint directory the CheckpointManager
   /// (rank 0 creates and locks it) and the resume policy: Resume::kNew
   /// refuses a directory with checkpoints, kOverwrite clears it, kLatest
@@ -174,11 +174,11 @@ class Fabric {
   /// Returns the wrapped model: forward through it. Throws ConfigError when
   /// called twice, as DistributedDataParallel's constructor does.
   template <typename ModuleType>
-  DistributedDataParallel<ModuleType> setup(ModuleType model, torch::optim::Optimizer& optimizer,
-                                            DistributedDataParallelOptions ddp_options = {}) {
-    auto module = detail::as_module(model);
+  parallel::DistributedDataParallel<ModuleType> setup(ModuleType model, torch::optim::Optimizer& optimizer,
+                                            parallel::DistributedDataParallelOptions ddp_options = {}) {
+    auto module = parallel::ddp::as_module(model);
     module->to(device());
-    DistributedDataParallel<ModuleType> ddp(model, ddp_options, process_group());
+    parallel::DistributedDataParallel<ModuleType> ddp(model, ddp_options, dist::process_group());
     register_model(*module, optimizer, [ddp]() mutable { ddp.join(); });
     return ddp;
   }
@@ -190,21 +190,21 @@ class Fabric {
   /// run in checkpoints. One per Fabric (ConfigError for a second, or a
   /// batch size below 1). Local.
   template <typename Dataset>
-  FabricLoader<Dataset> setup_dataloader(Dataset dataset, int64_t batch_size, bool shuffle = true) {
+  fabric::FabricLoader<Dataset> setup_dataloader(Dataset dataset, int64_t batch_size, bool shuffle = true) {
     const auto size = static_cast<int64_t>(dataset.size().value());
     register_training_loader(size, batch_size);
-    return FabricLoader<Dataset>(core_, std::move(dataset), batch_size,
-                                 DistributedSamplerOptions().shuffle(shuffle).seed(options().seed()),
+    return fabric::FabricLoader<Dataset>(core_, std::move(dataset), batch_size,
+                                 data::DistributedSamplerOptions().shuffle(shuffle).seed(options().seed()),
                                  /*training=*/true);
   }
   /// An evaluation loader: every sample of `dataset` exactly once across
   /// ranks, in order, no padding (see FabricLoader). ConfigError for a batch
   /// size below 1. Local.
   template <typename Dataset>
-  FabricLoader<Dataset> setup_eval_dataloader(Dataset dataset, int64_t batch_size) {
+  fabric::FabricLoader<Dataset> setup_eval_dataloader(Dataset dataset, int64_t batch_size) {
     check_batch_size(batch_size);
-    return FabricLoader<Dataset>(core_, std::move(dataset), batch_size,
-                                 DistributedSamplerOptions().shuffle(false).pad(false),
+    return fabric::FabricLoader<Dataset>(core_, std::move(dataset), batch_size,
+                                 data::DistributedSamplerOptions().shuffle(false).pad(false),
                                  /*training=*/false);
   }
 
@@ -269,16 +269,16 @@ class Fabric {
   /// checked, see the file comment). all_reduce of a double returns the
   /// reduced value (float64). Errors name the caller's line (`site`, filled
   /// in by the compiler).
-  void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum,
+  void all_reduce(torch::Tensor& tensor, dist::ReduceOp op = dist::ReduceOp::kSum,
                   std::source_location site = std::source_location::current());
-  double all_reduce(double value, ReduceOp op = ReduceOp::kSum,
+  double all_reduce(double value, dist::ReduceOp op = dist::ReduceOp::kSum,
                     std::source_location site = std::source_location::current());
   std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor,
                                         std::source_location site = std::source_location::current());
   void broadcast(torch::Tensor& tensor, int root = 0,
                  std::source_location site = std::source_location::current());
   void barrier(std::source_location site = std::source_location::current());
-  /// rankwise::monitored_barrier (process_group.h): names the ranks that do
+  /// rankwise::dist::monitored_barrier (process_group.h): names the ranks that do
   /// not arrive within `timeout` (0: the group's).
   void monitored_barrier(const std::string& name,
                          std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
@@ -292,7 +292,7 @@ class Fabric {
   void register_training_loader(int64_t dataset_size, int64_t batch_size);
   static void check_batch_size(int64_t batch_size);
 
-  std::shared_ptr<detail::FabricCore> core_;
+  std::shared_ptr<fabric::FabricCore> core_;
 };
 
 /// Fabric::epochs(): `for (int64_t epoch : fabric.epochs(total))`.
@@ -300,7 +300,7 @@ class Fabric::EpochRange {
  public:
   class Iterator {
    public:
-    Iterator(detail::FabricCore* core, int64_t total) : core_(core), total_(total) {}
+    Iterator(fabric::FabricCore* core, int64_t total) : core_(core), total_(total) {}
     int64_t operator*() const { return current_; }
     Iterator& operator++();
     bool operator!=(const Iterator& other) const { return !(*this == other); }
@@ -308,17 +308,17 @@ class Fabric::EpochRange {
 
    private:
     friend class EpochRange;
-    detail::FabricCore* core_;
+    fabric::FabricCore* core_;
     int64_t total_;
     int64_t current_ = 0;
   };
-  EpochRange(std::shared_ptr<detail::FabricCore> core, int64_t total)
+  EpochRange(std::shared_ptr<fabric::FabricCore> core, int64_t total)
       : core_(std::move(core)), total_(total) {}
   Iterator begin();
   Iterator end() { return Iterator(nullptr, total_); }
 
  private:
-  std::shared_ptr<detail::FabricCore> core_;
+  std::shared_ptr<fabric::FabricCore> core_;
   int64_t total_;
 };
 

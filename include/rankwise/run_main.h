@@ -46,11 +46,4 @@ bool record_error(const std::string& message, bool secondary = false);
 ///    TimeoutError instead). No message text is read.
 bool is_peer_gone(const std::exception& e);
 
-namespace detail {
-/// fmt format of the stderr line run_main writes for an uncaught exception
-/// (rank, message); rankwise-run's summary recognises it so as not to repeat
-/// the message it already shows.
-constexpr const char* kUncaughtExceptionFormat = "rankwise: rank {}: uncaught exception: {}";
-}  // namespace detail
-
 }  // namespace rankwise

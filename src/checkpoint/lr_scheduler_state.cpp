@@ -1,8 +1,10 @@
 #include "rankwise/checkpoint/lr_scheduler_state.h"
 
+#include "core/check.h"
+
 #include "rankwise/error.h"
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 namespace {
 
 // LRScheduler's step count is a protected member; a derived type may name it,
@@ -27,12 +29,12 @@ void load_lr_scheduler_state_dict(torch::optim::LRScheduler& scheduler,
   if (!state_dict.isGenericDict() || !state_dict.toGenericDict().contains("step_count") ||
       !state_dict.toGenericDict().at("step_count").isInt() ||
       state_dict.toGenericDict().at("step_count").toInt() < 0) {
-    throw CheckpointError(
-        "rankwise: the learning-rate scheduler state must be {\"step_count\": int >= 0}, as "
+    core::raise<CheckpointError>(
+        "the learning-rate scheduler state must be {{\"step_count\": int >= 0}}, as "
         "lr_scheduler_state_dict() writes it");
   }
   StepCount::of(scheduler) =
       static_cast<unsigned>(state_dict.toGenericDict().at("step_count").toInt());
 }
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

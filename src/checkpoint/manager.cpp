@@ -1,22 +1,24 @@
 #include "rankwise/checkpoint/manager.h"
 
+#include "core/check.h"
+
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <functional>
 
-#include "checkpoint/detail/agreed_read.h"
-#include "checkpoint/detail/atomic_file.h"
-#include "checkpoint/detail/checkpoint_file.h"
-#include "checkpoint/detail/fault_injection.h"
-#include "checkpoint/detail/file_lock.h"
-#include "checkpoint/detail/numbered_checkpoints.h"
-#include "checkpoint/detail/rank_zero.h"
+#include "checkpoint/ranks/agreed_read.h"
+#include "checkpoint/io/atomic_file.h"
+#include "checkpoint/torch_save/checkpoint_file.h"
+#include "checkpoint/io/fault_injection.h"
+#include "checkpoint/io/file_lock.h"
+#include "checkpoint/managers/numbered_checkpoints.h"
+#include "checkpoint/ranks/rank_zero.h"
 #include "rankwise/error.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 namespace {
 
 constexpr const char* kSuffix = ".pt";
@@ -25,36 +27,35 @@ constexpr const char* kSuffix = ".pt";
 
 CheckpointManager::CheckpointManager(CheckpointManagerOptions options)
     : options_(std::move(options)) {
-  detail::validate_manager_options(options_, "CheckpointManager");
-  numbered_ = std::make_unique<detail::NumberedCheckpoints>(options_.directory(), options_.prefix(), kSuffix);
-  detail::on_rank_zero([&] { lock_ = detail::open_checkpoint_directory(options_.directory()); },
+  managers::validate_manager_options(options_, "CheckpointManager");
+  numbered_ = std::make_unique<managers::NumberedCheckpoints>(options_.directory(), options_.prefix(), kSuffix);
+  ranks::on_rank_zero([&] { lock_ = managers::open_checkpoint_directory(options_.directory()); },
                        "opening the checkpoint directory on rank 0");
 }
 
 CheckpointManager::~CheckpointManager() = default;
 
 bool CheckpointManager::should_save(int64_t step, bool epoch_end) const {
-  return detail::save_is_due(options_, step, epoch_end);
+  return managers::save_is_due(options_, step, epoch_end);
 }
 
 std::vector<std::string> CheckpointManager::checkpoints() const { return numbered_->list(); }
 
 std::string CheckpointManager::save(const Checkpoint& state, int64_t step) {
   if (step < 0) {
-    throw ConfigError("rankwise: CheckpointManager::save step is " + std::to_string(step) +
-                      "; it must be >= 0");
+    core::raise<ConfigError>("CheckpointManager::save step is {}; it must be >= 0", step);
   }
   const std::string path = numbered_->path_for(step);
-  detail::on_rank_zero(
+  ranks::on_rank_zero(
       [&] {
         if (!lock_) {
-          throw CheckpointError("rankwise: internal error: rank 0 does not hold the lock of '" +
-                                options_.directory() + "'");
+          core::raise<CheckpointError>("internal error: rank 0 does not hold the lock of '{}'",
+                                       options_.directory());
         }
-        detail::write_checkpoint_file(c10::IValue(state.dict()), path);
-        detail::fault_at("before-latest");
+        torch_save::write_checkpoint_file(c10::IValue(state.dict()), path);
+        io::fault_at("before-latest");
         numbered_->point_latest_to(path);
-        detail::fault_at("before-prune");
+        io::fault_at("before-prune");
         auto all = checkpoints();
         const auto keep = static_cast<std::size_t>(options_.keep_last());
         for (std::size_t i = 0; i + keep < all.size(); ++i) {
@@ -70,8 +71,8 @@ namespace {
 // Throws CheckpointError unless `path` verifies against its recorded checksum
 // (every file the manager writes has one; a file without it was truncated).
 [[noreturn]] void no_checksum(const std::string& path) {
-  throw CheckpointError("rankwise: checkpoint '" + path +
-                        "' has no checksum record (truncated, or not written by rankwise)");
+  core::raise<CheckpointError>(
+      "checkpoint '{}' has no checksum record (truncated, or not written by rankwise)", path);
 }
 
 void verify_managed(const std::string& path) {
@@ -85,7 +86,7 @@ std::optional<std::string> CheckpointManager::latest() const {
 }
 
 void CheckpointManager::clear() {
-  detail::on_rank_zero(
+  ranks::on_rank_zero(
       [&] {
         for (const auto& path : checkpoints()) ::unlink(path.c_str());
         numbered_->remove_latest();
@@ -97,10 +98,10 @@ std::optional<Checkpoint> CheckpointManager::load_latest(std::string* path) cons
   // Loading verifies the checksum, so each candidate is read once.
   std::optional<Checkpoint> loaded;
   auto found = numbered_->newest_usable([&](const std::string& candidate) {
-    detail::Integrity integrity;
-    c10::IValue value = detail::read_checkpoint_file(candidate, &integrity);
-    if (integrity != detail::Integrity::kVerified) no_checksum(candidate);
-    loaded = detail::checkpoint_from(value, candidate);
+    torch_save::Integrity integrity;
+    c10::IValue value = torch_save::read_checkpoint_file(candidate, &integrity);
+    if (integrity != torch_save::Integrity::kVerified) no_checksum(candidate);
+    loaded = torch_save::checkpoint_from(value, candidate);
   });
   if (!found) return std::nullopt;
   if (path) *path = *found;
@@ -109,10 +110,10 @@ std::optional<Checkpoint> CheckpointManager::load_latest(std::string* path) cons
 
 std::optional<Checkpoint> CheckpointManager::load_latest_collective(
     std::string* path, CollectiveLoadOptions options) const {
-  auto file = detail::read_agreed([this] { return latest(); }, options);
+  auto file = ranks::read_agreed([this] { return latest(); }, options);
   if (!file) return std::nullopt;
   if (path) *path = file->path;
-  return detail::checkpoint_from(file->value, file->path);
+  return torch_save::checkpoint_from(file->value, file->path);
 }
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

@@ -1,5 +1,7 @@
 #include "rankwise/checkpoint/optimizer_state.h"
 
+#include "core/check.h"
+
 #include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -13,11 +15,11 @@
 #include <sstream>
 #include <vector>
 
-#include "checkpoint/detail/note.h"
-#include "detail/compat/optimizer_state_key.h"
+#include "checkpoint/io/note.h"
+#include "compat/optimizer_state_key.h"
 #include "rankwise/error.h"
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 namespace {
 
 using torch::optim::Optimizer;
@@ -70,8 +72,10 @@ struct Codec {
 Dict new_dict() { return Dict(c10::StringType::get(), c10::AnyType::get()); }
 
 [[noreturn]] void missing(const char* key, const std::string& where) {
-  throw CheckpointError("rankwise: optimizer state " + where + " has no '" + key +
-                        "': was it written by another optimizer type, or with other options?");
+  core::raise<CheckpointError>(
+      "optimizer state {} has no '{}': was it written by another optimizer type, or with other "
+      "options?",
+      where, key);
 }
 
 const c10::IValue& require(const Dict& dict, const char* key, const std::string& where) {
@@ -84,15 +88,15 @@ double to_double(const c10::IValue& v, const char* key, const std::string& where
   if (v.isDouble()) return v.toDouble();
   if (v.isInt()) return static_cast<double>(v.toInt());
   if (v.isTensor() && v.toTensor().numel() == 1) return v.toTensor().item<double>();
-  throw CheckpointError("rankwise: optimizer state " + where + ": '" + key + "' is a " +
-                        v.tagKind() + ", expected a number");
+  core::raise<CheckpointError>("optimizer state {}: '{}' is a {}, expected a number", where, key,
+                               v.tagKind());
 }
 
 bool to_bool(const c10::IValue& v, const char* key, const std::string& where) {
   if (v.isBool()) return v.toBool();
   if (v.isInt()) return v.toInt() != 0;
-  throw CheckpointError("rankwise: optimizer state " + where + ": '" + key + "' is a " +
-                        v.tagKind() + ", expected a bool");
+  core::raise<CheckpointError>("optimizer state {}: '{}' is a {}, expected a bool", where, key,
+                               v.tagKind());
 }
 
 // "step" as Python writes it: a 0-dim float32 tensor, float64 where float32
@@ -106,8 +110,8 @@ torch::Tensor step_tensor(int64_t step) {
 int64_t to_step(const c10::IValue& v, const std::string& where) {
   const double value = to_double(v, "step", where);
   if (value < 0 || value != std::floor(value)) {
-    throw CheckpointError("rankwise: optimizer state " + where + ": 'step' is " +
-                          std::to_string(value) + ", expected a whole number >= 0");
+    core::raise<CheckpointError>("optimizer state {}: 'step' is {}, expected a whole number >= 0",
+                                 where, value);
   }
   return static_cast<int64_t>(value);
 }
@@ -117,8 +121,8 @@ int64_t to_step(const c10::IValue& v, const std::string& where) {
 torch::Tensor state_tensor(const c10::IValue& v, const char* key, const torch::Tensor& param,
                            const std::string& where) {
   if (!v.isTensor()) {
-    throw CheckpointError("rankwise: optimizer state " + where + ": '" + key + "' is a " +
-                          v.tagKind() + ", expected a tensor");
+    core::raise<CheckpointError>("optimizer state {}: '{}' is a {}, expected a tensor", where, key,
+                                 v.tagKind());
   }
   const auto& t = v.toTensor();
   if (t.sizes() != param.sizes()) {
@@ -159,8 +163,8 @@ Codec make_codec(std::string name, Spec<Options, State> spec) {
       const auto elements = v.isTuple() ? v.toTupleRef().elements().vec()
                                         : (v.isList() ? v.toListRef().vec() : std::vector<c10::IValue>{});
       if (elements.size() != 2) {
-        throw CheckpointError("rankwise: optimizer state " + where +
-                              ": 'betas' must be a pair of numbers");
+        core::raise<CheckpointError>("optimizer state {}: 'betas' must be a pair of numbers",
+                                     where);
       }
       (o.*spec.betas)() = Betas(to_double(elements[0], "betas", where),
                                 to_double(elements[1], "betas", where));
@@ -170,15 +174,16 @@ Codec make_codec(std::string name, Spec<Options, State> spec) {
     }
     auto maximize = group.find("maximize");
     if (maximize != group.end() && to_bool(maximize->value(), "maximize", where)) {
-      throw CheckpointError("rankwise: optimizer state " + where + " sets 'maximize': true, "
-                            "which libtorch's optimizer does not support; continue this run in "
-                            "Python, or save it without it");
+      core::raise<CheckpointError>(
+          "optimizer state {} sets 'maximize': true, which libtorch's optimizer does not support; "
+          "continue this run in Python, or save it without it",
+          where);
     }
     auto decoupled = group.find("decoupled_weight_decay");
     if (decoupled != group.end() &&
         to_bool(decoupled->value(), "decoupled_weight_decay", where) != spec.decoupled_weight_decay) {
-      throw CheckpointError(
-          "rankwise: optimizer state " + where + " sets 'decoupled_weight_decay': " +
+      core::raise<CheckpointError>(
+          "optimizer state {} sets 'decoupled_weight_decay': {}", where,
           (spec.decoupled_weight_decay
                ? "false (Adam's update), but this optimizer is AdamW; load it into "
                  "torch::optim::Adam"
@@ -290,13 +295,12 @@ const Codec& codec_of(const Optimizer& optimizer) {
     if (c.matches(optimizer)) return c;
   }
   const bool lbfgs = dynamic_cast<const torch::optim::LBFGS*>(&optimizer) != nullptr;
-  throw CheckpointError(
-      std::string("rankwise: cannot save or restore the state of ") +
+  core::raise<CheckpointError>(
+      "cannot save or restore the state of {}; supported: SGD, Adam, AdamW, RMSprop, Adagrad. Keep "
+      "what your optimizer needs in TrainingState::extras instead",
       (lbfgs ? "LBFGS (its state is a history of the last updates, with no counterpart in "
                "PyTorch's state_dict layout that libtorch can restore)"
-             : "this optimizer type") +
-      "; supported: SGD, Adam, AdamW, RMSprop, Adagrad. Keep what your optimizer needs in "
-      "TrainingState::extras instead");
+             : "this optimizer type"));
 }
 
 std::string group_where(std::size_t g) { return "param_groups[" + std::to_string(g) + "]"; }
@@ -309,10 +313,11 @@ const Codec& checked_codec_of(const Optimizer& optimizer) {
   const auto& groups = optimizer.param_groups();
   for (std::size_t g = 0; g < groups.size(); ++g) {
     if (!codec.takes_options(groups[g].options())) {
-      throw CheckpointError("rankwise: " + group_where(g) + " of this torch::optim::" + codec.name +
-                            " holds the options of another optimizer type (e.g. AdamWOptions in a "
-                            "torch::optim::Adam), which libtorch misreads at every step; build "
-                            "every group with torch::optim::" + codec.name + "Options");
+      core::raise<CheckpointError>(
+          "{} of this torch::optim::{} holds the options of another optimizer type (e.g. "
+          "AdamWOptions in a torch::optim::Adam), which libtorch misreads at every step; build "
+          "every group with torch::optim::{}Options",
+          group_where(g), codec.name, codec.name);
     }
   }
   return codec;
@@ -320,8 +325,8 @@ const Codec& checked_codec_of(const Optimizer& optimizer) {
 
 void load_legacy_archive(Optimizer& optimizer, const torch::Tensor& bytes) {
   if (bytes.scalar_type() != torch::kUInt8 || bytes.dim() != 1) {
-    throw CheckpointError("rankwise: the optimizer entry is a tensor but not the 1-D uint8 "
-                          "archive of rankwise's older format");
+    core::raise<CheckpointError>(
+        "the optimizer entry is a tensor but not the 1-D uint8 archive of rankwise's older format");
   }
   auto contiguous = bytes.contiguous();
   std::istringstream in(std::string(reinterpret_cast<const char*>(contiguous.data_ptr<uint8_t>()),
@@ -331,14 +336,14 @@ void load_legacy_archive(Optimizer& optimizer, const torch::Tensor& bytes) {
     archive.load_from(in);
     optimizer.load(archive);
   } catch (const c10::Error& e) {
-    throw CheckpointError(std::string("rankwise: optimizer state does not fit this optimizer: ") +
-                          e.what_without_backtrace());
+    core::raise<CheckpointError>("optimizer state does not fit this optimizer: {}",
+                                 e.what_without_backtrace());
   }
-  detail::note(
-      "rankwise: note: this checkpoint's optimizer entry is in rankwise's older format "
-      "(libtorch's archive): per-parameter state was restored, but learning rates and other "
-      "options keep the values this optimizer was built with. Checkpoints saved from now on "
-      "use PyTorch's state_dict layout and restore them too");
+  io::note(
+      core::message("note: this checkpoint's optimizer entry is in rankwise's older format "
+                    "(libtorch's archive): per-parameter state was restored, but learning rates "
+                    "and other options keep the values this optimizer was built with. Checkpoints "
+                    "saved from now on use PyTorch's state_dict layout and restore them too"));
 }
 
 }  // namespace
@@ -356,7 +361,7 @@ c10::IValue optimizer_state_dict(const Optimizer& optimizer) {
     codec.write_options(group.options(), out);
     c10::List<int64_t> params;
     for (const auto& param : group.params()) {
-      auto it = state.find(detail::compat::optimizer_state_key(state, param));
+      auto it = state.find(compat::optimizer_state_key(state, param));
       if (it != state.end() && it->second) {
         auto entry = new_dict();
         codec.write_state(*it->second, entry);
@@ -377,25 +382,24 @@ void load_optimizer_state_dict(Optimizer& optimizer, const c10::IValue& state_di
   if (state_dict.isTensor()) return load_legacy_archive(optimizer, state_dict.toTensor());
   const Codec& codec = checked_codec_of(optimizer);
   if (!state_dict.isGenericDict()) {
-    throw CheckpointError(std::string("rankwise: an optimizer state_dict must be a dict with "
-                                      "'state' and 'param_groups', got a ") +
-                          state_dict.tagKind());
+    core::raise<CheckpointError>(
+        "an optimizer state_dict must be a dict with 'state' and 'param_groups', got a {}",
+        state_dict.tagKind());
   }
   const auto top = state_dict.toGenericDict();
   const auto& saved_groups_value = require(top, "param_groups", "");
   const auto& saved_state_value = require(top, "state", "");
   if (!saved_groups_value.isList() || !saved_state_value.isGenericDict()) {
-    throw CheckpointError("rankwise: optimizer state_dict: 'param_groups' must be a list and "
-                          "'state' a dict");
+    core::raise<CheckpointError>(
+        "optimizer state_dict: 'param_groups' must be a list and 'state' a dict");
   }
   const auto saved_groups = saved_groups_value.toListRef();
   auto& groups = optimizer.param_groups();
   if (saved_groups.size() != groups.size()) {
-    throw CheckpointError("rankwise: the optimizer state has " +
-                          std::to_string(saved_groups.size()) + " param_groups, this " +
-                          codec.name + " has " + std::to_string(groups.size()) +
-                          "; build the optimizer with the same parameter groups, in the same "
-                          "order, as the run that saved it");
+    core::raise<CheckpointError>(
+        "the optimizer state has {} param_groups, this {} has {}; build the optimizer with the "
+        "same parameter groups, in the same order, as the run that saved it",
+        saved_groups.size(), codec.name, groups.size());
   }
   // Validate everything before changing anything, so a bad file leaves the
   // optimizer as it was.
@@ -405,20 +409,20 @@ void load_optimizer_state_dict(Optimizer& optimizer, const c10::IValue& state_di
   for (std::size_t g = 0; g < groups.size(); ++g) {
     const std::string where = group_where(g);
     if (!saved_groups[g].isGenericDict()) {
-      throw CheckpointError("rankwise: optimizer state " + where + " is not a dict");
+      core::raise<CheckpointError>("optimizer state {} is not a dict", where);
     }
     const auto saved = saved_groups[g].toGenericDict();
     const auto& params_value = require(saved, "params", where);
     if (!params_value.isList()) {
-      throw CheckpointError("rankwise: optimizer state " + where + ": 'params' is not a list");
+      core::raise<CheckpointError>("optimizer state {}: 'params' is not a list", where);
     }
     const auto indices = params_value.toListRef();
     const auto& params = groups[g].params();
     if (indices.size() != params.size()) {
-      throw CheckpointError("rankwise: optimizer state " + where + " has " +
-                            std::to_string(indices.size()) + " parameters, this optimizer's has " +
-                            std::to_string(params.size()) +
-                            ". Was it written for another model or another grouping?");
+      core::raise<CheckpointError>(
+          "optimizer state {} has {} parameters, this optimizer's has {}. Was it written for "
+          "another model or another grouping?",
+          where, indices.size(), params.size());
     }
     auto options = groups[g].options().clone();
     codec.read_options(*options, saved, where);
@@ -430,7 +434,7 @@ void load_optimizer_state_dict(Optimizer& optimizer, const c10::IValue& state_di
           "state[" + (indices[p].isInt() ? std::to_string(indices[p].toInt()) : "?") + "] (" +
           where + ", parameter " + std::to_string(p) + ")";
       if (!it->value().isGenericDict()) {
-        throw CheckpointError("rankwise: optimizer state " + param_where + " is not a dict");
+        core::raise<CheckpointError>("optimizer state {} is not a dict", param_where);
       }
       new_state.emplace_back(params[p], codec.read_state(it->value().toGenericDict(),
                                                          *new_options.back(), params[p], param_where));
@@ -440,8 +444,8 @@ void load_optimizer_state_dict(Optimizer& optimizer, const c10::IValue& state_di
   auto& state = optimizer.state();
   state.clear();
   for (auto& [param, param_state] : new_state) {
-    if (param_state) state[detail::compat::optimizer_state_key(state, param)] = std::move(param_state);
+    if (param_state) state[compat::optimizer_state_key(state, param)] = std::move(param_state);
   }
 }
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

@@ -1,5 +1,7 @@
 #include "rankwise/checkpoint/rng_state.h"
 
+#include "core/check.h"
+
 #include <ATen/Context.h>
 #include <torch/cuda.h>
 
@@ -7,7 +9,7 @@
 
 #include "rankwise/error.h"
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 namespace {
 
 at::Generator generator(c10::Device device) {
@@ -36,9 +38,10 @@ c10::IValue rng_state() {
 
 void set_rng_state(const c10::IValue& value) {
   auto bad = [](const std::string& why) {
-    throw CheckpointError("rankwise: the saved RNG state is not usable: " + why +
-                          " (expected {\"cpu\": uint8 tensor, \"cuda\": [uint8 tensors]} from "
-                          "rankwise::rng_state())");
+    core::raise<CheckpointError>(
+        "the saved RNG state is not usable: {} (expected {{\"cpu\": uint8 tensor, \"cuda\": [uint8 "
+        "tensors]}} from rankwise::checkpoint::rng_state())",
+        why);
   };
   if (!value.isGenericDict()) bad("it is a " + value.tagKind() + ", not a dict");
   const auto dict = value.toGenericDict();
@@ -69,4 +72,4 @@ void set_rng_state(const c10::IValue& value) {
   }
 }
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

@@ -9,25 +9,25 @@
 #include <set>
 #include <thread>
 
-#include "checkpoint/detail/atomic_file.h"
-#include "checkpoint/detail/range_exchange.h"
-#include "checkpoint/detail/sharded_reader.h"
-#include "detail/all_gather_ivalues.h"
-#include "detail/join.h"
+#include "checkpoint/io/atomic_file.h"
+#include "checkpoint/sharded/range_exchange.h"
+#include "checkpoint/sharded/reader.h"
+#include "dist/all_gather_ivalues.h"
+#include "util/text.h"
 #include "rankwise/checkpoint/sharded_checkpoint.h"
 #include "rankwise/error.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 namespace {
 
 constexpr const char* kWhat = "load_sharded_collective";
 constexpr auto kRetryInterval = std::chrono::milliseconds(100);
 
 // Rank 0's .metadata and manifest, on every rank (or rank 0's error, raised on every rank).
-detail::CheckpointFiles rank_zero_files(detail::ShardedReader& reader) {
+sharded::CheckpointFiles rank_zero_files(sharded::ShardedReader& reader) {
   c10::impl::GenericDict mine(c10::StringType::get(), c10::AnyType::get());
-  if (process_group().rank() == 0) {
+  if (dist::process_group().rank() == 0) {
     try {
       const auto files = reader.read_files();
       mine.insert("metadata", files.metadata);
@@ -37,17 +37,17 @@ detail::CheckpointFiles rank_zero_files(detail::ShardedReader& reader) {
       mine.insert("error", std::string(e.what()));
     }
   }
-  const auto zero = detail::all_gather_ivalues(mine).get(0).toGenericDict();
+  const auto zero = dist::all_gather_ivalues(mine).get(0).toGenericDict();
   if (zero.contains("error")) {
     const std::string error = zero.at("error").toStringRef();
-    throw CheckpointError(process_group().rank() == 0 ? error : error + " (raised on rank 0, which reads first)");
+    throw CheckpointError(dist::process_group().rank() == 0 ? error : error + " (raised on rank 0, which reads first)");
   }
   return {zero.at("metadata").toStringRef(), zero.at("has_manifest").toBool(), zero.at("manifest").toStringRef()};
 }
 
 // Whether this rank's view of the directory is rank 0's checkpoint: its
 // .metadata and manifest are the same bytes. Rereads every 100 ms up to `bound`.
-bool same_view(const detail::ShardedReader& reader, const detail::CheckpointFiles& zero,
+bool same_view(const sharded::ShardedReader& reader, const sharded::CheckpointFiles& zero,
                std::chrono::milliseconds bound) {
   const auto deadline = std::chrono::steady_clock::now() + bound;
   for (;;) {
@@ -64,13 +64,13 @@ bool same_view(const detail::ShardedReader& reader, const detail::CheckpointFile
 }
 
 // Where the manifest says `file` was written.
-std::string written_where(const detail::ShardedReader& reader, const std::string& file) {
+std::string written_where(const sharded::ShardedReader& reader, const std::string& file) {
   if (reader.manifest()) {
     for (const auto& node : reader.manifest()->nodes) {
       for (std::size_t i = 0; i < node.files.size(); ++i) {
         if (node.files[i] == file) {
           return fmt::format("by rank {} on host {} (the storage node of {})", node.ranks[i],
-                             detail::join_list(node.hosts), detail::rank_list(node.ranks));
+                             util::join_strings(node.hosts), util::rank_list(node.ranks));
         }
       }
     }
@@ -82,22 +82,22 @@ std::string written_where(const detail::ShardedReader& reader, const std::string
 
 void load_sharded_collective(const std::string& dir_in, ShardedState& state, CollectiveLoadOptions options,
                              ShardedLoadOptions keys) {
-  if (!is_initialized() || process_group().world_size() == 1) {
+  if (!dist::is_initialized() || dist::process_group().world_size() == 1) {
     load_sharded(dir_in, state, keys);
     return;
   }
-  const std::string dir = detail::without_trailing_slash(dir_in);
-  detail::ShardedReader reader(dir, kWhat, keys);
-  const detail::CheckpointFiles zero = rank_zero_files(reader);
+  const std::string dir = io::without_trailing_slash(dir_in);
+  sharded::ShardedReader reader(dir, kWhat, keys);
+  const sharded::CheckpointFiles zero = rank_zero_files(reader);
 
   // This rank's view: rank 0's checkpoint (after waiting out a stale cache), or not.
-  const bool same = process_group().rank() == 0 ||
+  const bool same = dist::process_group().rank() == 0 ||
                     same_view(reader, zero, options.node_local() ? std::chrono::milliseconds(0)
                                                                  : options.stale_timeout());
   std::string error;
-  std::vector<detail::Piece> pieces;
+  std::vector<sharded::Piece> pieces;
   std::vector<std::string> holds;
-  std::vector<detail::ExchangeFiles::Short> short_files;
+  std::vector<sharded::ExchangeFiles::Short> short_files;
   std::set<std::string> local;
   try {
     reader.open(zero);
@@ -125,13 +125,13 @@ void load_sharded_collective(const std::string& dir_in, ShardedState& state, Col
   } catch (const std::exception& e) {
     error = e.what();
   }
-  detail::ExchangeFiles files;
+  sharded::ExchangeFiles files;
   files.holds = holds;
   files.short_files = short_files;
-  files.read = [&](const detail::ByteRange& range) { return reader.read_local(range); };
+  files.read = [&](const sharded::ByteRange& range) { return reader.read_local(range); };
   files.written_where = [&](const std::string& file) { return written_where(reader, file); };
-  const auto remote = [&](const std::vector<detail::ByteRange>& ranges) {
-    std::vector<detail::ByteRange> out;
+  const auto remote = [&](const std::vector<sharded::ByteRange>& ranges) {
+    std::vector<sharded::ByteRange> out;
     for (const auto& r : ranges) {
       if (!local.count(r.file) && r.size > 0) out.push_back(r);
     }
@@ -141,7 +141,7 @@ void load_sharded_collective(const std::string& dir_in, ShardedState& state, Col
   // 1. The records' headers and trailers, and the objects' records, of files this rank does not see.
   // Every failure from here on is caught and passed to the next collective step, which raises it on
   // every rank: a rank that threw alone would leave the others' collectives out of step.
-  std::vector<detail::ByteRange> records;
+  std::vector<sharded::ByteRange> records;
   if (error.empty()) {
     try {
       records = reader.record_ranges(pieces);
@@ -151,14 +151,14 @@ void load_sharded_collective(const std::string& dir_in, ShardedState& state, Col
       records.clear();
     }
   }
-  auto fetched = detail::exchange_ranges(remote(records), error, files, kWhat, false);
+  auto fetched = sharded::exchange_ranges(remote(records), error, files, kWhat, false);
   try {
     reader.serve_from(local, std::move(fetched));
   } catch (const std::exception& e) {
     error = e.what();
   }
   // 2. The storage bytes those records hold that this rank needs.
-  std::vector<detail::ByteRange> data;
+  std::vector<sharded::ByteRange> data;
   try {
     if (error.empty()) {
       for (const auto& piece : pieces) data.push_back(reader.data_range(piece));
@@ -166,7 +166,7 @@ void load_sharded_collective(const std::string& dir_in, ShardedState& state, Col
   } catch (const std::exception& e) {
     error = e.what();
   }
-  fetched = detail::exchange_ranges(error.empty() ? remote(data) : std::vector<detail::ByteRange>{}, error, files,
+  fetched = sharded::exchange_ranges(error.empty() ? remote(data) : std::vector<sharded::ByteRange>{}, error, files,
                                     kWhat, true);
   try {
     reader.serve_from(local, std::move(fetched));
@@ -182,7 +182,7 @@ void load_sharded_collective(const std::string& dir_in, ShardedState& state, Col
   } catch (const std::exception& e) {
     error = e.what();
   }
-  detail::raise_any(error, kWhat);
+  sharded::raise_any(error, kWhat);
 }
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

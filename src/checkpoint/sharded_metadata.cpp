@@ -1,13 +1,13 @@
 // read_sharded_metadata(): the keys of a sharded checkpoint, from its .metadata.
 #include "rankwise/checkpoint/sharded_metadata.h"
 
-#include "checkpoint/detail/atomic_file.h"
-#include "checkpoint/detail/sharded_reader.h"
+#include "checkpoint/io/atomic_file.h"
+#include "checkpoint/sharded/reader.h"
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 
 std::map<std::string, ShardedEntryMetadata> read_sharded_metadata(const std::string& dir) {
-  detail::ShardedReader reader(detail::without_trailing_slash(dir), "read_sharded_metadata");
+  sharded::ShardedReader reader(io::without_trailing_slash(dir), "read_sharded_metadata");
   reader.open(reader.read_files());
   std::map<std::string, ShardedEntryMetadata> out;
   for (const auto& [key, tensor] : reader.metadata().tensors) {
@@ -17,4 +17,4 @@ std::map<std::string, ShardedEntryMetadata> read_sharded_metadata(const std::str
   return out;
 }
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

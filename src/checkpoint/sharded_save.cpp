@@ -18,29 +18,29 @@
 #include <optional>
 #include <sstream>
 
-#include "checkpoint/detail/atomic_file.h"
-#include "checkpoint/detail/dcp_metadata.h"
-#include "checkpoint/detail/dtype_names.h"
-#include "checkpoint/detail/fault_injection.h"
-#include "checkpoint/detail/object_record.h"
-#include "checkpoint/detail/sharded_manifest.h"
-#include "checkpoint/detail/record_writer.h"
-#include "checkpoint/detail/file_lock.h"
-#include "checkpoint/detail/leftovers.h"
-#include "checkpoint/detail/rank_failures.h"
-#include "checkpoint/detail/sharded_save.h"
-#include "detail/all_gather_ivalues.h"
-#include "checkpoint/detail/storage_claim.h"
-#include "detail/host_name.h"
-#include "detail/join.h"
-#include "detail/where.h"
+#include "checkpoint/io/atomic_file.h"
+#include "checkpoint/sharded/dcp_metadata.h"
+#include "checkpoint/torch_save/dtype_names.h"
+#include "checkpoint/io/fault_injection.h"
+#include "checkpoint/sharded/object_record.h"
+#include "checkpoint/sharded/manifest.h"
+#include "checkpoint/torch_save/record_writer.h"
+#include "checkpoint/io/file_lock.h"
+#include "checkpoint/io/leftovers.h"
+#include "checkpoint/ranks/rank_failures.h"
+#include "checkpoint/sharded/save_leading.h"
+#include "dist/all_gather_ivalues.h"
+#include "checkpoint/sharded/storage_claim.h"
+#include "util/host_name.h"
+#include "util/text.h"
+#include "core/check.h"
 #include "rankwise/checkpoint/sharded_checkpoint.h"
 #include "rankwise/error.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
 namespace fs = std::filesystem;
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 namespace {
 
 using nlohmann::json;
@@ -49,9 +49,10 @@ using nlohmann::json;
 std::string make_temp_dir(const std::string& dir) {
   std::string name = dir + ".rankwise-tmp.XXXXXX";
   if (::mkdtemp(name.data()) == nullptr) {
-    throw CheckpointError("rankwise: save_sharded('" + dir + "'): cannot create a temporary directory in '" +
-                          detail::directory_of(dir) + "': " + std::strerror(errno) +
-                          ". Check that it exists, is writable and has free space");
+    core::raise<CheckpointError>(
+        "save_sharded('{}'): cannot create a temporary directory in '{}': {}. Check that it "
+        "exists, is writable and has free space",
+        dir, io::directory_of(dir), std::strerror(errno));
   }
   ::chmod(name.c_str(), 0755);
   return name;
@@ -62,37 +63,40 @@ std::string make_temp_dir(const std::string& dir) {
 std::vector<std::string> gather_texts(const std::string& text, const std::string& dir, const std::string& here,
                                       const std::string& step) {
   try {
-    auto list = detail::all_gather_ivalues(c10::IValue(text));
+    auto list = dist::all_gather_ivalues(c10::IValue(text));
     std::vector<std::string> out;
     for (std::size_t r = 0; r < list.size(); ++r) out.push_back(list.get(r).toStringRef());
     return out;
   } catch (const std::exception& e) {
-    throw CheckpointError("rankwise: " + here + ": save_sharded('" + dir + "') failed while " + step +
-                          ": a rank failed or exited before it reported. Nothing was published; the previous "
-                          "checkpoint at this path is untouched. Original error: " + e.what());
+    core::raise<CheckpointError>(
+        "{}: save_sharded('{}') failed while {}: a rank failed or exited before it reported. "
+        "Nothing was published; the previous checkpoint at this path is untouched. Original error: "
+        "{}",
+        here, dir, step, e.what());
   }
 }
 
 json describe(const std::vector<int64_t>& shape, c10::ScalarType dtype, bool replicated) {
-  const auto* names = detail::dtype_names(dtype);
+  const auto* names = torch_save::dtype_names(dtype);
   if (names == nullptr) {
-    throw CheckpointError(std::string("rankwise: save_sharded: dtype ") + c10::toString(dtype) +
-                          " cannot be stored in a DCP checkpoint by rankwise");
+    core::raise<CheckpointError>(
+        "save_sharded: dtype {} cannot be stored in a DCP checkpoint by rankwise",
+        c10::toString(dtype));
   }
   return {{"shape", shape}, {"dtype", names->dtype}, {"replicated", replicated}};
 }
 
 // Appends one chunk's torch.save record to `out`, streamed from the chunk's memory; returns its manifest entry.
-detail::ManifestChunk write_chunk(detail::AtomicFile& out, const std::string& file, const std::string& key,
+sharded::ManifestChunk write_chunk(io::AtomicFile& out, const std::string& file, const std::string& key,
                                   const std::vector<int64_t>& offsets, const at::Tensor& data) {
-  detail::ManifestChunk c;
+  sharded::ManifestChunk c;
   c.key = key;
   c.offsets = offsets;
   c.sizes = data.sizes().vec();
   c.file = file;
   c.offset = static_cast<int64_t>(out.size());
-  detail::WrittenRecord record = detail::write_tensor_record(
-      data, detail::kChecksumBlockBytes, [&](const char* bytes, std::size_t n) { out.write(bytes, n); });
+  torch_save::WrittenRecord record = torch_save::write_tensor_record(
+      data, sharded::kChecksumBlockBytes, [&](const char* bytes, std::size_t n) { out.write(bytes, n); });
   c.length = record.length;
   c.data_begin = record.data_begin;
   c.data_size = record.data_size;
@@ -104,16 +108,16 @@ detail::ManifestChunk write_chunk(detail::AtomicFile& out, const std::string& fi
 
 // Appends an object's torch.save record to `out` (rank 0); returns its manifest entry: the whole
 // record is its "header" (no storage, no blocks).
-detail::ManifestChunk write_object(detail::AtomicFile& out, const std::string& file, const std::string& key,
+sharded::ManifestChunk write_object(io::AtomicFile& out, const std::string& file, const std::string& key,
                                    const std::vector<char>& bytes) {
-  detail::ManifestChunk c;
+  sharded::ManifestChunk c;
   c.key = key;
   c.file = file;
   c.offset = static_cast<int64_t>(out.size());
   c.length = static_cast<int64_t>(bytes.size());
   c.data_begin = c.length;
-  c.header_crc32 = detail::crc32_of(bytes.data(), bytes.size());
-  c.trailer_crc32 = detail::crc32_of(bytes.data(), 0);
+  c.header_crc32 = sharded::crc32_of(bytes.data(), bytes.size());
+  c.trailer_crc32 = sharded::crc32_of(bytes.data(), 0);
   out.write(bytes.data(), bytes.size());
   return c;
 }
@@ -130,9 +134,9 @@ std::string shown(const c10::IValue& value) {
 // This rank's data file; returns its report for rank 0.
 json write_part(const std::string& tmp, int rank, int leader, const ShardedState& state) {
   const std::string file = "__" + std::to_string(rank) + "_0.distcp";
-  detail::AtomicFile out(tmp + "/" + file);
+  io::AtomicFile out(tmp + "/" + file);
   json entries = json::object();
-  std::vector<detail::ManifestChunk> chunks;
+  std::vector<sharded::ManifestChunk> chunks;
   for (const auto& [key, entry] : state) {
     if (const auto* sharded = std::get_if<ShardedTensor>(&entry)) {
       entries[key] = describe(sharded->global_shape(), sharded->dtype(), false);
@@ -141,18 +145,22 @@ json write_part(const std::string& tmp, int rank, int leader, const ShardedState
         chunks.push_back(write_chunk(out, file, key, chunk.offsets, chunk.data));
       }
     } else if (const auto* object = std::get_if<ObjectEntry>(&entry)) {
-      const std::vector<char> bytes = detail::object_record_bytes(object->value, key);
-      entries[key] = {{"object", detail::crc32_of(bytes.data(), bytes.size())}, {"shown", shown(object->value)}};
+      const std::vector<char> bytes = sharded::object_record_bytes(object->value, key);
+      entries[key] = {{"object", sharded::crc32_of(bytes.data(), bytes.size())}, {"shown", shown(object->value)}};
       if (rank == 0) chunks.push_back(write_object(out, file, key, bytes));
     } else {
       const auto& tensor = std::get<at::Tensor>(entry);
       if (!tensor.defined()) {
-        throw CheckpointError("rankwise: save_sharded: replicated tensor '" + key +
-                              "' is undefined (a default-constructed at::Tensor); give it a value or leave it out");
+        core::raise<CheckpointError>(
+            "save_sharded: replicated tensor '{}' is undefined (a default-constructed at::Tensor); "
+            "give it a value or leave it out",
+            key);
       }
       if (!tensor.device().is_cpu()) {
-        throw CheckpointError("rankwise: save_sharded: replicated tensor '" + key + "' is on " +
-                              tensor.device().str() + "; pass a CPU tensor (move it with .cpu())");
+        core::raise<CheckpointError>(
+            "save_sharded: replicated tensor '{}' is on {}; pass a CPU tensor (move it with "
+            ".cpu())",
+            key, tensor.device().str());
       }
       entries[key] = describe(tensor.sizes().vec(), tensor.scalar_type(), true);
       if (rank == 0 && tensor.numel() > 0) {
@@ -161,8 +169,8 @@ json write_part(const std::string& tmp, int rank, int leader, const ShardedState
     }
   }
   out.commit();
-  return {{"ok", true},   {"leader", leader}, {"host", detail::host_name()}, {"file", file},
-          {"entries", entries}, {"chunks", json::parse(detail::chunks_to_json(chunks))}};
+  return {{"ok", true},   {"leader", leader}, {"host", util::host_name()}, {"file", file},
+          {"entries", entries}, {"chunks", json::parse(sharded::chunks_to_json(chunks))}};
 }
 
 // Throws naming the first key where rank `r`'s entries differ from rank 0's.
@@ -197,10 +205,10 @@ void check_same_entries(const std::string& dir, const json& zero, const json& ot
                        fmt::join(e.at("shape").get<std::vector<int64_t>>(), ", "),
                        e.at("replicated").get<bool>() ? " replicated" : "");
   };
-  throw CheckpointError(fmt::format(
-      "rankwise: save_sharded('{}'): rank {} and rank 0 differ at '{}': rank 0 has {}, rank {} has {}. Every rank "
-      "must pass the same keys with the same global shapes, dtypes and object values",
-      dir, r, key, text(zero), r, text(other)));
+  core::raise<CheckpointError>(
+      "save_sharded('{}'): rank {} and rank 0 differ at '{}': rank 0 has {}, rank {} has {}. Every "
+      "rank must pass the same keys with the same global shapes, dtypes and object values",
+      dir, r, key, text(zero), r, text(other));
 }
 
 // Throws unless `dir` is absent, an empty directory or a sharded checkpoint.
@@ -208,10 +216,11 @@ void check_replaceable(const std::string& dir) {
   std::error_code ec;
   if (fs::exists(dir, ec) &&
       (!fs::is_directory(dir, ec) ||
-       (!fs::exists(fs::path(dir) / detail::kMetadataName, ec) && !fs::is_empty(dir, ec)))) {
-    throw CheckpointError("rankwise: save_sharded('" + dir +
-                          "'): the path exists and is not a sharded checkpoint; refusing to replace it. "
-                          "Choose another directory or remove it");
+       (!fs::exists(fs::path(dir) / sharded::kMetadataName, ec) && !fs::is_empty(dir, ec)))) {
+    core::raise<CheckpointError>(
+        "save_sharded('{}'): the path exists and is not a sharded checkpoint; refusing to replace "
+        "it. Choose another directory or remove it",
+        dir);
   }
 }
 
@@ -221,20 +230,21 @@ void publish_directory(const std::string& tmp, const std::string& dir) {
   check_replaceable(dir);
   std::error_code ec;
   const bool exists = fs::exists(dir, ec);
-  detail::fault_at("before-publish");
+  io::fault_at("before-publish");
   if (!exists) {
     if (::rename(tmp.c_str(), dir.c_str()) != 0) {
-      throw CheckpointError("rankwise: save_sharded('" + dir + "'): renaming '" + tmp + "' into place failed: " +
-                            std::strerror(errno));
+      core::raise<CheckpointError>("save_sharded('{}'): renaming '{}' into place failed: {}", dir,
+                                   tmp, std::strerror(errno));
     }
   } else {
     if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) != 0) {
-      throw CheckpointError("rankwise: save_sharded('" + dir + "'): exchanging '" + tmp +
-                            "' with the previous checkpoint failed: " + std::strerror(errno) +
-                            " (renameat2 RENAME_EXCHANGE needs Linux >= 3.15 and a filesystem that has it)");
+      core::raise<CheckpointError>(
+          "save_sharded('{}'): exchanging '{}' with the previous checkpoint failed: {} (renameat2 "
+          "RENAME_EXCHANGE needs Linux >= 3.15 and a filesystem that has it)",
+          dir, tmp, std::strerror(errno));
     }
   }
-  detail::fsync_directory(detail::directory_of(dir));
+  io::fsync_directory(io::directory_of(dir));
   if (exists) fs::remove_all(tmp, ec);  // the previous checkpoint, now at the temporary name
 }
 
@@ -250,14 +260,15 @@ void prepare(const std::string& dir, const std::string& tmp, const std::vector<s
     if (!parts.back().at("ok").get<bool>()) failures.push_back(parts.back().at("error").get<std::string>());
   }
   if (!failures.empty()) {
-    throw CheckpointError(fmt::format("rankwise: save_sharded('{}') failed on {} rank(s): {}. Nothing was "
-                                      "published; the previous checkpoint at this path is untouched",
-                                      dir, failures.size(), fmt::join(failures, "; ")));
+    core::raise<CheckpointError>(
+        "save_sharded('{}') failed on {} rank(s): {}. Nothing was published; the previous "
+        "checkpoint at this path is untouched",
+        dir, failures.size(), fmt::join(failures, "; "));
   }
   const json& entries = parts[0].at("entries");
   for (int r = 1; r < world; ++r) check_same_entries(dir, entries, parts[static_cast<std::size_t>(r)].at("entries"), r);
-  detail::DcpMetadata metadata;
-  detail::Manifest manifest;
+  sharded::DcpMetadata metadata;
+  sharded::Manifest manifest;
   manifest.world_size = world;
   std::map<int, std::size_t> node_of;  // leader -> index in manifest.nodes
   for (int r = 0; r < world; ++r) {
@@ -265,9 +276,9 @@ void prepare(const std::string& dir, const std::string& tmp, const std::vector<s
     const int leader = part.at("leader").get<int>();
     if (!node_of.count(leader)) {
       node_of[leader] = manifest.nodes.size();
-      manifest.nodes.push_back(detail::ManifestNode{leader, {}, {}, {}});
+      manifest.nodes.push_back(sharded::ManifestNode{leader, {}, {}, {}});
     }
-    detail::ManifestNode& node = manifest.nodes[node_of[leader]];
+    sharded::ManifestNode& node = manifest.nodes[node_of[leader]];
     node.ranks.push_back(r);
     node.files.push_back(part.at("file").get<std::string>());
     const std::string host = part.at("host").get<std::string>();
@@ -275,22 +286,22 @@ void prepare(const std::string& dir, const std::string& tmp, const std::vector<s
   }
   for (const auto& [key, e] : entries.items()) {
     if (e.contains("object")) {
-      metadata.objects[key] = detail::DcpObject{};
+      metadata.objects[key] = sharded::DcpObject{};
       continue;
     }
-    detail::DcpTensor& t = metadata.tensors[key];
-    t.dtype = detail::dtype_names(e.at("dtype").get<std::string>(), false)->type;
+    sharded::DcpTensor& t = metadata.tensors[key];
+    t.dtype = torch_save::dtype_names(e.at("dtype").get<std::string>(), false)->type;
     t.size = e.at("shape").get<std::vector<int64_t>>();
   }
   for (const auto& part : parts) {
-    for (auto& c : detail::chunks_from_json(part.at("chunks").dump(), "a rank's report")) {
+    for (auto& c : sharded::chunks_from_json(part.at("chunks").dump(), "a rank's report")) {
       if (auto object = metadata.objects.find(c.key); object != metadata.objects.end()) {
-        object->second = detail::DcpObject{c.file, c.offset, c.length};
+        object->second = sharded::DcpObject{c.file, c.offset, c.length};
         manifest.chunks.push_back(std::move(c));
         continue;
       }
-      detail::DcpTensor& t = metadata.tensors.at(c.key);
-      detail::DcpChunk chunk;
+      sharded::DcpTensor& t = metadata.tensors.at(c.key);
+      sharded::DcpChunk chunk;
       chunk.offsets = c.offsets;
       chunk.sizes = c.sizes;
       chunk.relative_path = c.file;
@@ -302,8 +313,9 @@ void prepare(const std::string& dir, const std::string& tmp, const std::vector<s
   }
   for (const auto& [key, object] : metadata.objects) {
     if (object.relative_path.empty()) {
-      throw CheckpointError("rankwise: save_sharded('" + dir + "'): rank 0 reported no record of the object '" + key +
-                            "' (a bug in rankwise)");
+      core::raise<CheckpointError>(
+          "save_sharded('{}'): rank 0 reported no record of the object '{}' (a bug in rankwise)",
+          dir, key);
     }
   }
   for (const auto& [key, t] : metadata.tensors) {
@@ -315,48 +327,48 @@ void prepare(const std::string& dir, const std::string& tmp, const std::vector<s
       stored += n;
     }
     if (stored != numel) {
-      throw CheckpointError(fmt::format(
-          "rankwise: save_sharded('{}'): the chunks of '{}' on all ranks hold {} elements, the tensor [{}] has {}: "
-          "the ranks' chunks must cover it exactly once",
-          dir, key, stored, fmt::join(t.size, ", "), numel));
+      core::raise<CheckpointError>(
+          "save_sharded('{}'): the chunks of '{}' on all ranks hold {} elements, the tensor [{}] "
+          "has {}: the ranks' chunks must cover it exactly once",
+          dir, key, stored, fmt::join(t.size, ", "), numel);
     }
   }
-  const std::string pickled = detail::pickle_dcp_metadata(metadata);
-  manifest.metadata_crc32 = detail::crc32_of(pickled.data(), pickled.size());
-  detail::write_file_atomically(tmp + "/" + detail::kMetadataName, pickled.data(), pickled.size());
-  const std::string text = detail::manifest_to_json(manifest);
-  detail::write_file_atomically(tmp + "/" + detail::kManifestName, text.data(), text.size());
+  const std::string pickled = sharded::pickle_dcp_metadata(metadata);
+  manifest.metadata_crc32 = sharded::crc32_of(pickled.data(), pickled.size());
+  io::write_file_atomically(tmp + "/" + sharded::kMetadataName, pickled.data(), pickled.size());
+  const std::string text = sharded::manifest_to_json(manifest);
+  io::write_file_atomically(tmp + "/" + sharded::kManifestName, text.data(), text.size());
   std::error_code ec;
-  fs::remove(fs::path(tmp) / detail::kStorageMarker, ec);
-  detail::fsync_directory(tmp);
+  fs::remove(fs::path(tmp) / sharded::kStorageMarker, ec);
+  io::fsync_directory(tmp);
   check_replaceable(dir);
 }
 
 }  // namespace
 
 void save_sharded(const std::string& dir, const ShardedState& state) {
-  detail::save_sharded_leading(dir, state, detail::SaveLock::kTake);
+  sharded::save_sharded_leading(dir, state, sharded::SaveLock::kTake);
 }
 
-bool detail::save_sharded_leading(const std::string& dir_in, const ShardedState& state, SaveLock take) {
-  const std::string dir = detail::without_trailing_slash(dir_in);
-  const bool grouped = is_initialized();
-  const int rank = grouped ? process_group().rank() : 0;
-  const int world = grouped ? process_group().world_size() : 1;
-  const std::string here = detail::where(rank, world);
+bool sharded::save_sharded_leading(const std::string& dir_in, const ShardedState& state, SaveLock take) {
+  const std::string dir = io::without_trailing_slash(dir_in);
+  const bool grouped = dist::is_initialized();
+  const int rank = grouped ? dist::process_group().rank() : 0;
+  const int world = grouped ? dist::process_group().world_size() : 1;
+  const std::string here = core::where({rank, world});
 
   // 1. Rank 0 locks `dir`.lock (held to the end: a second job saving to `dir` is refused), removes
   //    what a killed save left, creates the temporary directory and tells the others its name.
-  std::optional<detail::FileLock> lock;
+  std::optional<io::FileLock> lock;
   std::string first;
   if (rank == 0) {
     try {
       check_replaceable(dir);  // before any rank writes: refused at once, not after every data file
       if (take == SaveLock::kTake) lock.emplace(dir + ".lock", "sharded checkpoint '" + dir + "'");
-      detail::remove_leftovers_with_note(dir, "save_sharded", take == SaveLock::kHeldByCaller);
+      io::remove_leftovers_with_note(dir, "save_sharded", take == SaveLock::kHeldByCaller);
       const std::string made = make_temp_dir(dir);
       try {
-        detail::write_storage_marker(made, 0);
+        sharded::write_storage_marker(made, 0);
       } catch (...) {
         std::error_code ec;
         fs::remove_all(made, ec);
@@ -380,7 +392,7 @@ bool detail::save_sharded_leading(const std::string& dir_in, const ShardedState&
   std::string claim = "ok";
   if (rank != 0) {
     try {
-      leads = detail::claim_directory(tmp, rank);
+      leads = sharded::claim_directory(tmp, rank);
     } catch (const std::exception& e) {
       claim = here + ": " + e.what();
     }
@@ -401,10 +413,11 @@ bool detail::save_sharded_leading(const std::string& dir_in, const ShardedState&
     }
     if (failures.empty()) return;
     remove_tmp();
-    throw CheckpointError(fmt::format("rankwise: {}: save_sharded('{}') failed while {} on {}: {}. Nothing was "
-                                      "published; the previous checkpoint at this path is untouched",
-                                      here, dir, step, detail::rank_list(ranks),
-                                      detail::grouped_failures(failures, ranks, world)));
+    core::raise<CheckpointError>(
+        "{}: save_sharded('{}') failed while {} on {}: {}. Nothing was published; the previous "
+        "checkpoint at this path is untouched",
+        here, dir, step, util::rank_list(ranks),
+        ranks::grouped_failures(failures, ranks, world));
   };
   std::vector<std::string> claims;
   try {
@@ -418,7 +431,7 @@ bool detail::save_sharded_leading(const std::string& dir_in, const ShardedState&
   // 3. Every rank writes its own file (into its storage node's directory) and reports.
   std::string report;
   try {
-    const int leader = leads ? rank : detail::read_storage_marker(tmp, std::chrono::seconds(10));
+    const int leader = leads ? rank : sharded::read_storage_marker(tmp, std::chrono::seconds(10));
     report = write_part(tmp, rank, leader, state).dump();
   } catch (const std::exception& e) {
     report = json{{"ok", false}, {"error", here + ": " + e.what()}}.dump();
@@ -479,24 +492,27 @@ bool detail::save_sharded_leading(const std::string& dir_in, const ShardedState&
   try {
     outcomes = gather_texts(published, dir, here, "publishing");
   } catch (const std::exception& e) {  // a leader died or hung while publishing
-    throw CheckpointError(
-        "rankwise: " + here + ": save_sharded('" + dir + "'): " +
+    core::raise<CheckpointError>(
+        "{}: save_sharded('{}'): {} did not report the publication: the path holds the previous "
+        "checkpoint or the new one, each whole, on each node (load it to know which). Original "
+        "error: {}",
+        here, dir,
         (leaders.size() <= 1 ? std::string("rank 0")
-                             : "a storage node's leader (" + detail::rank_list(leaders) + ")") +
-        " did not report the publication: the path holds the previous checkpoint or the new one, each whole, on "
-        "each node (load it to know which). Original error: " + e.what());
+                             : "a storage node's leader (" + util::rank_list(leaders) + ")"),
+        e.what());
   }
   std::vector<std::string> failed;
   for (const auto& o : outcomes) {
     if (o != "ok") failed.push_back(o);
   }
   if (!failed.empty()) {
-    throw CheckpointError(fmt::format(
-        "rankwise: {}: save_sharded('{}'): {} of {} storage node(s) could not publish: {}. The others hold the new "
-        "checkpoint; a collective load (load_sharded_collective) refuses the mix, so save again",
-        here, dir, failed.size(), leaders.size(), fmt::join(failed, "; ")));
+    core::raise<CheckpointError>(
+        "{}: save_sharded('{}'): {} of {} storage node(s) could not publish: {}. The others hold "
+        "the new checkpoint; a collective load (load_sharded_collective) refuses the mix, so save "
+        "again",
+        here, dir, failed.size(), leaders.size(), fmt::join(failed, "; "));
   }
   return leads;
 }
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

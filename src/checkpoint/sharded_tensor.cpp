@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "detail/check.h"
+#include "core/check.h"
 #include "rankwise/error.h"
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 
 std::vector<int64_t> TensorChunk::sizes() const { return data.sizes().vec(); }
 
@@ -15,7 +15,7 @@ ShardedTensor::ShardedTensor(std::vector<int64_t> global_shape, c10::ScalarType 
                              std::vector<TensorChunk> chunks)
     : global_shape_(std::move(global_shape)), dtype_(dtype), chunks_(std::move(chunks)) {
   for (int64_t s : global_shape_) {
-    RANKWISE_CHECK(s >= 0, ConfigError, "rankwise: ShardedTensor: global shape [{}] has a negative size",
+    RANKWISE_CHECK(s >= 0, ConfigError, "ShardedTensor: global shape [{}] has a negative size",
                    fmt::join(global_shape_, ", "));
   }
   for (std::size_t i = 0; i < chunks_.size(); ++i) {
@@ -24,19 +24,21 @@ ShardedTensor::ShardedTensor(std::vector<int64_t> global_shape, c10::ScalarType 
                        c.data.dim() == static_cast<int64_t>(global_shape_.size()) &&
                        c.offsets.size() == global_shape_.size(),
                    ConfigError,
-                   "rankwise: ShardedTensor of shape [{}] and dtype {}: chunk {} must be a CPU tensor of that "
-                   "dtype with {} dimensions and as many offsets (it is {}, {} offsets)",
+                   "ShardedTensor of shape [{}] and dtype {}: chunk {} must be a CPU tensor of "
+                   "that dtype with {} dimensions and as many offsets (it is {}, {} offsets)",
                    fmt::join(global_shape_, ", "), c10::toString(dtype_), i, global_shape_.size(),
-                   c.data.defined() ? c.data.toString() + " " + fmt::format("[{}]", fmt::join(c.data.sizes(), ", "))
+                   c.data.defined() ? c.data.toString() + " " +
+                                          fmt::format("[{}]", fmt::join(c.data.sizes(), ", "))
                                     : "undefined",
                    c.offsets.size());
     for (std::size_t d = 0; d < global_shape_.size(); ++d) {
-      RANKWISE_CHECK(c.offsets[d] >= 0 && c.offsets[d] + c.data.size(static_cast<int64_t>(d)) <= global_shape_[d],
+      RANKWISE_CHECK(c.offsets[d] >= 0 &&
+                         c.offsets[d] + c.data.size(static_cast<int64_t>(d)) <= global_shape_[d],
                      ConfigError,
-                     "rankwise: ShardedTensor of shape [{}]: chunk {} at offsets [{}] with sizes [{}] reaches "
-                     "outside the tensor along dimension {}",
-                     fmt::join(global_shape_, ", "), i, fmt::join(c.offsets, ", "), fmt::join(c.data.sizes(), ", "),
-                     d);
+                     "ShardedTensor of shape [{}]: chunk {} at offsets [{}] with sizes [{}] "
+                     "reaches outside the tensor along dimension {}",
+                     fmt::join(global_shape_, ", "), i, fmt::join(c.offsets, ", "),
+                     fmt::join(c.data.sizes(), ", "), d);
     }
   }
 }
@@ -49,8 +51,8 @@ int64_t ShardedTensor::global_numel() const {
 
 std::pair<int64_t, int64_t> chunk_range(int64_t length, int rank, int world_size) {
   RANKWISE_CHECK(world_size >= 1 && rank >= 0 && rank < world_size && length >= 0, ConfigError,
-                 "rankwise: chunk_range: rank {} of world size {} over {} items is not valid", rank, world_size,
-                 length);
+                 "chunk_range: rank {} of world size {} over {} items is not valid", rank,
+                 world_size, length);
   const int64_t piece = (length + world_size - 1) / world_size;  // torch.chunk: ceil(length / chunks)
   const int64_t begin = std::min(length, piece * rank);
   return {begin, std::min(length, begin + piece)};
@@ -58,7 +60,7 @@ std::pair<int64_t, int64_t> chunk_range(int64_t length, int rank, int world_size
 
 ShardedTensor shard_rows(const at::Tensor& global, int rank, int world_size) {
   RANKWISE_CHECK(global.defined() && global.dim() >= 1, ConfigError,
-                 "rankwise: shard_rows: the tensor must have at least one dimension");
+                 "shard_rows: the tensor must have at least one dimension");
   const auto [begin, end] = chunk_range(global.size(0), rank, world_size);
   std::vector<int64_t> offsets(static_cast<std::size_t>(global.dim()), 0);
   offsets[0] = begin;
@@ -69,7 +71,7 @@ ShardedTensor shard_rows(const at::Tensor& global, int rank, int world_size) {
 ShardedTensor zeros_sharded_rows(const std::vector<int64_t>& global_shape, c10::ScalarType dtype, int rank,
                                  int world_size) {
   RANKWISE_CHECK(!global_shape.empty(), ConfigError,
-                 "rankwise: zeros_sharded_rows: the shape must have at least one dimension");
+                 "zeros_sharded_rows: the shape must have at least one dimension");
   const auto [begin, end] = chunk_range(global_shape[0], rank, world_size);
   std::vector<int64_t> sizes = global_shape;
   sizes[0] = end - begin;
@@ -80,7 +82,7 @@ ShardedTensor zeros_sharded_rows(const std::vector<int64_t>& global_shape, c10::
 }
 
 ShardedTensor shard_flat(const at::Tensor& global, int rank, int world_size) {
-  RANKWISE_CHECK(global.defined(), ConfigError, "rankwise: shard_flat: the tensor is undefined");
+  RANKWISE_CHECK(global.defined(), ConfigError, "shard_flat: the tensor is undefined");
   return shard_rows(global.reshape({-1}), rank, world_size);
 }
 
@@ -88,4 +90,4 @@ ShardedTensor zeros_sharded_flat(int64_t numel, c10::ScalarType dtype, int rank,
   return zeros_sharded_rows({numel}, dtype, rank, world_size);
 }
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

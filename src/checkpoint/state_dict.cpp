@@ -1,14 +1,16 @@
 #include "rankwise/checkpoint/state_dict.h"
 
+#include "core/check.h"
+
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
 #include <sstream>
 
-#include "detail/join.h"
+#include "util/text.h"
 #include "rankwise/error.h"
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 namespace {
 
 std::string shape(const torch::Tensor& t) {
@@ -33,13 +35,13 @@ StateDict state_dict(const torch::nn::Module& module) {
 
 StateDict to_state_dict(const c10::IValue& value) {
   if (!value.isGenericDict()) {
-    throw CheckpointError(std::string("rankwise: expected a state_dict (dict of tensors), got ") +
-                          value.tagKind());
+    core::raise<CheckpointError>("expected a state_dict (dict of tensors), got {}",
+                                 value.tagKind());
   }
   StateDict result;
   for (const auto& entry : value.toGenericDict()) {
     if (!entry.key().isString() || !entry.value().isTensor()) {
-      throw CheckpointError("rankwise: a state_dict must map strings to tensors");
+      core::raise<CheckpointError>("a state_dict must map strings to tensors");
     }
     result.insert(entry.key().toStringRef(), entry.value().toTensor());
   }
@@ -63,9 +65,10 @@ void load_state_dict(torch::nn::Module& module, const StateDict& state, bool str
       continue;
     }
     if (it->second.sizes() != target.second.sizes()) {
-      throw CheckpointError("rankwise: load_state_dict: shape mismatch for '" + target.first +
-                            "': checkpoint has " + shape(it->second) + ", the model has " +
-                            shape(target.second) + ". Was the checkpoint written by another model?");
+      core::raise<CheckpointError>(
+          "load_state_dict: shape mismatch for '{}': checkpoint has {}, the model has {}. Was the "
+          "checkpoint written by another model?",
+          target.first, shape(it->second), shape(target.second));
     }
   }
   std::vector<std::string> unexpected;
@@ -74,12 +77,12 @@ void load_state_dict(torch::nn::Module& module, const StateDict& state, bool str
   }
   if (strict && (!missing.empty() || !unexpected.empty())) {
     auto list = [](const std::vector<std::string>& v) {
-      return v.empty() ? std::string("none") : detail::join_list(v);
+      return v.empty() ? std::string("none") : util::join_strings(v);
     };
-    throw CheckpointError("rankwise: load_state_dict (strict): missing keys [" + list(missing) +
-                          "], unexpected keys [" + list(unexpected) +
-                          "]. Was the checkpoint written by another model? Pass strict=false to "
-                          "load the matching keys only");
+    core::raise<CheckpointError>(
+        "load_state_dict (strict): missing keys [{}], unexpected keys [{}]. Was the checkpoint "
+        "written by another model? Pass strict=false to load the matching keys only",
+        list(missing), list(unexpected));
   }
   torch::NoGradGuard no_grad;
   for (auto& target : targets) {
@@ -88,4 +91,4 @@ void load_state_dict(torch::nn::Module& module, const StateDict& state, bool str
   }
 }
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

@@ -1,9 +1,9 @@
-// rankwise::to_device and load(path, device): map_location for checkpoints.
+// rankwise::checkpoint::to_device and load(path, device): map_location for checkpoints.
 #include <ATen/ATen.h>
 
 #include "rankwise/checkpoint/checkpoint.h"
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 namespace {
 
 // `value` with every tensor in it on `device`; containers are rebuilt, never
@@ -51,4 +51,4 @@ Checkpoint load(const std::string& path, const c10::Device& device) {
   return to_device(load(path), device);
 }
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

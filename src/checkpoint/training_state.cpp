@@ -1,22 +1,24 @@
 #include "rankwise/checkpoint/training_state.h"
 
+#include "core/check.h"
+
 #include <algorithm>
 #include <limits>
 
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
-#include "checkpoint/detail/note.h"
-#include "detail/all_gather_ivalues.h"
+#include "checkpoint/io/note.h"
+#include "dist/all_gather_ivalues.h"
 #include "rankwise/checkpoint/lr_scheduler_state.h"
 #include "rankwise/checkpoint/optimizer_state.h"
 #include "rankwise/checkpoint/rng_state.h"
 #include "rankwise/checkpoint/state_dict.h"
 #include "rankwise/error.h"
 #include "rankwise/metrics/collection.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 namespace {
 
 constexpr const char* kFormat = "rankwise.training_state/2";
@@ -41,8 +43,8 @@ c10::IValue local_state(const TrainingState& state) {
 
 int64_t integer(const c10::IValue& value, const std::string& key) {
   if (!value.isInt()) {
-    throw CheckpointError("rankwise: checkpoint entry '" + key + "' is a " + value.tagKind() +
-                          ", expected an integer");
+    core::raise<CheckpointError>("checkpoint entry '{}' is a {}, expected an integer", key,
+                                 value.tagKind());
   }
   return value.toInt();
 }
@@ -51,7 +53,7 @@ int64_t integer(const Checkpoint& checkpoint, const std::string& key) {
   return integer(checkpoint.at(key), key);
 }
 
-c10::IValue stretches_value(const std::vector<DistributedSampler::Stretch>& stretches) {
+c10::IValue stretches_value(const std::vector<data::DistributedSampler::Stretch>& stretches) {
   c10::impl::GenericList list(c10::DictType::create(c10::StringType::get(), c10::IntType::get()));
   for (const auto& stretch : stretches) {
     c10::Dict<std::string, int64_t> entry;
@@ -63,13 +65,12 @@ c10::IValue stretches_value(const std::vector<DistributedSampler::Stretch>& stre
 }
 
 // The checkpoint's "epoch_stretches" (absent in checkpoints before it: none).
-std::vector<DistributedSampler::Stretch> saved_stretches(const Checkpoint& checkpoint) {
-  std::vector<DistributedSampler::Stretch> result;
+std::vector<data::DistributedSampler::Stretch> saved_stretches(const Checkpoint& checkpoint) {
+  std::vector<data::DistributedSampler::Stretch> result;
   if (!checkpoint.contains("epoch_stretches")) return result;
   const auto& value = checkpoint.at("epoch_stretches");
-  const std::string error =
-      "rankwise: checkpoint entry 'epoch_stretches' is not a list of {\"world_size\", "
-      "\"position\"} dicts";
+  const std::string error = core::message(
+      "checkpoint entry 'epoch_stretches' is not a list of {{\"world_size\", \"position\"}} dicts");
   if (!value.isList()) throw CheckpointError(error);
   for (const auto& item : value.toListRef()) {
     if (!item.isGenericDict()) throw CheckpointError(error);
@@ -91,8 +92,8 @@ c10::Dict<std::string, torch::Tensor> saved_metric_state(const c10::IValue& rank
                                                          const std::string& name) {
   const auto saved_metrics = rank_state.toGenericDict().at("metrics").toGenericDict();
   if (!saved_metrics.contains(name)) {
-    throw CheckpointError("rankwise: the checkpoint has no state for the metric collection '" +
-                          name + "'");
+    core::raise<CheckpointError>("the checkpoint has no state for the metric collection '{}'",
+                                 name);
   }
   c10::Dict<std::string, torch::Tensor> metric_state;
   for (const auto& entry : saved_metrics.at(name).toGenericDict()) {
@@ -106,8 +107,7 @@ void load_metric_state(metrics::MetricCollection& collection, const std::string&
   try {
     collection.load_state(state);
   } catch (const ConfigError& e) {
-    throw CheckpointError(std::string("rankwise: restoring metric collection '") + name +
-                          "': " + e.what());
+    core::raise<CheckpointError>("restoring metric collection '{}': {}", name, e.what());
   }
 }
 
@@ -127,9 +127,9 @@ Checkpoint capture(const TrainingState& state) {
   checkpoint.insert("step", state.step);
   checkpoint.insert("epoch", state.epoch);
   checkpoint.insert("position", state.position);
-  checkpoint.insert("world_size", static_cast<int64_t>(is_initialized() ? world_size() : 1));
+  checkpoint.insert("world_size", static_cast<int64_t>(dist::is_initialized() ? dist::world_size() : 1));
   checkpoint.insert("epoch_stretches", stretches_value(state.epoch_stretches));
-  checkpoint.insert("rank_states", detail::all_gather_ivalues(local_state(state)));
+  checkpoint.insert("rank_states", dist::all_gather_ivalues(local_state(state)));
   auto extras = new_dict();
   for (const auto& [name, value] : state.extras) extras.insert(name, value);
   checkpoint.insert("extras", extras);
@@ -140,18 +140,19 @@ void restore(const Checkpoint& checkpoint, TrainingState& state) {
   const bool is_format = checkpoint.contains("format") && checkpoint.at("format").isString();
   const std::string format = is_format ? checkpoint.at("format").toStringRef() : "";
   if (format != kFormat && format != kFormatV1) {
-    throw CheckpointError(std::string("rankwise: this checkpoint is not a training state (no "
-                                      "\"format\": \"") +
-                          kFormat + "\" entry); it was not written from rankwise::capture()");
+    core::raise<CheckpointError>(
+        "this checkpoint is not a training state (no \"format\": \"{}\" entry); it was not written "
+        "from rankwise::checkpoint::capture()",
+        kFormat);
   }
   const int64_t saved_world = integer(checkpoint, "world_size");
-  const int64_t world = is_initialized() ? world_size() : 1;
-  const int64_t my_rank = is_initialized() ? rank() : 0;
+  const int64_t world = dist::is_initialized() ? dist::world_size() : 1;
+  const int64_t my_rank = dist::is_initialized() ? dist::rank() : 0;
   const int64_t saved_position = integer(checkpoint, "position");
   const auto stretches = saved_stretches(checkpoint);
   if (saved_world < 1 || saved_world > std::numeric_limits<int>::max() || saved_position < 0) {
-    throw CheckpointError("rankwise: the checkpoint's world_size (" + std::to_string(saved_world) +
-                          ") or position (" + std::to_string(saved_position) + ") is invalid");
+    core::raise<CheckpointError>("the checkpoint's world_size ({}) or position ({}) is invalid",
+                                 saved_world, saved_position);
   }
   const bool same_world = saved_world == world;
   const bool mid_epoch = saved_position != 0 || !stretches.empty();
@@ -159,19 +160,23 @@ void restore(const Checkpoint& checkpoint, TrainingState& state) {
     const std::string saved = checkpoint.at("optimizer_type").toStringRef();
     const std::string mine = optimizer_type_name(*state.optimizer);
     if (saved != mine) {
-      throw CheckpointError("rankwise: the checkpoint's optimizer is " + saved +
-                            " and this run's is " + mine + "; resume with the same optimizer type");
+      core::raise<CheckpointError>(
+          "the checkpoint's optimizer is {} and this run's is {}; resume with the same optimizer "
+          "type",
+          saved, mine);
     }
   }
   if (state.lr_scheduler && !checkpoint.contains("lr_scheduler")) {
-    throw CheckpointError("rankwise: the checkpoint has no learning-rate scheduler state "
-                          "(it was saved without TrainingState::lr_scheduler); resuming would "
-                          "restart the schedule. Leave lr_scheduler unset to resume without it");
+    core::raise<CheckpointError>(
+        "the checkpoint has no learning-rate scheduler state (it was saved without "
+        "TrainingState::lr_scheduler); resuming would restart the schedule. Leave lr_scheduler "
+        "unset to resume without it");
   }
   if (!state.lr_scheduler && checkpoint.contains("lr_scheduler")) {
-    detail::note("rankwise: note: the checkpoint holds a learning-rate scheduler state that this "
-                 "run does not restore (TrainingState::lr_scheduler is unset): the learning "
-                 "rates come back as saved, but a scheduler made now starts its count at 0");
+    io::note(
+        core::message("note: the checkpoint holds a learning-rate scheduler state that this run "
+                      "does not restore (TrainingState::lr_scheduler is unset): the learning rates "
+                      "come back as saved, but a scheduler made now starts its count at 0"));
   }
   if (state.model) load_state_dict(*state.model, to_state_dict(checkpoint.at("model")));
   if (state.optimizer) load_optimizer_state_dict(*state.optimizer, checkpoint.at("optimizer"));
@@ -200,8 +205,8 @@ void restore(const Checkpoint& checkpoint, TrainingState& state) {
                                           v.toGenericDict().at("metrics").isGenericDict();
                                  });
   if (!valid) {
-    throw CheckpointError("rankwise: checkpoint entry 'rank_states' is not a list of " +
-                          std::to_string(saved_world) + " per-rank states");
+    core::raise<CheckpointError>(
+        "checkpoint entry 'rank_states' is not a list of {} per-rank states", saved_world);
   }
   const auto& saved_ranks = rank_states.toListRef();
   if (same_world) {
@@ -226,8 +231,7 @@ void restore(const Checkpoint& checkpoint, TrainingState& state) {
     try {
       merged = collection->merge_states(parts);
     } catch (const ConfigError& e) {
-      throw CheckpointError(std::string("rankwise: restoring metric collection '") + name +
-                            "': " + e.what());
+      core::raise<CheckpointError>("restoring metric collection '{}': {}", name, e.what());
     }
     if (my_rank == 0) {
       load_metric_state(*collection, name, merged);
@@ -239,16 +243,16 @@ void restore(const Checkpoint& checkpoint, TrainingState& state) {
   if (my_rank < saved_world) {
     set_rng_state(saved_ranks[static_cast<std::size_t>(my_rank)].toGenericDict().at("rng"));
   }
-  detail::note("rankwise: note: the checkpoint was written mid-epoch at world size " +
-               std::to_string(saved_world) + " and this run has " + std::to_string(world) +
-               ": the epoch continues with the samples not yet seen, metric states are merged, "
-               "and " +
-               (world <= saved_world
-                    ? std::string("each rank takes the RNG state of the old rank of its number")
-                    : "ranks 0-" + std::to_string(saved_world - 1) +
-                          " take the RNG states of the old ranks of their number, the others keep "
-                          "their own") +
-               " (randomness does not continue bitwise at another world size)");
+  io::note(core::message(
+      "note: the checkpoint was written mid-epoch at world size {} and this run has {}: the epoch "
+      "continues with the samples not yet seen, metric states are merged, and {} (randomness does "
+      "not continue bitwise at another world size)",
+      saved_world, world,
+      (world <= saved_world
+           ? std::string("each rank takes the RNG state of the old rank of its number")
+           : "ranks 0-" + std::to_string(saved_world - 1) +
+                 " take the RNG states of the old ranks of their number, the others keep "
+                 "their own")));
 }
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

@@ -7,26 +7,24 @@
 
 #include <algorithm>
 
-#include "detail/check.h"
-#include "detail/write_line.h"
+#include "core/check.h"
+#include "util/io.h"
 #include "rankwise/error.h"
 #include "rankwise/log.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
-namespace rankwise {
+namespace rankwise::data {
 
 DistributedSampler::DistributedSampler(int64_t dataset_size, DistributedSamplerOptions options)
     : dataset_size_(dataset_size),
       options_(options),
-      num_replicas_(options.num_replicas().value_or(rankwise::world_size())),
-      rank_(options.rank().value_or(rankwise::rank())) {
-  RANKWISE_CHECK(dataset_size_ >= 0, ConfigError,
-                 "rankwise: DistributedSampler: negative dataset size");
+      num_replicas_(options.num_replicas().value_or(rankwise::dist::world_size())),
+      rank_(options.rank().value_or(rankwise::dist::rank())) {
+  RANKWISE_CHECK(dataset_size_ >= 0, ConfigError, "DistributedSampler: negative dataset size");
   RANKWISE_CHECK(num_replicas_ >= 1, ConfigError,
-                 "rankwise: DistributedSampler: num_replicas must be >= 1, got {}", num_replicas_);
+                 "DistributedSampler: num_replicas must be >= 1, got {}", num_replicas_);
   RANKWISE_CHECK(rank_ >= 0 && rank_ < num_replicas_, ConfigError,
-                 "rankwise: DistributedSampler: invalid rank {}, rank should be in the interval "
-                 "[0, {}]",
+                 "DistributedSampler: invalid rank {}, rank should be in the interval [0, {}]",
                  rank_, num_replicas_ - 1);
 }
 
@@ -61,15 +59,15 @@ void DistributedSampler::resume_epoch(std::vector<Stretch> before) {
   int64_t n = dataset_size_;
   for (std::size_t k = 0; k < before.size(); ++k) {
     const Stretch& s = before[k];
-    RANKWISE_CHECK(s.num_replicas >= 1, ConfigError,
-                   "rankwise: DistributedSampler::resume_epoch: stretch {} has num_replicas {}; it "
-                   "must be at least 1",
-                   k, s.num_replicas);
+    RANKWISE_CHECK(
+        s.num_replicas >= 1, ConfigError,
+        "DistributedSampler::resume_epoch: stretch {} has num_replicas {}; it must be at least 1",
+        k, s.num_replicas);
     const int64_t share = options_.pad() ? padded_share(n, s.num_replicas, options_.drop_last())
                                          : (n + s.num_replicas - 1) / s.num_replicas;
     RANKWISE_CHECK(s.per_rank >= 0 && s.per_rank <= share, ConfigError,
-                   "rankwise: DistributedSampler::resume_epoch: stretch {} consumed {} indices "
-                   "per rank, but {} ranks share {} indices there ({} per rank)",
+                   "DistributedSampler::resume_epoch: stretch {} consumed {} indices per rank, but "
+                   "{} ranks share {} indices there ({} per rank)",
                    k, s.per_rank, s.num_replicas, n, share);
     n = std::max<int64_t>(0, dealt(n, s.num_replicas, options_) - s.num_replicas * s.per_rank);
   }
@@ -115,18 +113,19 @@ std::vector<int64_t> DistributedSampler::positions() const {
   return result;
 }
 
-void detail::RepeatedEpochGuard::pass_started(const char* sampler, bool shuffle, int64_t epoch) {
+void data::detail::RepeatedEpochGuard::pass_started(const char* sampler, bool shuffle, int64_t epoch) {
   const bool repeated = shuffle && last_epoch_ == epoch && !warned_;
   last_epoch_ = epoch;
   if (!repeated) return;
   warned_ = true;
   if (!is_rank_zero()) return;
-  detail::write_line(STDERR_FILENO,
-                     fmt::format("rankwise: warning: {}: epoch {} started again without "
-                                 "set_epoch(): every such epoch repeats the same shuffled order; "
-                                 "call set_epoch(epoch) on every rank before each epoch, as with "
-                                 "PyTorch's DistributedSampler (this warning is shown once)",
-                                 sampler, epoch));
+  util::write_line(
+      STDERR_FILENO,
+      core::message(
+          "warning: {}: epoch {} started again without set_epoch(): every such epoch repeats the "
+          "same shuffled order; call set_epoch(epoch) on every rank before each epoch, as with "
+          "PyTorch's DistributedSampler (this warning is shown once)",
+          sampler, epoch));
 }
 
 std::vector<int64_t> DistributedSampler::indices() const {
@@ -150,4 +149,4 @@ std::vector<bool> DistributedSampler::is_padding() const {
   return result;
 }
 
-}  // namespace rankwise
+}  // namespace rankwise::data

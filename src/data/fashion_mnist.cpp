@@ -1,11 +1,13 @@
 #include "rankwise/data/fashion_mnist.h"
 
+#include "core/check.h"
+
 #include <torch/torch.h>
 
 #include "rankwise/data/idx.h"
 #include "rankwise/error.h"
 
-namespace rankwise {
+namespace rankwise::data {
 
 FashionMnist load_fashion_mnist(const std::string& dir, bool train, bool normalize) {
   const std::string prefix = dir + "/" + (train ? "train" : "t10k");
@@ -22,8 +24,8 @@ FashionMnist load_fashion_mnist(const std::string& dir, bool train, bool normali
   auto images = read(prefix + "-images-idx3-ubyte.gz");
   auto labels = read(prefix + "-labels-idx1-ubyte.gz");
   if (images.dim() != 3 || labels.dim() != 1 || images.size(0) != labels.size(0)) {
-    throw ConfigError("rankwise: Fashion-MNIST files in '" + dir +
-                      "' disagree: images and labels must have the same count");
+    core::raise<ConfigError>(
+        "Fashion-MNIST files in '{}' disagree: images and labels must have the same count", dir);
   }
   FashionMnist data;
   data.images = images.reshape({images.size(0), -1}).to(torch::kFloat32).div_(255.0);
@@ -32,4 +34,4 @@ FashionMnist load_fashion_mnist(const std::string& dir, bool train, bool normali
   return data;
 }
 
-}  // namespace rankwise
+}  // namespace rankwise::data

@@ -1,5 +1,7 @@
 #include "rankwise/data/idx.h"
 
+#include "core/check.h"
+
 #include <torch/torch.h>
 #include <zlib.h>
 
@@ -7,10 +9,10 @@
 
 #include <algorithm>
 
-#include "detail/join.h"
+#include "util/text.h"
 #include "rankwise/error.h"
 
-namespace rankwise {
+namespace rankwise::data {
 namespace {
 
 constexpr int64_t kMaxBytes = int64_t{1} << 34;  // 16 GiB of data: no real IDX file is larger
@@ -33,11 +35,11 @@ class GzReader {
       if (got <= 0) {
         int code = 0;
         const char* message = gzerror(file_, &code);
-        throw ConfigError("rankwise: IDX file '" + path_ + "' is truncated or corrupt while "
-                          "reading " + what + " (" + std::to_string(done) + " of " +
-                          std::to_string(n) + " bytes" +
-                          (code != Z_OK && message ? std::string(", zlib: ") + message : "") +
-                          "). Re-download or reinstall it");
+        core::raise<ConfigError>(
+            "IDX file '{}' is truncated or corrupt while reading {} ({} of {} bytes{}). "
+            "Re-download or reinstall it",
+            path_, what, done, n,
+            (code != Z_OK && message ? std::string(", zlib: ") + message : ""));
       }
       done += static_cast<std::size_t>(got);
     }
@@ -53,15 +55,17 @@ class GzReader {
 torch::Tensor read_idx(const std::string& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
-    throw ConfigError("rankwise: IDX file '" + path + "' does not exist");
+    core::raise<ConfigError>("IDX file '{}' does not exist", path);
   }
   GzReader in(path);
-  if (!in.ok()) throw ConfigError("rankwise: cannot open IDX file '" + path + "'");
+  if (!in.ok()) core::raise<ConfigError>("cannot open IDX file '{}'", path);
   unsigned char magic[4];
   in.read(magic, 4, "the magic number");
   if (magic[0] != 0 || magic[1] != 0 || magic[2] != 0x08 || magic[3] < 1 || magic[3] > 4) {
-    throw ConfigError("rankwise: '" + path + "' is not an IDX file of unsigned bytes (bad magic "
-                      "number); expected the MNIST/Fashion-MNIST format");
+    core::raise<ConfigError>(
+        "'{}' is not an IDX file of unsigned bytes (bad magic number); expected the "
+        "MNIST/Fashion-MNIST format",
+        path);
   }
   std::vector<int64_t> dims(magic[3]);
   for (auto& d : dims) {
@@ -69,14 +73,16 @@ torch::Tensor read_idx(const std::string& path) {
     in.read(b, 4, "the header");
     d = (int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | int64_t{b[3]};
   }
-  const std::string shape = detail::join_list(dims, "x");  // "60000x28x28"
+  const std::string shape = util::join_strings(dims, "x");  // "60000x28x28"
   // The product of the dimensions, zeros counted as ones: libtorch refuses
   // sizes whose product overflows even when one of them is 0.
   int64_t product = 1;
   for (const int64_t d : dims) {
     if (product > kMaxBytes / std::max<int64_t>(d, 1)) {  // product * d > kMaxBytes, no overflow
-      throw ConfigError("rankwise: IDX file '" + path + "' declares dimensions " + shape +
-                        ", more than 2^34 bytes: the file is corrupt. Re-download or reinstall it");
+      core::raise<ConfigError>(
+          "IDX file '{}' declares dimensions {}, more than 2^34 bytes: the file is corrupt. "
+          "Re-download or reinstall it",
+          path, shape);
     }
     product *= std::max<int64_t>(d, 1);
   }
@@ -88,16 +94,16 @@ torch::Tensor read_idx(const std::string& path) {
   const bool gzipped = in.gzipped();
   const uint64_t can_hold = gzipped ? file_size * 1032 : file_size - std::min(file_size, header);
   if (static_cast<uint64_t>(total) > can_hold) {
-    throw ConfigError("rankwise: IDX file '" + path + "' is truncated or corrupt: its header "
-                      "declares " + shape + " = " + std::to_string(total) + " bytes of data, " +
-                      (gzipped ? "more than a gzip file of " + std::to_string(file_size) +
-                                     " bytes can hold"
-                               : "the file holds " + std::to_string(can_hold)) +
-                      ". Re-download or reinstall it");
+    core::raise<ConfigError>(
+        "IDX file '{}' is truncated or corrupt: its header declares {} = {} bytes of data, {}. "
+        "Re-download or reinstall it",
+        path, shape, total,
+        (gzipped ? "more than a gzip file of " + std::to_string(file_size) + " bytes can hold"
+                 : "the file holds " + std::to_string(can_hold)));
   }
   auto tensor = torch::empty(dims, torch::kUInt8);
   in.read(tensor.data_ptr<uint8_t>(), static_cast<std::size_t>(total), "the data");
   return tensor;
 }
 
-}  // namespace rankwise
+}  // namespace rankwise::data

@@ -23,10 +23,9 @@
 #include <vector>
 
 #include "launch/options.h"
-#include "launch/rendezvous.h"
+#include "launch/rendezvous/node_rendezvous.h"
 
-namespace rankwise {
-namespace launch {
+namespace rankwise::launch {
 
 /// What the launcher set up before the rounds.
 struct ElasticSetup {
@@ -43,7 +42,6 @@ struct ElasticSetup {
 /// successfully before this node was let in), 1 when a round failed with no
 /// restart left or the rendezvous failed (fewer than MIN nodes within the
 /// rendezvous timeout), 128+n after signal n.
-int run_elastic(const LaunchOptions& o, ElasticSetup setup, NodeRendezvous& rdzv);
+int run_elastic(const LaunchOptions& o, ElasticSetup setup, rendezvous::NodeRendezvous& rdzv);
 
-}  // namespace launch
-}  // namespace rankwise
+}  // namespace rankwise::launch

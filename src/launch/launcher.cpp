@@ -15,25 +15,24 @@
 #include <memory>
 #include <set>
 
-#include "detail/progress_record.h"
-#include "launch/console_streams.h"
+#include "wire/collective_progress.h"
+#include "launch/output/console_streams.h"
 #include "launch/elastic_agent.h"
-#include "launch/exit_barrier.h"
-#include "launch/free_port.h"
-#include "launch/launcher_heartbeat.h"
-#include "launch/options.h"
-#include "launch/quiet_c10_logging.h"
-#include "launch/output_merger.h"
-#include "launch/rendezvous.h"
-#include "launch/say.h"
-#include "launch/signals.h"
-#include "launch/summary.h"
-#include "launch/worker_group.h"
+#include "launch/rendezvous/exit_barrier.h"
+#include "launch/rendezvous/free_port.h"
+#include "launch/rendezvous/launcher_heartbeat.h"
+#include "launch/cli/parse.h"
+#include "launch/output/quiet_c10_logging.h"
+#include "launch/output/output_merger.h"
+#include "launch/rendezvous/node_rendezvous.h"
+#include "launch/output/say.h"
+#include "launch/workers/signals.h"
+#include "launch/workers/summary.h"
+#include "launch/workers/worker_group.h"
 
 extern char** environ;
 
-namespace rankwise {
-namespace launch {
+namespace rankwise::launch {
 
 namespace {
 
@@ -63,7 +62,7 @@ std::vector<std::string> base_environment() {
   }
   if (!has_omp) {
     env.emplace_back("OMP_NUM_THREADS=1");
-    say("OMP_NUM_THREADS is not set; setting it to 1 for every worker so they do not overload "
+    output::say("OMP_NUM_THREADS is not set; setting it to 1 for every worker so they do not overload "
         "the node (set it yourself to tune)");
   }
   return env;
@@ -150,7 +149,7 @@ std::string job_key(const LaunchOptions& o) {
   return key;
 }
 
-int run_attempts(const LaunchOptions& o, AttemptConfig& config, NodeRendezvous& rdzv);
+int run_attempts(const LaunchOptions& o, workers::AttemptConfig& config, rendezvous::NodeRendezvous& rdzv);
 
 // --redirects/--tee without --log-dir: as torchrun, a new temporary
 // directory (kept after the run: it holds the only copy of what was
@@ -163,16 +162,16 @@ std::string temporary_log_dir() {
                                  "{}; give --log-dir DIR, or set TMPDIR to a writable directory",
                                  templ, std::strerror(errno)));
   }
-  say(fmt::format("--redirects/--tee without --log-dir: every rank's output goes to {} (give "
+  output::say(fmt::format("--redirects/--tee without --log-dir: every rank's output goes to {} (give "
                   "--log-dir to choose)",
                   templ));
   return templ;
 }
 
 int run(LaunchOptions o) {
-  install_signal_pipe();
+  workers::install_signal_pipe();
   const std::string host = host_name();
-  if (o.log_dir.empty() && redirects_to_files(o)) o.log_dir = temporary_log_dir();
+  if (o.log_dir.empty() && output::redirects_to_files(o)) o.log_dir = temporary_log_dir();
   if (!o.log_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.log_dir, ec);
@@ -186,14 +185,14 @@ int run(LaunchOptions o) {
   // Rendezvous store: hosted by node 0 before any worker starts.
   const std::string key = job_key(o);
   const std::chrono::milliseconds store_timeout = o.store_timeout.value_or(o.rendezvous_timeout);
-  std::unique_ptr<NodeRendezvous> rdzv;
+  std::unique_ptr<rendezvous::NodeRendezvous> rdzv;
   // The store is left to the process's exit, never destroyed, on every path
   // out of here: c10d's server joins its thread, which a client that sent half
   // a message keeps in a blocking read with libtorch 1.13 (the launcher would
   // outlive its job until that client closed). Exiting closes every socket
   // just the same.
   struct LeftToExit {
-    std::unique_ptr<NodeRendezvous>& rdzv;
+    std::unique_ptr<rendezvous::NodeRendezvous>& rdzv;
     ~LeftToExit() { static_cast<void>(rdzv.release()); }
   } left_to_exit{rdzv};
   // Who hosts: --rdzv-conf is_host when given, else node 0; with node ranks
@@ -203,49 +202,49 @@ int run(LaunchOptions o) {
   // first matters: c10d's own bind may take another address family's socket.
   bool host_store = o.is_host.value_or(o.node_rank == 0);
   const bool may_fall_back = o.assign_node_rank && !o.is_host;
-  if (may_fall_back && o.master_port) host_store = can_listen_on(o.master_addr, *o.master_port);
+  if (may_fall_back && o.master_port) host_store = rendezvous::can_listen_on(o.master_addr, *o.master_port);
   if (o.master_port) {
     try {
-      check_resolves(o.master_addr);  // at once, not after the whole timeout
+      rendezvous::check_resolves(o.master_addr);  // at once, not after the whole timeout
     } catch (const std::runtime_error& e) {
       throw UsageError(e.what());
     }
     try {
-      rdzv = std::make_unique<NodeRendezvous>(o.master_addr, *o.master_port, host_store,
+      rdzv = std::make_unique<rendezvous::NodeRendezvous>(o.master_addr, *o.master_port, host_store,
                                               store_timeout, key);
     } catch (const RendezvousError& e) {
       if (!host_store) throw;
       if (!may_fall_back) throw UsageError(e.what());  // port in use: configuration
       host_store = false;
-      rdzv = std::make_unique<NodeRendezvous>(o.master_addr, *o.master_port, false, store_timeout,
+      rdzv = std::make_unique<rendezvous::NodeRendezvous>(o.master_addr, *o.master_port, false, store_timeout,
                                               key);
     }
   } else {
     for (int tries = 0; !rdzv; ++tries) {
       int port = 0;
       try {
-        port = find_free_port(o.master_addr);
+        port = rendezvous::find_free_port(o.master_addr);
       } catch (const std::runtime_error& e) {
         throw UsageError(e.what());  // --master-addr names no address of this node
       }
       try {
-        rdzv = std::make_unique<NodeRendezvous>(o.master_addr, port, true, store_timeout, key);
+        rdzv = std::make_unique<rendezvous::NodeRendezvous>(o.master_addr, port, true, store_timeout, key);
       } catch (const RendezvousError&) {
         if (tries >= 4) throw;  // someone took the port between the probe and the bind
       }
     }
   }
   int pending_signal = 0;
-  const auto stop_requested = [&] { return (pending_signal = drain_stop_signal()) != 0; };
+  const auto stop_requested = [&] { return (pending_signal = workers::drain_stop_signal()) != 0; };
   const auto signaled = [&] {
-    say(fmt::format("received {} during the rendezvous; exiting", signal_name(pending_signal)));
+    output::say(fmt::format("received {} during the rendezvous; exiting", workers::signal_name(pending_signal)));
     return 128 + pending_signal;
   };
   // Several nodes: node 0 says which job it is; every other node checks
   // that before it writes any key, so that a node of another job (or with
   // another job key) is refused without touching this one.
   if (o.nnodes > 1) {
-    const JobIdentity identity{o.run_id, job_key_fingerprint(key), o.nnodes, o.min_nnodes,
+    const rendezvous::JobIdentity identity{o.run_id, rendezvous::job_key_fingerprint(key), o.nnodes, o.min_nnodes,
                                o.nproc_per_node};
     if (host_store) {
       rdzv->publish_identity(identity, store_timeout);
@@ -254,7 +253,7 @@ int run(LaunchOptions o) {
         if (!rdzv->check_identity(identity, o.rendezvous_timeout, stop_requested)) {
           return signaled();
         }
-      } catch (const JobMismatchError& e) {
+      } catch (const rendezvous::JobMismatchError& e) {
         throw UsageError(e.what());
       }
     }
@@ -271,14 +270,14 @@ int run(LaunchOptions o) {
     if (!rdzv->join(o.node_rank, o.nnodes, host, o.rendezvous_timeout, stop_requested)) {
       return signaled();
     }
-  } catch (const JobMismatchError& e) {
+  } catch (const rendezvous::JobMismatchError& e) {
     throw UsageError(e.what());  // e.g. a --node-rank given to two nodes
   }
   // From here to the exit, the other nodes can tell this launcher is alive.
-  std::optional<LauncherHeartbeat> heartbeat;
+  std::optional<rendezvous::LauncherHeartbeat> heartbeat;
   if (o.nnodes > 1) heartbeat.emplace(o.master_addr, rdzv->port(), key, o.node_rank);
 
-  AttemptConfig config;
+  workers::AttemptConfig config;
   config.options = &o;
   config.master_port = rdzv->port();
   config.host = host;
@@ -292,11 +291,11 @@ int run(LaunchOptions o) {
     code = run_attempts(o, config, *rdzv);
   } catch (const RendezvousError& e) {  // a restart's rendezvous
     if (o.nnodes == 1) throw;
-    say(fmt::format("error: {}", e.what()));
+    output::say(fmt::format("error: {}", e.what()));
     rdzv->close(o.node_rank, host, fmt::format("its rendezvous for restart {} failed", config.attempt + 1), false,
                 config.attempt);
   }
-  if (o.nnodes > 1) code = exit_barrier(o, host_store, code, config, *rdzv);
+  if (o.nnodes > 1) code = rendezvous::exit_barrier(o, host_store, code, config, *rdzv);
   return code;
 }
 
@@ -305,7 +304,7 @@ int run(LaunchOptions o) {
 // (group_failure.h), and each restart starts with a rendezvous round of every
 // node (a node that does not come back is named). When this node leaves the
 // job, it says why in the store, so that nodes waiting for a restart stop.
-int run_attempts(const LaunchOptions& o, AttemptConfig& config, NodeRendezvous& rdzv) {
+int run_attempts(const LaunchOptions& o, workers::AttemptConfig& config, rendezvous::NodeRendezvous& rdzv) {
   int last_attempt = -1;  // the last attempt this node ran
   const auto leave_job = [&](int code, const std::string& why) {
     if (o.nnodes > 1) {
@@ -314,43 +313,43 @@ int run_attempts(const LaunchOptions& o, AttemptConfig& config, NodeRendezvous& 
     return code;
   };
   for (int attempt = 0;; ++attempt) {
-    if (const int sig = drain_stop_signal()) {
-      say(fmt::format("received {} between attempts; exiting", signal_name(sig)));
-      return leave_job(128 + sig, "it received " + signal_name(sig));
+    if (const int sig = workers::drain_stop_signal()) {
+      output::say(fmt::format("received {} between attempts; exiting", workers::signal_name(sig)));
+      return leave_job(128 + sig, "it received " + workers::signal_name(sig));
     }
     if (attempt > 0 && o.nnodes > 1) {
       int pending = 0;
       const bool joined = rdzv.join(o.node_rank, o.nnodes, config.host, o.rendezvous_timeout,
-                                    [&] { return (pending = drain_stop_signal()) != 0; }, attempt);
+                                    [&] { return (pending = workers::drain_stop_signal()) != 0; }, attempt);
       if (!joined) {
-        say(fmt::format("received {} during the rendezvous for restart {}; exiting",
-                        signal_name(pending), attempt));
-        return leave_job(128 + pending, "it received " + signal_name(pending));
+        output::say(fmt::format("received {} during the rendezvous for restart {}; exiting",
+                        workers::signal_name(pending), attempt));
+        return leave_job(128 + pending, "it received " + workers::signal_name(pending));
       }
     }
     config.attempt = last_attempt = attempt;
-    const AttemptResult result = run_attempt(config);
+    const workers::AttemptResult result = workers::run_attempt(config);
     switch (result.outcome) {
-      case AttemptResult::Outcome::kSucceeded:
+      case workers::AttemptResult::Outcome::kSucceeded:
         return leave_job(kExitOk, "its workers succeeded");
-      case AttemptResult::Outcome::kSignaled:
-        say(fmt::format("stopped every worker after {}; exit code {}", signal_name(result.signal),
+      case workers::AttemptResult::Outcome::kSignaled:
+        output::say(fmt::format("stopped every worker after {}; exit code {}", workers::signal_name(result.signal),
                         128 + result.signal));
-        return leave_job(128 + result.signal, "it received " + signal_name(result.signal));
-      case AttemptResult::Outcome::kMembershipChanged:  // elastic rounds only (elastic_agent.h)
+        return leave_job(128 + result.signal, "it received " + workers::signal_name(result.signal));
+      case workers::AttemptResult::Outcome::kMembershipChanged:  // elastic rounds only (elastic_agent.h)
         continue;
-      case AttemptResult::Outcome::kFailed:
+      case workers::AttemptResult::Outcome::kFailed:
         if (const auto& remote = result.failure->remote; remote && remote->silent) {
           config.gone_nodes.push_back(remote->node_rank);
         }
         if (attempt < o.max_restarts) {
-          say(fmt::format("attempt {} failed ({}); restarting ({}/{}){}", attempt,
-                          one_line_cause(*result.failure), attempt + 1, o.max_restarts,
+          output::say(fmt::format("attempt {} failed ({}); restarting ({}/{}){}", attempt,
+                          workers::one_line_cause(*result.failure), attempt + 1, o.max_restarts,
                           o.nnodes > 1 ? " with every node" : ""));
           continue;
         }
-        write_all(2, format_failure_summary(*result.failure));
-        if (o.max_restarts > 0) say(fmt::format("giving up after {} restarts", o.max_restarts));
+        output::write_all(2, workers::format_failure_summary(*result.failure));
+        if (o.max_restarts > 0) output::say(fmt::format("giving up after {} restarts", o.max_restarts));
         return leave_job(kExitWorkerFailed,
                          fmt::format("it gave up ({} restarts allowed)", o.max_restarts));
     }
@@ -360,23 +359,22 @@ int run_attempts(const LaunchOptions& o, AttemptConfig& config, NodeRendezvous& 
 }  // namespace
 
 int main(int argc, char** argv) {
-  silence_libtorch_logging();
+  output::silence_libtorch_logging();
   try {
-    const std::optional<LaunchOptions> options = parse_command_line(argc, argv);
+    const std::optional<LaunchOptions> options = cli::parse_command_line(argc, argv);
     if (!options) return kExitOk;
-    for (const std::string& notice : options->notices) say(notice);
+    for (const std::string& notice : options->notices) output::say(notice);
     return run(*options);
   } catch (const UsageError& e) {
-    say(fmt::format("error: {}", e.what()));
+    output::say(fmt::format("error: {}", e.what()));
     return kExitUsage;
   } catch (const RendezvousError& e) {
-    say(fmt::format("error: {}", e.what()));
+    output::say(fmt::format("error: {}", e.what()));
     return kExitWorkerFailed;
   } catch (const std::exception& e) {
-    say(fmt::format("error: {}", e.what()));
+    output::say(fmt::format("error: {}", e.what()));
     return kExitWorkerFailed;
   }
 }
 
-}  // namespace launch
-}  // namespace rankwise
+}  // namespace rankwise::launch

@@ -9,11 +9,9 @@
 /// stderr names the first failure); 2 bad usage or configuration; 128+n the
 /// launcher was ended by signal n (forwarded to every worker first).
 
-namespace rankwise {
-namespace launch {
+namespace rankwise::launch {
 
 /// Runs the launcher with the process's command line and returns its exit code.
 int main(int argc, char** argv);
 
-}  // namespace launch
-}  // namespace rankwise
+}  // namespace rankwise::launch

@@ -8,12 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "launch/rdzv_flags.h"
+#include "launch/cli/rdzv_flags.h"
 
-namespace rankwise {
-namespace launch {
+namespace rankwise::launch {
 
-/// Exit codes of rankwise-run (documented in DESIGN.md and `-h`).
+/// Exit codes of rankwise-run (documented in docs/launcher.md and `-h`).
 constexpr int kExitOk = 0;
 constexpr int kExitWorkerFailed = 1;
 constexpr int kExitUsage = 2;
@@ -62,7 +61,7 @@ struct LaunchOptions {
   std::string master_addr = "127.0.0.1";
   /// Port of the rendezvous store; unset means "pick a free one" (nnodes == 1).
   std::optional<int> master_port;
-  RdzvBackend rdzv_backend = RdzvBackend::kStatic;  ///< --rdzv-backend
+  cli::RdzvBackend rdzv_backend = cli::RdzvBackend::kStatic;  ///< --rdzv-backend
   /// Whether this node hosts the store (--rdzv-conf is_host); unset: node 0
   /// does, or, with assign_node_rank, the node whose address the store's is.
   std::optional<bool> is_host;
@@ -119,23 +118,4 @@ struct LaunchOptions {
   int world_size() const { return nnodes * nproc_per_node; }
 };
 
-/// `s` seconds, given for `flag`, in milliseconds. Throws UsageError naming
-/// the flag when `s` is negative, not finite, too large, or 0 where
-/// `allow_zero` is false.
-std::chrono::milliseconds seconds_to_ms(double s, const char* flag, bool allow_zero);
-
-/// Parses and validates the command line. Returns nullopt when `-h` was given
-/// (help already printed). Throws UsageError on bad usage.
-std::optional<LaunchOptions> parse_command_line(int argc, char** argv);
-
-/// Resolves `--nproc-per-node`: a positive integer, `cpu` (number of CPU cores),
-/// `gpu` (number of visible GPUs; UsageError when none) or `auto` (GPUs if any,
-/// else CPU cores). Throws UsageError for anything else or a value < 1.
-int resolve_nproc_per_node(const std::string& value);
-
-/// Finds PROGRAM the way execvp would (PATH search when it has no '/').
-/// Throws UsageError when it does not exist or is not an executable file.
-std::string resolve_program(const std::string& program);
-
-}  // namespace launch
-}  // namespace rankwise
+}  // namespace rankwise::launch

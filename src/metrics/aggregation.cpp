@@ -3,14 +3,9 @@
 #include <cmath>
 #include <limits>
 
-#include "metrics/detail/common.h"
+#include "metrics/common.h"
 
-namespace rankwise {
-namespace metrics {
-
-using detail::context;
-using detail::fail;
-using detail::shape_of;
+namespace rankwise::metrics {
 
 namespace {
 
@@ -130,5 +125,4 @@ void Max::update(double value) {
 
 torch::Tensor Max::compute_from(const StateMap& states) const { return states.at("max").clone(); }
 
-}  // namespace metrics
-}  // namespace rankwise
+}  // namespace rankwise::metrics

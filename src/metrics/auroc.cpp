@@ -2,15 +2,9 @@
 
 #include <limits>
 
-#include "metrics/detail/common.h"
+#include "metrics/common.h"
 
-namespace rankwise {
-namespace metrics {
-
-using detail::context;
-using detail::dtype_of;
-using detail::fail;
-using detail::shape_of;
+namespace rankwise::metrics {
 
 namespace {
 
@@ -94,5 +88,4 @@ torch::Tensor AUROC::compute_from(const StateMap& states) const {
   return torch::full({}, binary_auroc(states.at("scores"), states.at("target")), torch::kDouble);
 }
 
-}  // namespace metrics
-}  // namespace rankwise
+}  // namespace rankwise::metrics

@@ -1,14 +1,8 @@
 #include "rankwise/metrics/classification.h"
 
-#include "metrics/detail/common.h"
+#include "metrics/common.h"
 
-namespace rankwise {
-namespace metrics {
-
-using detail::context;
-using detail::dtype_of;
-using detail::fail;
-using detail::shape_of;
+namespace rankwise::metrics {
 
 namespace {
 
@@ -209,5 +203,4 @@ torch::Tensor F1::compute_from(const StateMap& s) const {
   return average(2 * s.at("tp"), 2 * s.at("tp") + s.at("fp") + s.at("fn"), s);
 }
 
-}  // namespace metrics
-}  // namespace rankwise
+}  // namespace rankwise::metrics

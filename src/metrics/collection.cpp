@@ -1,15 +1,11 @@
 // MetricCollection: named metrics computed with the fewest collectives.
 #include "rankwise/metrics/collection.h"
 
-#include "metrics/detail/common.h"
-#include "metrics/detail/state_sync.h"
+#include "metrics/common.h"
+#include "metrics/state_sync.h"
 #include "rankwise/error.h"
 
-namespace rankwise {
-namespace metrics {
-
-using detail::context;
-using detail::fail;
+namespace rankwise::metrics {
 
 void MetricCollection::add_metric(const std::string& name, std::shared_ptr<Metric> metric) {
   const std::string where = context("MetricCollection", "add");
@@ -28,7 +24,7 @@ std::map<std::string, torch::Tensor> MetricCollection::compute() {
   std::vector<const Metric*> all;
   for (const auto& entry : metrics_) all.push_back(entry.second.get());
   SyncStats stats;
-  auto states = detail::sync_states(all, stats);
+  auto states = sync_states(all, stats);
   last_sync_ = stats;
   std::map<std::string, torch::Tensor> result;
   for (std::size_t i = 0; i < metrics_.size(); ++i) {
@@ -103,5 +99,4 @@ Metric& MetricCollection::at(const std::string& name) {
   fail(context("MetricCollection", "at"), "no metric named '" + name + "'");
 }
 
-}  // namespace metrics
-}  // namespace rankwise
+}  // namespace rankwise::metrics

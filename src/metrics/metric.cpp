@@ -4,16 +4,11 @@
 #include <algorithm>
 #include <set>
 
-#include "metrics/detail/common.h"
-#include "metrics/detail/state_sync.h"
+#include "metrics/common.h"
+#include "metrics/state_sync.h"
 #include "rankwise/error.h"
 
-namespace rankwise {
-namespace metrics {
-
-using detail::context;
-using detail::fail;
-using detail::shape_of;
+namespace rankwise::metrics {
 
 namespace {
 
@@ -193,10 +188,9 @@ c10::Dict<std::string, torch::Tensor> Metric::merge_states(
 
 torch::Tensor Metric::compute() {
   SyncStats stats;
-  auto states = detail::sync_states({this}, stats);
+  auto states = sync_states({this}, stats);
   last_sync_ = stats;
   return compute_from(states.front());
 }
 
-}  // namespace metrics
-}  // namespace rankwise
+}  // namespace rankwise::metrics

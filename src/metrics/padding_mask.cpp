@@ -1,15 +1,10 @@
 // PaddingMask: which samples of a batch a metric leaves out.
 #include "rankwise/metrics/padding_mask.h"
 
-#include "metrics/detail/common.h"
+#include "metrics/common.h"
 #include "rankwise/error.h"
 
-namespace rankwise {
-namespace metrics {
-
-using detail::context;
-using detail::fail;
-using detail::shape_of;
+namespace rankwise::metrics {
 
 PaddingMask::PaddingMask(torch::Tensor is_padding) {
   if (!is_padding.defined()) return;
@@ -22,7 +17,7 @@ PaddingMask::PaddingMask(torch::Tensor is_padding) {
   if (is_padding.scalar_type() != torch::kBool) {
     if (is_padding.is_floating_point() || is_padding.is_complex()) {
       fail(where, "the padding mask must be a bool tensor (true = padding), got dtype " +
-                      detail::dtype_of(is_padding));
+                      dtype_of(is_padding));
     }
     if (is_padding.numel() > 0 &&
         (is_padding.min().item<int64_t>() < 0 || is_padding.max().item<int64_t>() > 1)) {
@@ -61,5 +56,4 @@ torch::Tensor PaddingMask::keep(int64_t n, const std::string& who) const {
   return mask_.logical_not();
 }
 
-}  // namespace metrics
-}  // namespace rankwise
+}  // namespace rankwise::metrics

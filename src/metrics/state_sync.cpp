@@ -1,18 +1,16 @@
 // The cross-rank synchronisation of metric states: one all_reduce for every
 // kSum/kMin/kMax state, two all_gathers for the kCat states.
-#include "metrics/detail/state_sync.h"
+#include "metrics/state_sync.h"
 
 #include <algorithm>
 
-#include "detail/all_gather_varlen.h"
-#include "metrics/detail/common.h"
+#include "dist/all_gather_varlen.h"
+#include "metrics/common.h"
 #include "rankwise/error.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
-namespace rankwise {
-namespace metrics {
+namespace rankwise::metrics {
 
-namespace detail {
 namespace {
 
 constexpr double kMaxExactInteger = 9007199254740992.0;  // 2^53
@@ -46,8 +44,8 @@ std::vector<Metric::StateMap> sync_states(const std::vector<const Metric*>& metr
   std::vector<Metric::StateMap> out;
   out.reserve(metrics.size());
   for (const auto* m : metrics) out.push_back(m->local_states());
-  if (!rankwise::is_initialized()) return out;
-  auto& pg = rankwise::process_group();
+  if (!rankwise::dist::is_initialized()) return out;
+  auto& pg = rankwise::dist::process_group();
   const int64_t world = pg.world_size();
   const int64_t rank = pg.rank();
   if (world == 1) return out;
@@ -86,7 +84,7 @@ std::vector<Metric::StateMap> sync_states(const std::vector<const Metric*>& metr
                                                                  : slot.offset + rank * slot.numel;
       buffer.narrow(0, at, slot.numel).copy_(flat);
     }
-    pg.all_reduce(buffer, rankwise::ReduceOp::kSum);
+    pg.all_reduce(buffer, rankwise::dist::ReduceOp::kSum);
     stats.all_reduce += 1;
     stats.elements += total;
     for (auto& slot : reduced) {
@@ -108,8 +106,8 @@ std::vector<Metric::StateMap> sync_states(const std::vector<const Metric*>& metr
   if (!gathered.empty()) {
     std::vector<int64_t> lengths;  // elements: rows times the elements of one row
     for (const auto& slot : gathered) lengths.push_back(slot.local.size(0) * slot.numel);
-    rankwise::detail::VarlenGatherStats issued;
-    const auto all = rankwise::detail::all_gather_varlen(
+    rankwise::dist::VarlenGatherStats issued;
+    const auto all = rankwise::dist::all_gather_varlen(
         pg, lengths, torch::kDouble,
         [&](std::size_t j) {
           const auto& slot = gathered[j];
@@ -131,7 +129,4 @@ std::vector<Metric::StateMap> sync_states(const std::vector<const Metric*>& metr
   return out;
 }
 
-}  // namespace detail
-
-}  // namespace metrics
-}  // namespace rankwise
+}  // namespace rankwise::metrics

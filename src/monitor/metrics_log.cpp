@@ -11,11 +11,11 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
-#include "detail/check.h"
-#include "detail/write_line.h"
+#include "core/check.h"
+#include "util/io.h"
 #include "rankwise/error.h"
 #include "rankwise/log.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
 namespace rankwise::monitor {
 namespace {
@@ -24,10 +24,10 @@ using Json = nlohmann::ordered_json;
 
 int open_file(const std::string& path, bool append, const char* what) {
   RANKWISE_CHECK(!path.empty(), ConfigError,
-                 "rankwise: metrics log: the {} path is empty; give a file name (e.g. metrics.jsonl)", what);
+                 "metrics log: the {} path is empty; give a file name (e.g. metrics.jsonl)", what);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : 0), 0644);
   RANKWISE_CHECK(fd >= 0, ConfigError,
-                 "rankwise: metrics log: cannot open the {} '{}' for writing: {}; check that its directory "
+                 "metrics log: cannot open the {} '{}' for writing: {}; check that its directory "
                  "exists and is writable, or choose another path",
                  what, path, std::strerror(errno));
   // One writer at a time (flock(2), released when the process dies): a second
@@ -37,14 +37,15 @@ int open_file(const std::string& path, bool append, const char* what) {
     const int error = errno;
     ::close(fd);
     RANKWISE_CHECK(false, ConfigError,
-                   "rankwise: metrics log: the {} '{}' is being written by another run ({}); give each run "
+                   "metrics log: the {} '{}' is being written by another run ({}); give each run "
                    "its own path (--metrics-log)",
-                   what, path, error == EWOULDBLOCK ? "it holds the file's lock" : std::strerror(error));
+                   what, path,
+                   error == EWOULDBLOCK ? "it holds the file's lock" : std::strerror(error));
   }
   if (!append && ::ftruncate(fd, 0) != 0) {
     const int error = errno;
     ::close(fd);
-    RANKWISE_CHECK(false, ConfigError, "rankwise: metrics log: cannot truncate the {} '{}': {}", what, path,
+    RANKWISE_CHECK(false, ConfigError, "metrics log: cannot truncate the {} '{}': {}", what, path,
                    std::strerror(error));
   }
   return fd;
@@ -122,14 +123,14 @@ MetricsLog::MetricsLog(MetricsLogOptions options, const RunConfig& config)
   line["version"] = 1;
   line["time"] = 0.0;
   line["started_at"] = utc_now();
-  line["world_size"] = is_initialized() ? world_size() : 1;
+  line["world_size"] = dist::is_initialized() ? dist::world_size() : 1;
   line["rankwise"] = RANKWISE_VERSION;
   Json values = Json::object();
   for (const auto& [key, value] : config) values[key] = to_json(value);
   line["config"] = std::move(values);
-  detail::write_line(files_->jsonl, line.dump());
+  util::write_line(files_->jsonl, line.dump());
   if (files_->csv < 0) return;
-  if (!csv_existed) detail::write_line(files_->csv, "kind,step,epoch,time,name,value");
+  if (!csv_existed) util::write_line(files_->csv, "kind,step,epoch,time,name,value");
   std::string rows;
   auto add_rows = [&rows](const Json& object, bool skip_own) {
     for (const auto& item : object.items()) {
@@ -142,7 +143,7 @@ MetricsLog::MetricsLog(MetricsLogOptions options, const RunConfig& config)
   add_rows(line, /*skip_own=*/true);
   add_rows(line["config"], /*skip_own=*/false);
   rows.pop_back();  // write_line adds the last newline
-  detail::write_line(files_->csv, rows);
+  util::write_line(files_->csv, rows);
 }
 
 MetricsLog::~MetricsLog() = default;
@@ -150,7 +151,7 @@ MetricsLog::~MetricsLog() = default;
 void MetricsLog::write(const LogRecord& record) {
   if (!files_) return;
   const double time = elapsed_seconds();
-  detail::write_line(files_->jsonl, format_record(record, time));
+  util::write_line(files_->jsonl, format_record(record, time));
   if (files_->csv < 0) return;
   const std::string prefix = fmt::format("{},{},{},{},", csv_field(record.kind), record.step, record.epoch, time);
   std::string rows;
@@ -158,7 +159,7 @@ void MetricsLog::write(const LogRecord& record) {
   if (record.samples_per_s) rows += prefix + "samples_per_s," + csv_number(*record.samples_per_s) + "\n";
   if (rows.empty()) return;
   rows.pop_back();
-  detail::write_line(files_->csv, rows);
+  util::write_line(files_->csv, rows);
 }
 
 void MetricsLog::log_step(int64_t step, int64_t epoch, const MetricValues& metrics,

@@ -11,7 +11,7 @@
 # each set must also be the seed's printed output (tests/e2e/golden).
 #
 # Exits 77 (ctest: skipped) when RANKWISE_PYTHON's torch is 1.x: Debian's
-# torchrun (1.13) fails at start on Python 3.11 (DESIGN.md, known quirks).
+# torchrun (1.13) fails at start on Python 3.11 (docs/getting-started.md, "Known quirks").
 set -uo pipefail
 run=$(realpath "$1") save_and_log=$(realpath "$2") resume=$(realpath "$3") work=$(realpath -m "$4")
 here=$(cd "$(dirname "$0")" && pwd)

@@ -7,43 +7,43 @@
 #include <torch/torch.h>
 
 #include "ddp_test_support.h"
-#include "rankwise/ddp.h"
-#include "rankwise/process_group.h"
+#include "rankwise/parallel/ddp.h"
+#include "rankwise/dist/process_group.h"
 
 namespace cuda_test {
 
 // all_reduce (sum, avg, max), broadcast and all_gather of tensors on
 // `device`, which stay there; then a barrier.
 inline void expect_collectives_on(const torch::Device& device) {
-  const int rank = rankwise::rank(), world = rankwise::world_size();
+  const int rank = rankwise::dist::rank(), world = rankwise::dist::world_size();
   const auto opts = torch::TensorOptions().device(device).dtype(torch::kFloat32);
   auto sum = torch::tensor({rank + 1.0f, 10.0f * (rank + 1)}, opts);
-  rankwise::all_reduce(sum);
+  rankwise::dist::all_reduce(sum);
   const float s = world * (world + 1) / 2.0f;
   EXPECT_EQ(sum.device(), device);
   EXPECT_TRUE(sum.cpu().equal(torch::tensor({s, 10 * s})));
   auto avg = torch::full({3}, 2.0f * (rank + 1), opts);
-  rankwise::all_reduce(avg, rankwise::ReduceOp::kAvg);
+  rankwise::dist::all_reduce(avg, rankwise::dist::ReduceOp::kAvg);
   EXPECT_TRUE(avg.cpu().equal(torch::full({3}, 2.0f * s / world)));
   auto mx = torch::tensor({static_cast<int64_t>(rank)}, opts.dtype(torch::kInt64));
-  rankwise::all_reduce(mx, rankwise::ReduceOp::kMax);
+  rankwise::dist::all_reduce(mx, rankwise::dist::ReduceOp::kMax);
   EXPECT_EQ(mx.item<int64_t>(), world - 1);
   auto b = torch::full({4}, rank == 0 ? 7.0f : -1.0f, opts);
-  rankwise::broadcast(b, 0);
+  rankwise::dist::broadcast(b, 0);
   EXPECT_TRUE(b.cpu().equal(torch::full({4}, 7.0f)));
-  const auto gathered = rankwise::all_gather(torch::full({2}, static_cast<float>(rank), opts));
+  const auto gathered = rankwise::dist::all_gather(torch::full({2}, static_cast<float>(rank), opts));
   ASSERT_EQ(static_cast<int>(gathered.size()), world);
   for (int r = 0; r < world; ++r) {
     EXPECT_EQ(gathered[r].device(), device);
     EXPECT_TRUE(gathered[r].cpu().equal(torch::full({2}, static_cast<float>(r))));
   }
-  rankwise::barrier();
+  rankwise::dist::barrier();
 }
 
 // One DDP step of a Linear on `device`: every rank ends with the gradients of
 // the average of every rank's loss, as a local replica computes them.
 inline void expect_ddp_step_on(const torch::Device& device) {
-  const int rank = rankwise::rank(), world = rankwise::world_size();
+  const int rank = rankwise::dist::rank(), world = rankwise::dist::world_size();
   torch::manual_seed(1);
   torch::nn::Linear model(5, 3);
   model->to(device);
@@ -55,7 +55,7 @@ inline void expect_ddp_step_on(const torch::Device& device) {
       reference->parameters()[i].copy_(model->parameters()[i]);
     }
   }
-  rankwise::DistributedDataParallel ddp(model);
+  rankwise::parallel::DistributedDataParallel ddp(model);
   for (const auto& p : model->parameters()) EXPECT_EQ(p.device(), device);
   auto [x, y] = ddp_test::batch_of(rank);
   torch::mse_loss(ddp.forward(x.to(device)), y.to(device)).backward();

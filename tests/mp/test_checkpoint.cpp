@@ -17,14 +17,14 @@
 #include "rankwise/error.h"
 #include "rankwise/metrics/aggregation.h"
 #include "rankwise/metrics/collection.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-rankwise::ProcessGroup& group() {
-  return rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+rankwise::dist::ProcessGroup& group() {
+  return rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(60)));
 }
 
 // A directory every rank of this run shares (the store's port is unique per run).
@@ -44,10 +44,10 @@ TEST(ReplicatedCheckpoint, SlowRankZeroWriteIsCompleteBeforeAnyRankReturns) {
     ::setenv("RANKWISE_CHECKPOINT_FAULT", "sleep_ms=1500", 1);  // rank 0 stalls mid-write
   }
   pg.barrier();
-  rankwise::Checkpoint state;
+  rankwise::checkpoint::Checkpoint state;
   state.insert("payload", torch::arange(1 << 20, torch::kFloat32));
   const auto started = std::chrono::steady_clock::now();
-  rankwise::save((dir / "a.pt").string(), state);
+  rankwise::checkpoint::save((dir / "a.pt").string(), state);
   const double waited =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   // The stall happened (rank 0's own clock: sleep_for waits at least 1.5 s).
@@ -58,8 +58,8 @@ TEST(ReplicatedCheckpoint, SlowRankZeroWriteIsCompleteBeforeAnyRankReturns) {
   const bool written = fs::exists(dir / "a.pt");
   EXPECT_TRUE(written) << "rank " << pg.rank() << " returned before rank 0 finished writing";
   if (written) {
-    EXPECT_TRUE(rankwise::verify((dir / "a.pt").string()));
-    EXPECT_TRUE(torch::equal(rankwise::load((dir / "a.pt").string()).at("payload").toTensor(),
+    EXPECT_TRUE(rankwise::checkpoint::verify((dir / "a.pt").string()));
+    EXPECT_TRUE(torch::equal(rankwise::checkpoint::load((dir / "a.pt").string()).at("payload").toTensor(),
                              torch::arange(1 << 20, torch::kFloat32)));
   }
   pg.barrier();
@@ -68,10 +68,10 @@ TEST(ReplicatedCheckpoint, SlowRankZeroWriteIsCompleteBeforeAnyRankReturns) {
 
 TEST(ReplicatedCheckpoint, FailureOnRankZeroIsRaisedOnEveryRank) {
   auto& pg = group();
-  rankwise::Checkpoint state;
+  rankwise::checkpoint::Checkpoint state;
   state.insert("x", torch::ones({2}));
   try {
-    rankwise::save("/proc/rankwise-no-such-dir/a.pt", state);
+    rankwise::checkpoint::save("/proc/rankwise-no-such-dir/a.pt", state);
     FAIL() << "no error on rank " << pg.rank();
   } catch (const rankwise::CheckpointError& e) {
     const std::string text = e.what();
@@ -93,13 +93,13 @@ TEST(ReplicatedCheckpoint, PerRankRngAndMetricStatesReturnToTheirRank) {
   auto mean = metrics.add("loss", std::make_shared<rankwise::metrics::Mean>());
   mean->update(static_cast<double>(10 * (pg.rank() + 1)), 2.0);  // rank-local partial state
 
-  rankwise::TrainingState state;
+  rankwise::checkpoint::TrainingState state;
   state.model = model.get();
   state.step = 7;
   state.metrics["train"] = &metrics;
   {
-    rankwise::CheckpointManager manager(rankwise::CheckpointManagerOptions(dir.string()));
-    manager.save(rankwise::capture(state), state.step);
+    rankwise::checkpoint::CheckpointManager manager(rankwise::checkpoint::CheckpointManagerOptions(dir.string()));
+    manager.save(rankwise::checkpoint::capture(state), state.step);
   }
   const auto expected_draw = torch::rand({4});
   const auto expected_loss = metrics.compute().at("loss").item<double>();  // collective
@@ -109,13 +109,13 @@ TEST(ReplicatedCheckpoint, PerRankRngAndMetricStatesReturnToTheirRank) {
   torch::nn::Linear fresh(3, 2);
   rankwise::metrics::MetricCollection fresh_metrics;
   fresh_metrics.add("loss", std::make_shared<rankwise::metrics::Mean>());
-  rankwise::TrainingState target;
+  rankwise::checkpoint::TrainingState target;
   target.model = fresh.get();
   target.metrics["train"] = &fresh_metrics;
-  rankwise::CheckpointManager manager(rankwise::CheckpointManagerOptions(dir.string()));
+  rankwise::checkpoint::CheckpointManager manager(rankwise::checkpoint::CheckpointManagerOptions(dir.string()));
   auto checkpoint = manager.load_latest();
   ASSERT_TRUE(checkpoint.has_value());
-  rankwise::restore(*checkpoint, target);
+  rankwise::checkpoint::restore(*checkpoint, target);
   EXPECT_EQ(target.step, 7);
   EXPECT_TRUE(torch::equal(fresh->weight, model->weight));
   EXPECT_TRUE(torch::equal(torch::rand({4}), expected_draw)) << "rank " << pg.rank();

@@ -18,14 +18,14 @@
 #include "rankwise/checkpoint/manager.h"
 #include "rankwise/env.h"
 #include "rankwise/error.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-rankwise::ProcessGroup& group() {
-  return rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+rankwise::dist::ProcessGroup& group() {
+  return rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(60)));
 }
 
 // This rank's own working directory for test `name`, made the current one.
@@ -40,14 +40,14 @@ fs::path enter_own_dir(const std::string& name) {
   return base;
 }
 
-rankwise::Checkpoint state_of(int64_t step) {
-  rankwise::Checkpoint state;
+rankwise::checkpoint::Checkpoint state_of(int64_t step) {
+  rankwise::checkpoint::Checkpoint state;
   state.insert("weights", torch::arange(1000, torch::kFloat32) * static_cast<double>(step));
   state.insert("step", step);
   return state;
 }
 
-void expect_step(const rankwise::Checkpoint& loaded, int64_t step) {
+void expect_step(const rankwise::checkpoint::Checkpoint& loaded, int64_t step) {
   EXPECT_EQ(loaded.at("step").toInt(), step) << "rank " << group().rank();
   EXPECT_TRUE(torch::equal(loaded.at("weights").toTensor(), state_of(step).at("weights").toTensor()))
       << "rank " << group().rank();
@@ -73,13 +73,13 @@ std::string read_all(const fs::path& path) {
 TEST(CollectiveLoad, RanksThatDoNotSeeTheFileReceiveRankZerosBytes) {
   auto& pg = group();
   enter_own_dir("missing");
-  rankwise::save("c.pt", state_of(7));  // rank 0 writes into its own directory
+  rankwise::checkpoint::save("c.pt", state_of(7));  // rank 0 writes into its own directory
   pg.barrier();
   EXPECT_EQ(fs::exists("c.pt"), pg.rank() == 0);
   testing::internal::CaptureStderr();
   const auto started = std::chrono::steady_clock::now();
-  const auto loaded = rankwise::load_collective(
-      "c.pt", rankwise::CollectiveLoadOptions().stale_timeout(std::chrono::milliseconds(300)));
+  const auto loaded = rankwise::checkpoint::load_collective(
+      "c.pt", rankwise::checkpoint::CollectiveLoadOptions().stale_timeout(std::chrono::milliseconds(300)));
   const auto waited = std::chrono::steady_clock::now() - started;
   const std::string note = testing::internal::GetCapturedStderr();
   expect_step(loaded, 7);
@@ -92,7 +92,7 @@ TEST(CollectiveLoad, RanksThatDoNotSeeTheFileReceiveRankZerosBytes) {
   }
   // node_local: no wait at all (a bound far below the default 10 s).
   const auto again_started = std::chrono::steady_clock::now();
-  expect_step(rankwise::load_collective("c.pt", rankwise::CollectiveLoadOptions().node_local(true)), 7);
+  expect_step(rankwise::checkpoint::load_collective("c.pt", rankwise::checkpoint::CollectiveLoadOptions().node_local(true)), 7);
   EXPECT_LT(std::chrono::steady_clock::now() - again_started, std::chrono::seconds(5));
   EXPECT_LT(waited, std::chrono::seconds(30));
 }
@@ -103,8 +103,8 @@ TEST(CollectiveLoad, RanksThatDoNotSeeTheFileReceiveRankZerosBytes) {
 TEST(CollectiveLoad, AStaleOrTornViewIsWaitedForAndReadLocally) {
   auto& pg = group();
   const auto base = enter_own_dir("stale");
-  rankwise::save("older.pt", state_of(2));  // rank 0 writes both
-  rankwise::save("c.pt", state_of(3));
+  rankwise::checkpoint::save("older.pt", state_of(2));  // rank 0 writes both
+  rankwise::checkpoint::save("c.pt", state_of(3));
   pg.barrier();
   const auto rank0_file = base / "rank0" / "c.pt";
   std::thread catch_up;
@@ -128,8 +128,8 @@ TEST(CollectiveLoad, AStaleOrTornViewIsWaitedForAndReadLocally) {
     });
   }
   testing::internal::CaptureStderr();
-  const auto loaded = rankwise::load_collective(
-      "c.pt", rankwise::CollectiveLoadOptions().stale_timeout(std::chrono::seconds(20)));
+  const auto loaded = rankwise::checkpoint::load_collective(
+      "c.pt", rankwise::checkpoint::CollectiveLoadOptions().stale_timeout(std::chrono::seconds(20)));
   const std::string note = testing::internal::GetCapturedStderr();
   if (catch_up.joinable()) catch_up.join();
   expect_step(loaded, 3);
@@ -142,7 +142,7 @@ TEST(CollectiveLoad, RankZerosErrorIsRaisedOnEveryRank) {
   enter_own_dir("error");
   if (pg.rank() != 0) std::ofstream("c.pt") << "not a checkpoint";  // rank 0 has no file
   try {
-    rankwise::load_collective("c.pt");
+    rankwise::checkpoint::load_collective("c.pt");
     FAIL() << "rank " << pg.rank() << ": no error";
   } catch (const rankwise::CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("cannot open checkpoint 'c.pt'"), std::string::npos)
@@ -159,14 +159,14 @@ TEST(CollectiveLoad, RankZerosErrorIsRaisedOnEveryRank) {
 TEST(CollectiveLoad, ManagerLoadsRankZerosLatestOnEveryRank) {
   auto& pg = group();
   const auto base = enter_own_dir("manager");
-  rankwise::CheckpointManager manager(rankwise::CheckpointManagerOptions("ckpts"));
+  rankwise::checkpoint::CheckpointManager manager(rankwise::checkpoint::CheckpointManagerOptions("ckpts"));
   manager.save(state_of(10), 10);
   if (pg.rank() == 1) fs::copy(base / "rank0" / "ckpts", "ckpts");  // a view that stops here
   pg.barrier();
   manager.save(state_of(20), 20);
   std::string path;
   const auto loaded = manager.load_latest_collective(
-      &path, rankwise::CollectiveLoadOptions().stale_timeout(std::chrono::milliseconds(200)));
+      &path, rankwise::checkpoint::CollectiveLoadOptions().stale_timeout(std::chrono::milliseconds(200)));
   ASSERT_TRUE(loaded.has_value());
   expect_step(*loaded, 20);
   EXPECT_EQ(path, "ckpts/checkpoint-0000000020.pt");

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "rankwise/error.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
 TEST(CollectiveTimeout, BarrierThatOneRankSkipsIsATimeoutError) {
-  auto& group = rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(2)));
+  auto& group = rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(2)));
   const std::string done_key = "test/rank0_timed_out";
   if (group.rank() == 0) {
     const int line = __LINE__ + 2;

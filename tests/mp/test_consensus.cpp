@@ -8,14 +8,14 @@
 #include <chrono>
 #include <vector>
 
-#include "rankwise/consensus.h"
+#include "rankwise/dist/consensus.h"
 #include "rankwise/error.h"
 #include "rankwise/metrics/aggregation.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
 namespace {
-rankwise::ProcessGroup& group() {
-  return rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+rankwise::dist::ProcessGroup& group() {
+  return rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(60)));
 }
 }  // namespace
 
@@ -23,14 +23,14 @@ TEST(Consensus, AnyAllBroadcastAgree) {
   auto& pg = group();
   ASSERT_EQ(pg.world_size(), 2);
   const bool mine = pg.rank() == 1;  // true on rank 1 only
-  EXPECT_TRUE(rankwise::any(mine));
-  EXPECT_FALSE(rankwise::all(mine));
-  EXPECT_TRUE(rankwise::all(true));
-  EXPECT_FALSE(rankwise::any(false));
-  EXPECT_EQ(rankwise::broadcast_decision(mine, 1), true);
-  EXPECT_EQ(rankwise::broadcast_decision(mine, 0), false);
-  EXPECT_EQ(rankwise::broadcast_decision(int64_t{10 + pg.rank()}), 10);
-  EXPECT_EQ(rankwise::broadcast_decision(0.25 * (pg.rank() + 1), 1), 0.5);
+  EXPECT_TRUE(rankwise::dist::any(mine));
+  EXPECT_FALSE(rankwise::dist::all(mine));
+  EXPECT_TRUE(rankwise::dist::all(true));
+  EXPECT_FALSE(rankwise::dist::any(false));
+  EXPECT_EQ(rankwise::dist::broadcast_decision(mine, 1), true);
+  EXPECT_EQ(rankwise::dist::broadcast_decision(mine, 0), false);
+  EXPECT_EQ(rankwise::dist::broadcast_decision(int64_t{10 + pg.rank()}), 10);
+  EXPECT_EQ(rankwise::dist::broadcast_decision(0.25 * (pg.rank() + 1), 1), 0.5);
 }
 
 // Per-rank validation losses (one sample of weight 1 per rank and epoch;
@@ -48,7 +48,7 @@ TEST(Consensus, EarlyStoppingOnTheReducedMetricStopsEveryRankTogether) {
   ASSERT_EQ(pg.world_size(), 2);
   const auto& mine = kLoss[static_cast<size_t>(pg.rank())];
   // Rank-local decisions (verify_agreement off: no communication) disagree.
-  rankwise::EarlyStopping local(rankwise::EarlyStoppingOptions().patience(2).verify_agreement(false));
+  rankwise::dist::EarlyStopping local(rankwise::dist::EarlyStoppingOptions().patience(2).verify_agreement(false));
   int64_t local_stop = -1;
   for (size_t e = 0; e < mine.size() && local_stop < 0; ++e) {
     if (local.step(mine[e])) local_stop = static_cast<int64_t>(e);
@@ -57,7 +57,7 @@ TEST(Consensus, EarlyStoppingOnTheReducedMetricStopsEveryRankTogether) {
 
   // The training loop: a collective every epoch (as DDP's gradient all_reduce
   // would be), the reduced loss decides.
-  rankwise::EarlyStopping stopper(rankwise::EarlyStoppingOptions().patience(2));
+  rankwise::dist::EarlyStopping stopper(rankwise::dist::EarlyStoppingOptions().patience(2));
   int64_t epoch = 0;
   for (; epoch < static_cast<int64_t>(mine.size()); ++epoch) {
     auto step = torch::ones({1});
@@ -70,13 +70,13 @@ TEST(Consensus, EarlyStoppingOnTheReducedMetricStopsEveryRankTogether) {
   EXPECT_EQ(stopper.stopped_epoch(), 3);
   EXPECT_EQ(stopper.best(), 0.875);
   // Both ranks stopped in the same epoch: agree, then meet at a barrier.
-  EXPECT_EQ(rankwise::broadcast_decision(epoch, 0), epoch);
+  EXPECT_EQ(rankwise::dist::broadcast_decision(epoch, 0), epoch);
   pg.barrier();
 }
 
 TEST(Consensus, EarlyStoppingRefusesRankLocalValues) {
   auto& pg = group();
-  rankwise::EarlyStopping stopper(rankwise::EarlyStoppingOptions().patience(2));
+  rankwise::dist::EarlyStopping stopper(rankwise::dist::EarlyStoppingOptions().patience(2));
   try {
     stopper.step(kLoss[static_cast<size_t>(pg.rank())][1]);  // 1.25 vs 0.5
     FAIL() << "expected CollectiveMismatchError";

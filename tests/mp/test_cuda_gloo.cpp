@@ -10,7 +10,7 @@
 class CudaGloo : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    rankwise::init(rankwise::InitOptions().backend("gloo").timeout(std::chrono::seconds(60)));
+    rankwise::dist::init(rankwise::dist::InitOptions().backend("gloo").timeout(std::chrono::seconds(60)));
   }
   void SetUp() override {
     if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
@@ -18,7 +18,7 @@ class CudaGloo : public ::testing::Test {
   const torch::Device gpu{torch::kCUDA, 0};
 };
 
-TEST_F(CudaGloo, BackendIsGloo) { EXPECT_EQ(rankwise::process_group().backend(), "gloo"); }
+TEST_F(CudaGloo, BackendIsGloo) { EXPECT_EQ(rankwise::dist::process_group().backend(), "gloo"); }
 
 TEST_F(CudaGloo, CollectivesOnASharedGpu) { cuda_test::expect_collectives_on(gpu); }
 

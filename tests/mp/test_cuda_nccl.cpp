@@ -17,7 +17,7 @@
 class CudaNccl : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+    rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(60)));
   }
   void SetUp() override {
     if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
@@ -27,13 +27,13 @@ class CudaNccl : public ::testing::Test {
 
 TEST(CudaNcclWithoutGpu, AutoIsGloo) {
   if (torch::cuda::is_available()) GTEST_SKIP() << "a CUDA device is present";
-  rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
-  EXPECT_EQ(rankwise::process_group().backend(), "gloo");
+  rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(60)));
+  EXPECT_EQ(rankwise::dist::process_group().backend(), "gloo");
   EXPECT_TRUE(rankwise::device().is_cpu());
 }
 
 TEST_F(CudaNccl, AutoPicksNcclBoundToThisRanksDevice) {
-  EXPECT_EQ(rankwise::process_group().backend(), "cpu:gloo,cuda:nccl");
+  EXPECT_EQ(rankwise::dist::process_group().backend(), "cpu:gloo,cuda:nccl");
   EXPECT_EQ(rankwise::device(), gpu);
   // init() made it the current device: a tensor on "cuda" lands there.
   EXPECT_EQ(torch::empty({1}, torch::kCUDA).device(), gpu);
@@ -51,16 +51,16 @@ TEST_F(CudaNccl, CheckpointFromCuda0LoadsOntoCpuAndCuda0) {
                    ("rankwise_cuda_nccl_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "c.pt").string();
-  rankwise::Checkpoint state;
+  rankwise::checkpoint::Checkpoint state;
   const auto w = torch::arange(12, torch::TensorOptions().device(gpu)).reshape({3, 4});
   state.insert("w", w);
-  rankwise::save(path, state);  // collective
-  const auto on_cpu = rankwise::load(path).at("w").toTensor();
+  rankwise::checkpoint::save(path, state);  // collective
+  const auto on_cpu = rankwise::checkpoint::load(path).at("w").toTensor();
   EXPECT_TRUE(on_cpu.device().is_cpu());
   EXPECT_TRUE(on_cpu.equal(w.cpu()));
-  const auto on_gpu = rankwise::load(path, rankwise::device()).at("w").toTensor();
+  const auto on_gpu = rankwise::checkpoint::load(path, rankwise::device()).at("w").toTensor();
   EXPECT_EQ(on_gpu.device(), gpu);
   EXPECT_TRUE(on_gpu.equal(w));
-  rankwise::barrier();
+  rankwise::dist::barrier();
   std::filesystem::remove_all(dir);
 }

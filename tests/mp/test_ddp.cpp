@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "rankwise/ddp.h"
+#include "rankwise/parallel/ddp.h"
 #include "rankwise/error.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 #include "ddp_test_support.h"
 #include "support/shell.h"
 
@@ -46,11 +46,11 @@ TORCH_MODULE(Net);
 
 template <typename Optimizer, typename Options>
 void expect_equivalent_to_single_process(const Options& options, int steps, bool accumulate) {
-  const int world = rankwise::world_size();
-  const int rank = rankwise::rank();
+  const int world = rankwise::dist::world_size();
+  const int rank = rankwise::dist::rank();
   torch::manual_seed(0);
   Net net;
-  rankwise::DistributedDataParallel ddp(net);
+  rankwise::parallel::DistributedDataParallel ddp(net);
   Optimizer opt(ddp.parameters(), options);
   for (int step = 0; step < steps; ++step) {
     opt.zero_grad();
@@ -68,7 +68,7 @@ void expect_equivalent_to_single_process(const Options& options, int steps, bool
     opt.step();
   }
   auto mine = flat_parameters(*ddp.module());
-  auto all = rankwise::all_gather(mine);
+  auto all = rankwise::dist::all_gather(mine);
   for (int r = 0; r < world; ++r) EXPECT_TRUE(all[r].equal(mine)) << "rank " << r << " differs";
 
   // One process, batch = the union of every rank's batch (equal sizes, so the
@@ -107,10 +107,10 @@ void expect_equivalent_to_single_process(const Options& options, int steps, bool
 class Ddp : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(30)));
+    rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(30)));
   }
-  int rank = rankwise::rank();
-  int world = rankwise::world_size();
+  int rank = rankwise::dist::rank();
+  int world = rankwise::dist::world_size();
 };
 
 TEST_F(Ddp, ConstructionBroadcastsRankZeroWeights) {
@@ -118,7 +118,7 @@ TEST_F(Ddp, ConstructionBroadcastsRankZeroWeights) {
   Net rank0_copy;
   torch::manual_seed(rank);  // different on purpose
   Net net;
-  rankwise::DistributedDataParallel ddp(net);
+  rankwise::parallel::DistributedDataParallel ddp(net);
   EXPECT_TRUE(flat_parameters(*ddp.module()).equal(flat_parameters(*rank0_copy)));
 }
 
@@ -140,30 +140,30 @@ TEST_F(Ddp, NoSyncAccumulationEqualsSingleProcessOverUnion) {
 TEST_F(Ddp, NoSyncCommunicatesNothing) {
   torch::manual_seed(0);
   Net net;
-  rankwise::DistributedDataParallel ddp(net);
+  rankwise::parallel::DistributedDataParallel ddp(net);
   auto [x, y] = batch_of(rank, 0);
   {
     auto guard = ddp.no_sync();
     torch::mse_loss(ddp.forward(x), y).backward();
   }
-  auto gathered = rankwise::all_gather(ddp.module()->fc1->weight.grad().clone());
+  auto gathered = rankwise::dist::all_gather(ddp.module()->fc1->weight.grad().clone());
   EXPECT_FALSE(gathered[0].equal(gathered[1]));
 }
 
 TEST_F(Ddp, BuffersFollowRankZero) {
   torch::manual_seed(0);
   torch::nn::BatchNorm1d bn(3);
-  rankwise::DistributedDataParallel ddp(bn);
+  rankwise::parallel::DistributedDataParallel ddp(bn);
   torch::manual_seed(rank + 7);
   ddp.forward(torch::randn({6, 3}) + 5.0 * rank);  // local statistics differ by rank
-  auto after_first = rankwise::all_gather(ddp.module()->running_mean.clone());
+  auto after_first = rankwise::dist::all_gather(ddp.module()->running_mean.clone());
   ASSERT_FALSE(after_first[0].equal(after_first[1]));
   // Before the next forward rank 0's buffers are broadcast; an all-zero batch
   // (mean 0) then gives running_mean = (1 - 0.1) * rank 0's running_mean.
   ddp.forward(torch::zeros({6, 3}));
   auto expected = after_first[0] * 0.9;
   EXPECT_LT((ddp.module()->running_mean - expected).abs().max().item<float>(), 1e-6f);
-  auto after_second = rankwise::all_gather(ddp.module()->running_mean.clone());
+  auto after_second = rankwise::dist::all_gather(ddp.module()->running_mean.clone());
   EXPECT_TRUE(after_second[0].equal(after_second[1]));
 }
 
@@ -194,7 +194,7 @@ void expect_unused_parameters_named(int r, Next next) {
   torch::manual_seed(0);
   Net net;
   net->use_spare = false;
-  rankwise::DistributedDataParallel ddp(net);
+  rankwise::parallel::DistributedDataParallel ddp(net);
   auto [x, y] = batch_of(r, 0);
   torch::mse_loss(ddp.forward(x), y).backward();
   // c10d's own text is kept ("Expected to ...").
@@ -213,7 +213,7 @@ TEST_F(Ddp, UnusedParameterIsNamed) {
 // apart; join() names it instead.
 TEST_F(Ddp, UnusedParameterInTheLastStepIsNamedByJoin) {
   expect_unused_parameters_named(rank, [](auto& ddp, const torch::Tensor&) { ddp.join(); });
-  rankwise::barrier();
+  rankwise::dist::barrier();
 }
 
 // static_graph(true) promises the same used parameters every step; a step
@@ -221,8 +221,8 @@ TEST_F(Ddp, UnusedParameterInTheLastStepIsNamedByJoin) {
 TEST_F(Ddp, StaticGraphWhoseUsedParametersChangeIsNamed) {
   torch::manual_seed(0);
   Net net;
-  rankwise::DistributedDataParallel ddp(
-      net, rankwise::DistributedDataParallelOptions().static_graph(true));
+  rankwise::parallel::DistributedDataParallel ddp(
+      net, rankwise::parallel::DistributedDataParallelOptions().static_graph(true));
   auto [x, y] = batch_of(rank, 0);
   torch::mse_loss(ddp.forward(x), y).backward();  // every parameter used
   net->use_spare = false;
@@ -230,7 +230,7 @@ TEST_F(Ddp, StaticGraphWhoseUsedParametersChangeIsNamed) {
   expect_error_text([&] { ddp.forward(x); },
                     {"parameter(s) [spare.weight, spare.bias] received no gradient",
                      "without static_graph(true) and with find_unused_parameters(true)"});
-  rankwise::barrier();
+  rankwise::dist::barrier();
 }
 
 // With static_graph(true) a parameter unused from the first step on stays
@@ -251,8 +251,8 @@ TEST_F(Ddp, StaticGraphNamesOnlyTheParametersTheFirstStepUsed) {
   };
   torch::manual_seed(0);
   auto net = std::make_shared<Branches>();
-  rankwise::DistributedDataParallel ddp(
-      net, rankwise::DistributedDataParallelOptions().static_graph(true));
+  rankwise::parallel::DistributedDataParallel ddp(
+      net, rankwise::parallel::DistributedDataParallelOptions().static_graph(true));
   auto [x, y] = batch_of(rank, 0);
   torch::mse_loss(ddp.forward(x), y).backward();  // `idle` unused from the start
   torch::mse_loss(ddp.forward(x), y).backward();
@@ -261,7 +261,7 @@ TEST_F(Ddp, StaticGraphNamesOnlyTheParametersTheFirstStepUsed) {
   expect_error_text([&] { ddp.forward(x); },
                     {"parameter(s) [used.weight, used.bias] received no gradient",
                      "without static_graph(true) and with find_unused_parameters(true)"});
-  rankwise::barrier();
+  rankwise::dist::barrier();
 }
 
 // With find_unused_parameters(true) the parameters behind a returned tensor
@@ -279,15 +279,15 @@ TEST_F(Ddp, ReturnedTensorLeftOutOfTheLossIsNamedWithFindUnusedParameters) {
     torch::nn::Linear fc1, spare, idle;
   };
   torch::manual_seed(0);
-  rankwise::DistributedDataParallel ddp(
+  rankwise::parallel::DistributedDataParallel ddp(
       std::make_shared<TwoOutputs>(),
-      rankwise::DistributedDataParallelOptions().find_unused_parameters(true));
+      rankwise::parallel::DistributedDataParallelOptions().find_unused_parameters(true));
   auto [x, y] = batch_of(rank, 0);
   std::get<0>(ddp.forward(x)).sum().backward();  // the second output left out
   expect_error_text([&] { ddp.forward(x); },
                     {"parameter(s) [spare.weight, spare.bias] received no gradient",
                      "a tensor forward() returned did not take part in the loss"});
-  rankwise::barrier();
+  rankwise::dist::barrier();
 }
 
 // A model built differently on one rank fails on every rank at once, with
@@ -295,7 +295,7 @@ TEST_F(Ddp, ReturnedTensorLeftOutOfTheLossIsNamedWithFindUnusedParameters) {
 TEST_F(Ddp, ModelThatDiffersAcrossRanksIsNamedOnEveryRank) {
   torch::nn::Linear other_shape(5, rank == 1 ? 9 : 8);
   try {
-    rankwise::DistributedDataParallel ddp(other_shape);
+    rankwise::parallel::DistributedDataParallel ddp(other_shape);
     FAIL() << "expected a ConfigError";
   } catch (const rankwise::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("parameter 0 ('weight' on this rank) is [8, 5] float "
@@ -306,7 +306,7 @@ TEST_F(Ddp, ModelThatDiffersAcrossRanksIsNamedOnEveryRank) {
   torch::nn::Sequential other_count(torch::nn::Linear(5, 8));
   if (rank == 1) other_count->push_back(torch::nn::Linear(8, 3));
   try {
-    rankwise::DistributedDataParallel ddp(other_count);
+    rankwise::parallel::DistributedDataParallel ddp(other_count);
     FAIL() << "expected a ConfigError";
   } catch (const rankwise::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("rank 0 has 2 parameters that require a gradient, rank "
@@ -314,7 +314,7 @@ TEST_F(Ddp, ModelThatDiffersAcrossRanksIsNamedOnEveryRank) {
               std::string::npos)
         << e.what();
   }
-  rankwise::barrier();
+  rankwise::dist::barrier();
 }
 
 namespace {
@@ -347,7 +347,7 @@ TEST_F(Ddp, ZeroBucketCapMeansOneBucketPerParameterAsInPyTorch2) {
   // Rank 0 runs the reference (seconds of Python) and tells the others
   // whether there is one, so that every rank skips or none does.
   const auto reference = rank == 0 ? pytorch2_buckets("0 0.0001 25") : nlohmann::json::object();
-  const auto found = rankwise::all_gather(torch::tensor({reference.empty() ? 0 : 1}))[0];
+  const auto found = rankwise::dist::all_gather(torch::tensor({reference.empty() ? 0 : 1}))[0];
   if (found.item<int>() == 0) {
     GTEST_SKIP() << "no reference Python (" RANKWISE_OTHER_PYTHON " or " RANKWISE_PYTHON
                     ") with torch 2.x";
@@ -359,10 +359,10 @@ TEST_F(Ddp, ZeroBucketCapMeansOneBucketPerParameterAsInPyTorch2) {
   for (const auto& [cap, cap_mb] : {std::pair{"0", 0.0}, {"0.0001", 0.0001}, {"25", 25.0}}) {
     torch::manual_seed(0);
     Net net;
-    rankwise::DistributedDataParallel ddp(
-        net, rankwise::DistributedDataParallelOptions().bucket_cap_mb(cap_mb));
+    rankwise::parallel::DistributedDataParallel ddp(
+        net, rankwise::parallel::DistributedDataParallelOptions().bucket_cap_mb(cap_mb));
     // rankwise lays the buckets out at construction as the rebuild will
-    // (see src/ddp.cpp: a restarted process sums its first step like every
+    // (see src/parallel/ddp/ddp.cpp: a restarted process sums its first step like every
     // later one); PyTorch starts from one bucket in parameter order.
     const auto initial = ddp.bucket_parameter_names();
     torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
@@ -381,8 +381,8 @@ TEST_F(Ddp, ZeroBucketCapMeansOneBucketPerParameterAsInPyTorch2) {
       {"spare.bias"}, {"spare.weight"}, {"fc2.bias"}, {"fc2.weight"}, {"fc1.bias"}, {"fc1.weight"}};
   EXPECT_EQ(ours["0"], one_each);
   EXPECT_EQ(ours["25"].size(), 1u);  // the default: everything in one bucket
-  EXPECT_THROW(rankwise::DistributedDataParallel(
-                   Net(), rankwise::DistributedDataParallelOptions().bucket_cap_mb(-1)),
+  EXPECT_THROW(rankwise::parallel::DistributedDataParallel(
+                   Net(), rankwise::parallel::DistributedDataParallelOptions().bucket_cap_mb(-1)),
                rankwise::ConfigError);
 }
 
@@ -390,8 +390,8 @@ TEST_F(Ddp, FindUnusedParametersCompletesAndReplicasStayEqual) {
   torch::manual_seed(0);
   Net net;
   net->use_spare = false;
-  rankwise::DistributedDataParallel ddp(
-      net, rankwise::DistributedDataParallelOptions().find_unused_parameters(true));
+  rankwise::parallel::DistributedDataParallel ddp(
+      net, rankwise::parallel::DistributedDataParallelOptions().find_unused_parameters(true));
   torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
   train(ddp, opt, rank, 3);
   EXPECT_NO_THROW(ddp.check_replicas());
@@ -400,11 +400,11 @@ TEST_F(Ddp, FindUnusedParametersCompletesAndReplicasStayEqual) {
 TEST_F(Ddp, ReplicasBitwiseEqualAfter100Steps) {
   torch::manual_seed(0);
   Net net;
-  rankwise::DistributedDataParallel ddp(net, rankwise::DistributedDataParallelOptions().bucket_cap_mb(0.0001));
+  rankwise::parallel::DistributedDataParallel ddp(net, rankwise::parallel::DistributedDataParallelOptions().bucket_cap_mb(0.0001));
   torch::optim::Adam opt(ddp.parameters(), torch::optim::AdamOptions(0.01));
   train(ddp, opt, rank, 100);
   EXPECT_NO_THROW(ddp.check_replicas());
-  auto all = rankwise::all_gather(flat_parameters(*ddp.module()));
+  auto all = rankwise::dist::all_gather(flat_parameters(*ddp.module()));
   EXPECT_TRUE(all[0].equal(all[1]));
   // check_replicas can fail: perturb one parameter on rank 1 only.
   if (rank == 1) {
@@ -425,7 +425,7 @@ TEST_F(Ddp, ReplicasBitwiseEqualAfter100Steps) {
 TEST_F(Ddp, UnevenInputsRaiseNamingTheRankByDefault) {
   torch::manual_seed(0);
   Net net;
-  rankwise::DistributedDataParallel ddp(net);
+  rankwise::parallel::DistributedDataParallel ddp(net);
   torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
   const int batches = rank == 0 ? 10 : 9;  // rank 1 runs out first
   const auto start = std::chrono::steady_clock::now();
@@ -443,7 +443,7 @@ TEST_F(Ddp, UnevenInputsRaiseNamingTheRankByDefault) {
         << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
-  rankwise::barrier();
+  rankwise::dist::barrier();
 }
 
 // kJoin with find_unused_parameters: the training rank also all_reduces its
@@ -452,24 +452,24 @@ TEST_F(Ddp, UnevenInputsJoinCompletesWithUnusedParameters) {
   torch::manual_seed(0);
   Net net;
   net->use_spare = false;
-  rankwise::DistributedDataParallel ddp(net, rankwise::DistributedDataParallelOptions()
-                                                 .uneven_inputs(rankwise::UnevenInputs::kJoin)
+  rankwise::parallel::DistributedDataParallel ddp(net, rankwise::parallel::DistributedDataParallelOptions()
+                                                 .uneven_inputs(rankwise::parallel::UnevenInputs::kJoin)
                                                  .find_unused_parameters(true));
   torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
   const int batches = rank == 0 ? 6 : 4;  // rank 1 shadows two steps
   train(ddp, opt, rank, batches);
   ddp.join();
-  auto all = rankwise::all_gather(flat_parameters(*ddp.module()));
+  auto all = rankwise::dist::all_gather(flat_parameters(*ddp.module()));
   EXPECT_TRUE(all[0].equal(all[1]));
   ddp.check_replicas();
-  rankwise::barrier();
+  rankwise::dist::barrier();
 }
 
 TEST_F(Ddp, UnevenInputsJoinCompletes) {
   torch::manual_seed(0);
   Net net;
-  rankwise::DistributedDataParallel ddp(
-      net, rankwise::DistributedDataParallelOptions().uneven_inputs(rankwise::UnevenInputs::kJoin));
+  rankwise::parallel::DistributedDataParallel ddp(
+      net, rankwise::parallel::DistributedDataParallelOptions().uneven_inputs(rankwise::parallel::UnevenInputs::kJoin));
   torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
   const int batches = rank == 0 ? 10 : 9;
   train(ddp, opt, rank, batches);
@@ -477,9 +477,9 @@ TEST_F(Ddp, UnevenInputsJoinCompletes) {
   ddp.join();
   // Rank 1 skipped the optimizer step of step 10; join() hands every rank the
   // model of the last rank to join (rank 0), so replicas are equal again.
-  auto all = rankwise::all_gather(flat_parameters(*ddp.module()));
+  auto all = rankwise::dist::all_gather(flat_parameters(*ddp.module()));
   EXPECT_TRUE(all[0].equal(all[1]));
-  auto rank0_before = rankwise::all_gather(before_join)[0];
+  auto rank0_before = rankwise::dist::all_gather(before_join)[0];
   EXPECT_TRUE(all[0].equal(rank0_before));
-  rankwise::barrier();
+  rankwise::dist::barrier();
 }

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "ddp_test_support.h"
-#include "rankwise/ddp.h"
+#include "rankwise/parallel/ddp.h"
 #include "rankwise/error.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
 namespace {
 
@@ -26,8 +26,8 @@ int rank = 0;
 class DdpChecked : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(20)).check_collectives(true));
-    rank = rankwise::rank();
+    rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(20)).check_collectives(true));
+    rank = rankwise::dist::rank();
   }
 };
 
@@ -47,8 +47,8 @@ void train_then_join(Ddp& ddp, int batches) {
 // This rank's last recorded collective with `name` in it, or "".
 std::string last_named(const std::string& part) {
   std::string found;
-  for (const auto& r : rankwise::process_group().flight_recorder().entries()) {
-    if (r.name.find(part) != std::string::npos) found = rankwise::describe(r);
+  for (const auto& r : rankwise::dist::process_group().flight_recorder().entries()) {
+    if (r.name.find(part) != std::string::npos) found = rankwise::diag::describe(r);
   }
   return found;
 }
@@ -57,23 +57,23 @@ std::string last_named(const std::string& part) {
 // `after` have `part` in their name.
 int count_named(const std::string& part, uint64_t after = 0) {
   int n = 0;
-  for (const auto& r : rankwise::process_group().flight_recorder().entries()) {
+  for (const auto& r : rankwise::dist::process_group().flight_recorder().entries()) {
     n += r.sequence > after && r.name.find(part) != std::string::npos;
   }
   return n;
 }
 
-uint64_t last_sequence() { return rankwise::process_group().flight_recorder().last_entered().sequence; }
+uint64_t last_sequence() { return rankwise::dist::process_group().flight_recorder().last_entered().sequence; }
 
 TEST_F(DdpChecked, JoinShadowsTheOthersStepsUnderCheckedCollectives) {
   // Before: the rank in join() checked its shadow all_reduces (an all_gather
   // first) while the training rank's Reducer did not: it timed out after 20 s.
   const uint64_t before = last_sequence();
   auto net = make_net();
-  rankwise::DistributedDataParallel ddp(
-      net, rankwise::DistributedDataParallelOptions().uneven_inputs(rankwise::UnevenInputs::kJoin));
+  rankwise::parallel::DistributedDataParallel ddp(
+      net, rankwise::parallel::DistributedDataParallelOptions().uneven_inputs(rankwise::parallel::UnevenInputs::kJoin));
   train_then_join(ddp, rank == 0 ? 6 : 4);  // rank 1 shadows steps 5 and 6
-  auto all = rankwise::all_gather(flat_parameters(*ddp.module()));  // checked: same sequence
+  auto all = rankwise::dist::all_gather(flat_parameters(*ddp.module()));  // checked: same sequence
   EXPECT_TRUE(all[0].equal(all[1]));
   // Rank 1 counted in join() three times (steps 5 and 6, then the end when
   // rank 0 joined too), rank 0 in its steps 5 and 6 and its own join().
@@ -92,14 +92,14 @@ TEST_F(DdpChecked, JoinShadowsTheOthersStepsUnderCheckedCollectives) {
     EXPECT_EQ(count_named("DistributedDataParallel join after step 4: zero gradients", before), 2);
     EXPECT_EQ(count_named("step 4: gradients", before), 1);
   }
-  auto sequences = rankwise::all_gather(torch::tensor(
-      {static_cast<int64_t>(rankwise::process_group().flight_recorder().last_entered().sequence)}));
+  auto sequences = rankwise::dist::all_gather(torch::tensor(
+      {static_cast<int64_t>(rankwise::dist::process_group().flight_recorder().last_entered().sequence)}));
   EXPECT_EQ(sequences[0].item<int64_t>(), sequences[1].item<int64_t>());
 }
 
 TEST_F(DdpChecked, UnevenInputsNameTheRankAndTheFlightRecorderTheStep) {
   auto net = make_net();
-  rankwise::DistributedDataParallel ddp(net);
+  rankwise::parallel::DistributedDataParallel ddp(net);
   try {
     train_then_join(ddp, rank == 0 ? 10 : 9);
     FAIL() << "expected an uneven-inputs error";
@@ -115,7 +115,7 @@ TEST_F(DdpChecked, UnevenInputsNameTheRankAndTheFlightRecorderTheStep) {
             std::string::npos)
       << last;
   EXPECT_NE(last.find("(Long [1], sum)"), std::string::npos) << last;
-  rankwise::barrier();  // checked: every rank is at the same sequence
+  rankwise::dist::barrier();  // checked: every rank is at the same sequence
 }
 
 TEST_F(DdpChecked, GradientBucketsAreInTheFlightRecorder) {
@@ -125,8 +125,8 @@ TEST_F(DdpChecked, GradientBucketsAreInTheFlightRecorder) {
   // above a cap of 100 bytes.
   const uint64_t before = last_sequence();  // earlier tests' steps are in the record too
   auto net = make_net();
-  rankwise::DistributedDataParallel ddp(
-      net, rankwise::DistributedDataParallelOptions().bucket_cap_mb(100.0 / (1024 * 1024)));
+  rankwise::parallel::DistributedDataParallel ddp(
+      net, rankwise::parallel::DistributedDataParallelOptions().bucket_cap_mb(100.0 / (1024 * 1024)));
   torch::optim::SGD opt(ddp.parameters(), torch::optim::SGDOptions(0.1));
   ddp_test::train(ddp, opt, rank, 3);
   const auto buckets = ddp.bucket_parameter_names().size();
@@ -136,16 +136,16 @@ TEST_F(DdpChecked, GradientBucketsAreInTheFlightRecorder) {
   EXPECT_EQ(count_named(": gradients", before), 3 * static_cast<int>(buckets));
   // Completion is recorded by a callback of the work's future, which may run
   // just after the Reducer's wait returned.
-  auto last = rankwise::process_group().flight_recorder().last_entered();
-  for (int i = 0; i < 100 && last.state == rankwise::CollectiveRecord::State::kEntered; ++i) {
+  auto last = rankwise::dist::process_group().flight_recorder().last_entered();
+  for (int i = 0; i < 100 && last.state == rankwise::diag::CollectiveRecord::State::kEntered; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    last = rankwise::process_group().flight_recorder().last_entered();
+    last = rankwise::dist::process_group().flight_recorder().last_entered();
   }
   EXPECT_EQ(last.name, "DistributedDataParallel step 3: gradients");
   EXPECT_EQ(last.operation, "all_reduce");
   EXPECT_EQ(last.dtype, "Float");
-  EXPECT_EQ(last.state, rankwise::CollectiveRecord::State::kCompleted);
-  auto sequences = rankwise::all_gather(torch::tensor({static_cast<int64_t>(last.sequence)}));
+  EXPECT_EQ(last.state, rankwise::diag::CollectiveRecord::State::kCompleted);
+  auto sequences = rankwise::dist::all_gather(torch::tensor({static_cast<int64_t>(last.sequence)}));
   EXPECT_EQ(sequences[0].item<int64_t>(), sequences[1].item<int64_t>());
 }
 

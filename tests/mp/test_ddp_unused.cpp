@@ -10,8 +10,8 @@
 #include <string>
 
 #include "ddp_test_support.h"
-#include "rankwise/ddp.h"
-#include "rankwise/process_group.h"
+#include "rankwise/parallel/ddp.h"
+#include "rankwise/dist/process_group.h"
 
 namespace {
 
@@ -50,7 +50,7 @@ using SkipRule = std::function<int(int rank, int step)>;
 
 struct Case {
   std::string name;
-  rankwise::DistributedDataParallelOptions options;
+  rankwise::parallel::DistributedDataParallelOptions options;
   SkipRule skip;
 };
 
@@ -82,17 +82,17 @@ torch::Tensor reference(const SkipRule& skip, const std::vector<int>& ranks) {
 class DdpUnused : public ::testing::TestWithParam<Case> {
  protected:
   static void SetUpTestSuite() {
-    rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+    rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(60)));
   }
 };
 
 TEST_P(DdpUnused, ReplicasEqualAndMatchSingleProcessOverUnion) {
   const Case& c = GetParam();
-  const int rank = rankwise::rank();
-  const int world = rankwise::world_size();
+  const int rank = rankwise::dist::rank();
+  const int world = rankwise::dist::world_size();
   torch::manual_seed(0);
   Branches model;
-  rankwise::DistributedDataParallel ddp(model, c.options);
+  rankwise::parallel::DistributedDataParallel ddp(model, c.options);
   torch::optim::SGD opt(ddp.parameters(), sgd());
   for (int step = 0; step < kSteps; ++step) {
     auto [x, y] = batch_of(rank, step);
@@ -102,7 +102,7 @@ TEST_P(DdpUnused, ReplicasEqualAndMatchSingleProcessOverUnion) {
   }
   ddp.join();
   auto mine = flat_parameters(*ddp.module());
-  auto all = rankwise::all_gather(mine);
+  auto all = rankwise::dist::all_gather(mine);
   for (int r = 0; r < world; ++r) EXPECT_TRUE(all[r].equal(mine)) << "rank " << r << " differs";
 
   std::vector<int> ranks;
@@ -113,7 +113,7 @@ TEST_P(DdpUnused, ReplicasEqualAndMatchSingleProcessOverUnion) {
   EXPECT_GT(max_abs_diff(reference(c.skip, {rank}), expected), 1e-3f);
 }
 
-using Options = rankwise::DistributedDataParallelOptions;
+using Options = rankwise::parallel::DistributedDataParallelOptions;
 
 INSTANTIATE_TEST_SUITE_P(
     Ddp, DdpUnused,

@@ -62,7 +62,7 @@ fs::path shared_dir(const std::string& name) {
 }
 
 // This rank's non-padding sample ids of one pass, in order.
-std::vector<int64_t> ids_of_pass(rankwise::FabricLoader<Numbers>& loader) {
+std::vector<int64_t> ids_of_pass(rankwise::fabric::FabricLoader<Numbers>& loader) {
   std::vector<int64_t> ids;
   for (auto& batch : loader) {
     const auto mask = loader.padding_mask();
@@ -149,7 +149,7 @@ TEST(Fabric, TrainingLoaderShardsLikeDistributedSamplerAndReshufflesEachEpoch) {
       fabric.backward(ddp.forward(batch.data).sum());
       optimizer.step();
     }
-    rankwise::DistributedSampler reference(10, rankwise::DistributedSamplerOptions().seed(3));
+    rankwise::data::DistributedSampler reference(10, rankwise::data::DistributedSamplerOptions().seed(3));
     reference.set_epoch(epoch);
     EXPECT_EQ(seen, reference.indices()) << "epoch " << epoch;
     per_epoch.push_back(seen);
@@ -189,7 +189,7 @@ TEST(Fabric, EveryNonPaddingSampleOnceAcrossRanks) {
 
 TEST(Fabric, ResumedMidEpochEndsBitwiseEqualToAnUninterruptedRun) {
   const auto a = shared_dir("a"), b = shared_dir("b");
-  if (rankwise::rank() == 0) {
+  if (rankwise::dist::rank() == 0) {
     fs::remove_all(a);
     fs::remove_all(b);
   }
@@ -209,8 +209,8 @@ TEST(Fabric, ResumedMidEpochEndsBitwiseEqualToAnUninterruptedRun) {
     EXPECT_TRUE(torch::equal(expected[i], resumed[i])) << "parameter " << i;
   }
   EXPECT_EQ(loss_a, loss_b);  // the last epoch's loss, partial sums included
-  rankwise::barrier();
-  if (rankwise::rank() == 0) {
+  rankwise::dist::barrier();
+  if (rankwise::dist::rank() == 0) {
     fs::remove_all(a);
     fs::remove_all(b);
   }
@@ -218,7 +218,7 @@ TEST(Fabric, ResumedMidEpochEndsBitwiseEqualToAnUninterruptedRun) {
 
 TEST(Fabric, RefusesCheckpointsOfAnotherRun) {
   const auto dir = shared_dir("refuse");
-  if (rankwise::rank() == 0) fs::remove_all(dir);
+  if (rankwise::dist::rank() == 0) fs::remove_all(dir);
   train(dir, rankwise::Resume::kNew, 0);
   // A new run in the same directory: refused on every rank, naming the way out.
   try {
@@ -254,15 +254,15 @@ TEST(Fabric, RefusesCheckpointsOfAnotherRun) {
     rankwise::Fabric fabric(
         quiet().checkpoint_dir(dir.string()).resume(rankwise::Resume::kOverwrite));
     EXPECT_EQ(fabric.epoch(), 0);
-    rankwise::barrier();
+    rankwise::dist::barrier();
     int files = 0;
     for (const auto& entry : fs::directory_iterator(dir)) {
       files += entry.path().filename().string().rfind("checkpoint-", 0) == 0 ? 1 : 0;
     }
     EXPECT_EQ(files, 0);
   }
-  rankwise::barrier();
-  if (rankwise::rank() == 0) fs::remove_all(dir);
+  rankwise::dist::barrier();
+  if (rankwise::dist::rank() == 0) fs::remove_all(dir);
 }
 
 TEST(Fabric, MisuseIsAClearError) {

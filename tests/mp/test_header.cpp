@@ -13,9 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "rankwise/monitor/job_header.h"
 #include "rankwise/env.h"
 #include "rankwise/log.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
 namespace {
 
@@ -62,12 +63,12 @@ std::string host_name() {
 }  // namespace
 
 TEST(Header, RankZeroPrintsEveryRanksLine) {
-  auto& group = rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+  auto& group = rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(60)));
   const int rank = group.rank(), world = group.world_size();
   ASSERT_EQ(world, 2);
 
-  const std::string out = capture_fd1([] { rankwise::print_header(); });
-  auto pids = rankwise::all_gather(torch::tensor({static_cast<int64_t>(::getpid())}));
+  const std::string out = capture_fd1([] { rankwise::monitor::print_header(); });
+  auto pids = rankwise::dist::all_gather(torch::tensor({static_cast<int64_t>(::getpid())}));
 
   if (rank != 0) {
     EXPECT_EQ(out, "") << "only rank 0 prints the header";
@@ -108,11 +109,11 @@ TEST(Header, RankZeroPrintsEveryRanksLine) {
 
 TEST(Header, CalledTwiceStaysInStep) {
   // Collective: a second call on every rank gathers again without mixing up.
-  const std::string out = capture_fd1([] { rankwise::print_header(); });
-  if (rankwise::rank() == 0) {
+  const std::string out = capture_fd1([] { rankwise::monitor::print_header(); });
+  if (rankwise::dist::rank() == 0) {
     EXPECT_EQ(lines_of(out).size(), 3u) << out;
   } else {
     EXPECT_EQ(out, "");
   }
-  rankwise::barrier();
+  rankwise::dist::barrier();
 }

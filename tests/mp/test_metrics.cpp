@@ -17,14 +17,14 @@
 #include "rankwise/metrics/auroc.h"
 #include "rankwise/metrics/classification.h"
 #include "rankwise/metrics/collection.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
 using namespace rankwise::metrics;
 
 namespace {
 
-rankwise::ProcessGroup& group() {
-  return rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+rankwise::dist::ProcessGroup& group() {
+  return rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(60)));
 }
 
 double value(const torch::Tensor& t) { return t.item<double>(); }
@@ -68,7 +68,7 @@ TEST(DistributedMetrics, PaddingDuplicatesAreNeverCounted) {
   auto& pg = group();
   for (bool shuffle : {false, true}) {
     for (int64_t epoch = 0; epoch < 3; ++epoch) {
-      rankwise::DistributedSampler sampler(10, rankwise::DistributedSamplerOptions().shuffle(shuffle).seed(3));
+      rankwise::data::DistributedSampler sampler(10, rankwise::data::DistributedSamplerOptions().shuffle(shuffle).seed(3));
       sampler.set_epoch(epoch);
       const auto indices = sampler.indices();
       const auto padding = sampler.is_padding();

@@ -1,6 +1,6 @@
 // rankwise-test-nproc: 1 2 3
 //
-// rankwise::monitor::Progress over ranks: its values are reduced over every
+// rankwise::monitor::ProgressBar over ranks: its values are reduced over every
 // rank (sums, then divided once) and the same on every rank, samples/s
 // included (rank 0's seconds travel in the reduction); only rank 0 prints;
 // and a MetricsLog beside it is written by rank 0 only.
@@ -16,20 +16,20 @@
 #include <vector>
 
 #include "rankwise/monitor/metrics_log.h"
-#include "rankwise/monitor/progress.h"
-#include "rankwise/process_group.h"
+#include "rankwise/monitor/progress_bar.h"
+#include "rankwise/dist/process_group.h"
 
 namespace {
 using namespace rankwise::monitor;
 
-rankwise::ProcessGroup& group() {
-  return rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+rankwise::dist::ProcessGroup& group() {
+  return rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(60)));
 }
 
 TEST(ProgressOverRanks, ValuesAreReducedOverEveryRankAndTheSameEverywhere) {
   auto& pg = group();
   const int r = pg.rank(), w = pg.world_size();
-  Progress p(ProgressOptions().style(ProgressStyle::kOff).every_n_steps(2));
+  ProgressBar p(ProgressBarOptions().style(ProgressBarStyle::kOff).every_n_steps(2));
   p.start_epoch(1, 1, 3);
   // Rank r: 2 steps of r + 1 samples with mean loss r (dyadic: exact sums).
   EXPECT_FALSE(p.update(r + 1, torch::tensor(static_cast<double>(r))));
@@ -68,7 +68,7 @@ TEST(ProgressOverRanks, ValuesAreReducedOverEveryRankAndTheSameEverywhere) {
 TEST(ProgressOverRanks, TheRankOthersWaitForWaitsLeast) {
   auto& pg = group();
   if (pg.world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-  Progress p(ProgressOptions().style(ProgressStyle::kOff).every_n_steps(2));
+  ProgressBar p(ProgressBarOptions().style(ProgressBarStyle::kOff).every_n_steps(2));
   p.start_epoch(1, 1, 2);
   for (int step = 0; step < 2; ++step) {
     if (pg.rank() == pg.world_size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -87,7 +87,7 @@ TEST(ProgressOverRanks, TheRankOthersWaitForWaitsLeast) {
 
 TEST(ProgressOverRanks, OnlyRankZeroPrints) {
   auto& pg = group();
-  Progress p(ProgressOptions().style(ProgressStyle::kLines).every_n_steps(1).line_interval(std::chrono::milliseconds(0)));
+  ProgressBar p(ProgressBarOptions().style(ProgressBarStyle::kLines).every_n_steps(1).line_interval(std::chrono::milliseconds(0)));
   ::testing::internal::CaptureStdout();
   p.start_epoch(1, 1, 2);
   p.update(4, torch::tensor(0.5));

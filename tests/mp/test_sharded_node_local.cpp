@@ -17,14 +17,14 @@
 #include "rankwise/checkpoint/sharded_checkpoint.h"
 #include "rankwise/env.h"
 #include "rankwise/error.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-rankwise::ProcessGroup& group() {
-  return rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+rankwise::dist::ProcessGroup& group() {
+  return rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(60)));
 }
 
 fs::path base_dir(const std::string& name) {
@@ -42,27 +42,27 @@ at::Tensor counts(int64_t shift) { return torch::arange(6, torch::kInt64) * int6
 at::Tensor bias(double shift) { return torch::arange(6, torch::kFloat64).reshape({2, 3}) - shift; }
 
 // The state of rank `as` of 4 (its rows of `weights`, its flat piece of `counts`).
-rankwise::ShardedState state_of(double shift, int as) {
-  rankwise::ShardedState s;
-  s.emplace("weights", rankwise::shard_rows(weights(shift), as, 4));
-  s.emplace("counts", rankwise::shard_flat(counts(static_cast<int64_t>(shift)), as, 4));
+rankwise::checkpoint::ShardedState state_of(double shift, int as) {
+  rankwise::checkpoint::ShardedState s;
+  s.emplace("weights", rankwise::checkpoint::shard_rows(weights(shift), as, 4));
+  s.emplace("counts", rankwise::checkpoint::shard_flat(counts(static_cast<int64_t>(shift)), as, 4));
   s.emplace("bias", bias(shift));
   return s;
 }
 
-rankwise::ShardedState zeros_of(int as, int world) {
-  rankwise::ShardedState s;
-  s.emplace("weights", rankwise::zeros_sharded_rows({10, 3}, torch::kFloat32, as, world));
-  s.emplace("counts", rankwise::shard_flat(torch::zeros({6}, torch::kInt64), as, world));
+rankwise::checkpoint::ShardedState zeros_of(int as, int world) {
+  rankwise::checkpoint::ShardedState s;
+  s.emplace("weights", rankwise::checkpoint::zeros_sharded_rows({10, 3}, torch::kFloat32, as, world));
+  s.emplace("counts", rankwise::checkpoint::shard_flat(torch::zeros({6}, torch::kInt64), as, world));
   s.emplace("bias", torch::zeros({2, 3}, torch::kFloat64));
   return s;
 }
 
-void expect_values(const rankwise::ShardedState& s, double shift, int as, int world) {
-  const auto& w = std::get<rankwise::ShardedTensor>(s.at("weights"));
-  const auto& c = std::get<rankwise::ShardedTensor>(s.at("counts"));
-  const auto want_w = rankwise::shard_rows(weights(shift), as, world);
-  const auto want_c = rankwise::shard_flat(counts(static_cast<int64_t>(shift)), as, world);
+void expect_values(const rankwise::checkpoint::ShardedState& s, double shift, int as, int world) {
+  const auto& w = std::get<rankwise::checkpoint::ShardedTensor>(s.at("weights"));
+  const auto& c = std::get<rankwise::checkpoint::ShardedTensor>(s.at("counts"));
+  const auto want_w = rankwise::checkpoint::shard_rows(weights(shift), as, world);
+  const auto want_c = rankwise::checkpoint::shard_flat(counts(static_cast<int64_t>(shift)), as, world);
   EXPECT_TRUE(torch::equal(w.chunks()[0].data, want_w.chunks()[0].data)) << "rank " << group().rank();
   EXPECT_TRUE(torch::equal(c.chunks()[0].data, want_c.chunks()[0].data)) << "rank " << group().rank();
   EXPECT_TRUE(torch::equal(std::get<at::Tensor>(s.at("bias")), bias(shift))) << "rank " << group().rank();
@@ -83,7 +83,7 @@ TEST(ShardedNodeLocal, EachNodeHoldsItsShardsAndLoadsReadAcrossNodes) {
   const auto base = base_dir("disks");
   const int node = pg.rank() / 2;
   enter(base, "node" + std::to_string(node));
-  rankwise::save_sharded("ckpt", state_of(3.0, pg.rank()));
+  rankwise::checkpoint::save_sharded("ckpt", state_of(3.0, pg.rank()));
   pg.barrier();
   if (pg.rank() == 0) {
     for (int n : {0, 1}) {
@@ -114,12 +114,12 @@ TEST(ShardedNodeLocal, EachNodeHoldsItsShardsAndLoadsReadAcrossNodes) {
   // A rank alone cannot read the other node's files.
   if (pg.rank() == 2) {
     auto s = zeros_of(0, 4);
-    EXPECT_THROW(rankwise::load_sharded("ckpt", s), rankwise::CheckpointError);
+    EXPECT_THROW(rankwise::checkpoint::load_sharded("ckpt", s), rankwise::CheckpointError);
   }
   // Reversed: rank r loads rank (3 - r)'s pieces, which are on the other node.
   auto reversed = zeros_of(3 - pg.rank(), 4);
   testing::internal::CaptureStderr();
-  rankwise::load_sharded_collective("ckpt", reversed);
+  rankwise::checkpoint::load_sharded_collective("ckpt", reversed);
   const std::string err = testing::internal::GetCapturedStderr();
   expect_values(reversed, 3.0, 3 - pg.rank(), 4);
   if (pg.rank() == 0) {
@@ -137,21 +137,21 @@ TEST(ShardedNodeLocal, EachNodeHoldsItsShardsAndLoadsReadAcrossNodes) {
   enter(base, place);
   auto third = zeros_of(std::min(pg.rank(), 2), 3);
   const auto started = std::chrono::steady_clock::now();
-  rankwise::load_sharded_collective("ckpt", third, rankwise::CollectiveLoadOptions().node_local(true));
+  rankwise::checkpoint::load_sharded_collective("ckpt", third, rankwise::checkpoint::CollectiveLoadOptions().node_local(true));
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
   expect_values(third, 3.0, std::min(pg.rank(), 2), 3);
 
   // A subset of the keys plus one of the state's own, across the nodes
   // (ShardedLoadOptions): "counts" only, and an object the checkpoint lacks.
-  rankwise::ShardedState subset;
-  subset.emplace("counts", rankwise::shard_flat(torch::zeros({6}, torch::kInt64), 3 - pg.rank(), 4));
-  subset.emplace("step", rankwise::ObjectEntry{int64_t{-1}});
-  rankwise::load_sharded_collective("ckpt", subset, rankwise::CollectiveLoadOptions().node_local(true),
-                                    rankwise::ShardedLoadOptions().strict(false).allow_partial_load(true));
-  EXPECT_TRUE(torch::equal(std::get<rankwise::ShardedTensor>(subset.at("counts")).chunks()[0].data,
-                           rankwise::shard_flat(counts(3), 3 - pg.rank(), 4).chunks()[0].data))
+  rankwise::checkpoint::ShardedState subset;
+  subset.emplace("counts", rankwise::checkpoint::shard_flat(torch::zeros({6}, torch::kInt64), 3 - pg.rank(), 4));
+  subset.emplace("step", rankwise::checkpoint::ObjectEntry{int64_t{-1}});
+  rankwise::checkpoint::load_sharded_collective("ckpt", subset, rankwise::checkpoint::CollectiveLoadOptions().node_local(true),
+                                    rankwise::checkpoint::ShardedLoadOptions().strict(false).allow_partial_load(true));
+  EXPECT_TRUE(torch::equal(std::get<rankwise::checkpoint::ShardedTensor>(subset.at("counts")).chunks()[0].data,
+                           rankwise::checkpoint::shard_flat(counts(3), 3 - pg.rank(), 4).chunks()[0].data))
       << "rank " << pg.rank();
-  EXPECT_EQ(std::get<rankwise::ObjectEntry>(subset.at("step")).value.toInt(), -1);
+  EXPECT_EQ(std::get<rankwise::checkpoint::ObjectEntry>(subset.at("step")).value.toInt(), -1);
   pg.barrier();
   if (pg.rank() == 0) fs::remove_all(base);
 }
@@ -161,13 +161,13 @@ TEST(ShardedNodeLocal, AFileNoRankSeesIsNamedWithWhereItWasWritten) {
   auto& pg = group();
   const auto base = base_dir("lost");
   enter(base, "node" + std::to_string(pg.rank() / 2));
-  rankwise::save_sharded("ckpt", state_of(1.0, pg.rank()));
+  rankwise::checkpoint::save_sharded("ckpt", state_of(1.0, pg.rank()));
   pg.barrier();
   if (pg.rank() == 3) fs::remove(fs::path("ckpt") / "__3_0.distcp");
   pg.barrier();
   auto s = zeros_of(pg.rank(), 4);
   try {
-    rankwise::load_sharded_collective("ckpt", s, rankwise::CollectiveLoadOptions().node_local(true));
+    rankwise::checkpoint::load_sharded_collective("ckpt", s, rankwise::checkpoint::CollectiveLoadOptions().node_local(true));
     ADD_FAILURE() << "no error on rank " << pg.rank();
   } catch (const rankwise::CheckpointError& e) {
     const std::string text = e.what();
@@ -185,7 +185,7 @@ TEST(ShardedNodeLocal, SharedDirectoryWithAStaleViewWaitsThenReadsItsOwn) {
   auto& pg = group();
   const auto base = base_dir("shared");
   enter(base, "shared");
-  rankwise::save_sharded("ckpt", state_of(1.0, pg.rank()));
+  rankwise::checkpoint::save_sharded("ckpt", state_of(1.0, pg.rank()));
   pg.barrier();
   if (pg.rank() == 0) {
     fs::create_directories(base / "stale");
@@ -195,7 +195,7 @@ TEST(ShardedNodeLocal, SharedDirectoryWithAStaleViewWaitsThenReadsItsOwn) {
     EXPECT_EQ(nodes[0].at("ranks"), nlohmann::json({0, 1, 2, 3}));
   }
   pg.barrier();
-  rankwise::save_sharded("ckpt", state_of(2.0, pg.rank()));
+  rankwise::checkpoint::save_sharded("ckpt", state_of(2.0, pg.rank()));
   pg.barrier();
   std::thread refresh;
   if (pg.rank() == 3) {
@@ -210,7 +210,7 @@ TEST(ShardedNodeLocal, SharedDirectoryWithAStaleViewWaitsThenReadsItsOwn) {
   auto s = zeros_of(3 - pg.rank(), 4);
   testing::internal::CaptureStderr();
   const auto started = std::chrono::steady_clock::now();
-  rankwise::load_sharded_collective("ckpt", s, rankwise::CollectiveLoadOptions().stale_timeout(std::chrono::seconds(20)));
+  rankwise::checkpoint::load_sharded_collective("ckpt", s, rankwise::checkpoint::CollectiveLoadOptions().stale_timeout(std::chrono::seconds(20)));
   const auto waited = std::chrono::steady_clock::now() - started;
   const std::string err = testing::internal::GetCapturedStderr();
   if (refresh.joinable()) refresh.join();
@@ -228,7 +228,7 @@ TEST(ShardedNodeLocal, TheSameFailureOnEveryRankIsReportedOnce) {
   auto& pg = group();
   const auto base = base_dir("same");
   enter(base, "shared");
-  rankwise::save_sharded("ckpt", state_of(1.0, pg.rank()));
+  rankwise::checkpoint::save_sharded("ckpt", state_of(1.0, pg.rank()));
   pg.barrier();
   if (pg.rank() == 0) {
     const at::Tensor b = bias(1.0).contiguous();
@@ -247,7 +247,7 @@ TEST(ShardedNodeLocal, TheSameFailureOnEveryRankIsReportedOnce) {
   pg.barrier();
   auto s = zeros_of(pg.rank(), 4);
   try {
-    rankwise::load_sharded_collective("ckpt", s);
+    rankwise::checkpoint::load_sharded_collective("ckpt", s);
     ADD_FAILURE() << "no error on rank " << pg.rank();
   } catch (const rankwise::CheckpointError& e) {
     const std::string text = e.what();
@@ -268,8 +268,8 @@ TEST(ShardedNodeLocal, AFailureOnSomeRanksLeavesTheCollectivesInStep) {
   auto& pg = group();
   const auto base = base_dir("instep");
   enter(base, "shared");
-  rankwise::save_sharded("good", state_of(1.0, pg.rank()));
-  rankwise::save_sharded("bad", state_of(2.0, pg.rank()));
+  rankwise::checkpoint::save_sharded("good", state_of(1.0, pg.rank()));
+  rankwise::checkpoint::save_sharded("bad", state_of(2.0, pg.rank()));
   pg.barrier();
   if (pg.rank() == 0) {
     std::string manifest = read_all("bad/.rankwise-manifest.json");
@@ -281,13 +281,13 @@ TEST(ShardedNodeLocal, AFailureOnSomeRanksLeavesTheCollectivesInStep) {
   pg.barrier();
   auto s = zeros_of(pg.rank(), 4);
   try {
-    rankwise::load_sharded_collective("bad", s);
+    rankwise::checkpoint::load_sharded_collective("bad", s);
     ADD_FAILURE() << "no error on rank " << pg.rank();
   } catch (const rankwise::CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find(".metadata and the manifest disagree"), std::string::npos) << e.what();
   }
   auto good = zeros_of(pg.rank(), 4);
-  rankwise::load_sharded_collective("good", good);
+  rankwise::checkpoint::load_sharded_collective("good", good);
   expect_values(good, 1.0, pg.rank(), 4);
   pg.barrier();
   if (pg.rank() == 0) fs::remove_all(base);
@@ -299,13 +299,13 @@ TEST(ShardedNodeLocal, ATruncatedDataFileIsCalledTruncated) {
   auto& pg = group();
   const auto base = base_dir("short");
   enter(base, "shared");
-  rankwise::save_sharded("ckpt", state_of(1.0, pg.rank()));
+  rankwise::checkpoint::save_sharded("ckpt", state_of(1.0, pg.rank()));
   pg.barrier();
   if (pg.rank() == 0) fs::resize_file("ckpt/__1_0.distcp", 100);
   pg.barrier();
   auto s = zeros_of(pg.rank(), 4);
   try {
-    rankwise::load_sharded_collective("ckpt", s);
+    rankwise::checkpoint::load_sharded_collective("ckpt", s);
     ADD_FAILURE() << "no error on rank " << pg.rank();
   } catch (const rankwise::CheckpointError& e) {
     const std::string text = e.what();
@@ -330,7 +330,7 @@ TEST(ShardedNodeLocal, AnUndefinedTensorOnEveryRankIsReportedOnce) {
   auto s = state_of(1.0, pg.rank());
   s.at("bias") = at::Tensor();
   try {
-    rankwise::save_sharded("ckpt", s);
+    rankwise::checkpoint::save_sharded("ckpt", s);
     ADD_FAILURE() << "no error on rank " << pg.rank();
   } catch (const rankwise::CheckpointError& e) {
     const std::string text = e.what();

@@ -2,7 +2,7 @@
 // ZeroRedundancyOptimizer (ZeRO stage 1) on 2 and 3 ranks: steps equal to
 // plain DDP with the same optimizer, replicas bitwise equal, optimizer state
 // ~1/world_size per rank, clear errors. The partition rule is checked
-// against PyTorch in tests/unit/test_zero_partition.cpp.
+// against PyTorch in tests/unit/parallel/zero_redundancy_optimizer_test.cpp.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "ddp_test_support.h"
-#include "rankwise/ddp.h"
+#include "rankwise/parallel/ddp.h"
 #include "rankwise/error.h"
-#include "rankwise/process_group.h"
-#include "rankwise/zero_redundancy_optimizer.h"
+#include "rankwise/dist/process_group.h"
+#include "rankwise/parallel/zero_redundancy_optimizer.h"
 
 namespace {
 
@@ -36,7 +36,7 @@ TORCH_MODULE(Net);
 template <typename Ddp, typename Opt>
 void train(Ddp& ddp, Opt& opt, int steps) {
   for (int step = 0; step < steps; ++step) {
-    auto [x, y] = batch_of(rankwise::rank(), step);
+    auto [x, y] = batch_of(rankwise::dist::rank(), step);
     opt.zero_grad();
     torch::mse_loss(ddp.forward(x), y).backward();
     opt.step();
@@ -61,14 +61,14 @@ TEST(ZeroRedundancyOptimizer, AdamStepsEqualPlainDdpAndReplicasStayBitwiseEqual)
   constexpr int kSteps = 50;
   torch::manual_seed(0);
   Net plain_net;
-  rankwise::DistributedDataParallel plain(plain_net);
+  rankwise::parallel::DistributedDataParallel plain(plain_net);
   torch::optim::Adam plain_opt(plain.parameters(), torch::optim::AdamOptions(0.01));
   train(plain, plain_opt, kSteps);
 
   torch::manual_seed(0);
   Net zero_net;
-  rankwise::DistributedDataParallel ddp(zero_net);
-  rankwise::ZeroRedundancyOptimizer zero(ddp.parameters(), [](auto groups) {
+  rankwise::parallel::DistributedDataParallel ddp(zero_net);
+  rankwise::parallel::ZeroRedundancyOptimizer zero(ddp.parameters(), [](auto groups) {
     return std::make_unique<torch::optim::Adam>(std::move(groups),
                                                 torch::optim::AdamOptions(0.01));
   });
@@ -77,8 +77,8 @@ TEST(ZeroRedundancyOptimizer, AdamStepsEqualPlainDdpAndReplicasStayBitwiseEqual)
 
   const torch::Tensor mine = flat_parameters(*ddp.module());
   EXPECT_LE(ddp_test::max_abs_diff(mine, flat_parameters(*plain.module())), 1e-6);
-  const auto all = rankwise::all_gather(mine);
-  for (int r = 0; r < rankwise::world_size(); ++r) {
+  const auto all = rankwise::dist::all_gather(mine);
+  for (int r = 0; r < rankwise::dist::world_size(); ++r) {
     EXPECT_TRUE(all[r].equal(mine)) << "rank " << r << "'s replica differs";
   }
   // The parameters moved: the comparison is not of two untouched models.
@@ -91,15 +91,15 @@ TEST(ZeroRedundancyOptimizer, ParameterGroupsKeepTheirOptions) {
   constexpr int kSteps = 20;
   torch::manual_seed(1);
   Net plain_net;
-  rankwise::DistributedDataParallel plain(plain_net);
+  rankwise::parallel::DistributedDataParallel plain(plain_net);
   torch::optim::AdamW plain_opt(decay_and_no_decay(*plain.module()),
                                 torch::optim::AdamWOptions(0.5));
   train(plain, plain_opt, kSteps);
 
   torch::manual_seed(1);
   Net zero_net;
-  rankwise::DistributedDataParallel ddp(zero_net);
-  rankwise::ZeroRedundancyOptimizer zero(decay_and_no_decay(*ddp.module()), [](auto groups) {
+  rankwise::parallel::DistributedDataParallel ddp(zero_net);
+  rankwise::parallel::ZeroRedundancyOptimizer zero(decay_and_no_decay(*ddp.module()), [](auto groups) {
     return std::make_unique<torch::optim::AdamW>(std::move(groups),
                                                  torch::optim::AdamWOptions(0.5));
   });
@@ -118,8 +118,8 @@ TEST(ZeroRedundancyOptimizer, EachRankHoldsItsShareOfTheState) {
   torch::manual_seed(2);
   std::vector<torch::Tensor> params;
   for (int i = 0; i < 12; ++i) params.push_back(torch::randn({(i % 4 + 1) * 100}).requires_grad_());
-  const int world = rankwise::world_size();
-  rankwise::ZeroRedundancyOptimizer zero(params, [](auto groups) {
+  const int world = rankwise::dist::world_size();
+  rankwise::parallel::ZeroRedundancyOptimizer zero(params, [](auto groups) {
     return std::make_unique<torch::optim::Adam>(std::move(groups), torch::optim::AdamOptions(0.1));
   });
   for (auto& p : params) p.mutable_grad() = torch::ones_like(p);
@@ -132,15 +132,15 @@ TEST(ZeroRedundancyOptimizer, EachRankHoldsItsShareOfTheState) {
   for (const auto& p : params) whole_bytes += 2 * p.numel() * 4;  // exp_avg, exp_avg_sq
 
   const int64_t mine = zero.local_state_bytes();
-  auto all = rankwise::all_gather(torch::tensor({mine}, torch::kInt64));
+  auto all = rankwise::dist::all_gather(torch::tensor({mine}, torch::kInt64));
   int64_t sum = 0;
   for (const auto& t : all) sum += t.item<int64_t>();
   // Each rank's step counters (one float32 per parameter) come on top.
   EXPECT_EQ(sum, whole_bytes + 12 * 4);
   // Balanced to within one largest parameter (400 elements: 3,200 bytes of
   // state), as the greedy rule guarantees.
-  EXPECT_LE(mine, whole_bytes / world + 3200 + 12 * 4) << "rank " << rankwise::rank();
-  if (rankwise::rank() == 0) {
+  EXPECT_LE(mine, whole_bytes / world + 3200 + 12 * 4) << "rank " << rankwise::dist::rank();
+  if (rankwise::dist::rank() == 0) {
     std::printf("ZeroRedundancyOptimizer: optimizer state %lld bytes on this rank of %lld "
                 "unsharded (%.2f; 1/world size = %.2f)\n",
                 static_cast<long long>(mine), static_cast<long long>(whole_bytes),
@@ -148,7 +148,7 @@ TEST(ZeroRedundancyOptimizer, EachRankHoldsItsShareOfTheState) {
   }
   // Every rank holds state only for the parameters it owns.
   EXPECT_EQ(zero.local_optimizer().param_groups().at(0).params().size(),
-            zero.owned_by(rankwise::rank()).size());
+            zero.owned_by(rankwise::dist::rank()).size());
 }
 
 TEST(ZeroRedundancyOptimizer, MixedDtypesAndUnusedParametersAreBroadcast) {
@@ -157,7 +157,7 @@ TEST(ZeroRedundancyOptimizer, MixedDtypesAndUnusedParametersAreBroadcast) {
                                        torch::randn({20}, torch::kFloat64).requires_grad_(),
                                        torch::randn({10}).requires_grad_(),
                                        torch::randn({5}, torch::kFloat64).requires_grad_()};
-  rankwise::ZeroRedundancyOptimizer zero(params, [](auto groups) {
+  rankwise::parallel::ZeroRedundancyOptimizer zero(params, [](auto groups) {
     return std::make_unique<torch::optim::SGD>(std::move(groups),
                                                torch::optim::SGDOptions(0.1).momentum(0.9));
   });
@@ -178,7 +178,7 @@ TEST(ZeroRedundancyOptimizer, MixedDtypesAndUnusedParametersAreBroadcast) {
     const auto expected = before[i] - 0.1 * g * (1.0 + 1.9 + 2.71);
     EXPECT_TRUE(torch::allclose(params[i], expected, 1e-5, 1e-6)) << "parameter " << i;
     EXPECT_EQ(params[i].scalar_type(), before[i].scalar_type());
-    for (const auto& other : rankwise::all_gather(params[i].detach())) {
+    for (const auto& other : rankwise::dist::all_gather(params[i].detach())) {
       EXPECT_TRUE(other.equal(params[i])) << "parameter " << i;
     }
   }
@@ -188,11 +188,11 @@ TEST(ZeroRedundancyOptimizer, BadInputIsNamed) {
   const auto adam = [](auto groups) {
     return std::make_unique<torch::optim::Adam>(std::move(groups), torch::optim::AdamOptions());
   };
-  EXPECT_THROW(rankwise::ZeroRedundancyOptimizer(std::vector<torch::Tensor>{}, adam),
+  EXPECT_THROW(rankwise::parallel::ZeroRedundancyOptimizer(std::vector<torch::Tensor>{}, adam),
                rankwise::ConfigError);
   const torch::Tensor p = torch::zeros({3}).requires_grad_();
   try {
-    rankwise::ZeroRedundancyOptimizer twice(std::vector<torch::Tensor>{p, p}, adam);
+    rankwise::parallel::ZeroRedundancyOptimizer twice(std::vector<torch::Tensor>{p, p}, adam);
     ADD_FAILURE() << "a parameter given twice was accepted";
   } catch (const rankwise::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("parameter 1 (group 0) is given twice"),
@@ -200,9 +200,9 @@ TEST(ZeroRedundancyOptimizer, BadInputIsNamed) {
         << e.what();
   }
   // Ranks with different parameters: every rank is told (an all_gather).
-  const int n = rankwise::rank() == 0 ? 4 : 3;
+  const int n = rankwise::dist::rank() == 0 ? 4 : 3;
   try {
-    rankwise::ZeroRedundancyOptimizer differ(std::vector<torch::Tensor>{torch::zeros({n})}, adam);
+    rankwise::parallel::ZeroRedundancyOptimizer differ(std::vector<torch::Tensor>{torch::zeros({n})}, adam);
     ADD_FAILURE() << "different parameters on the ranks were accepted";
   } catch (const rankwise::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("construct it on every rank with the same parameters"),
@@ -210,9 +210,9 @@ TEST(ZeroRedundancyOptimizer, BadInputIsNamed) {
         << e.what();
   }
   // More ranks than parameters: a rank without a share has no local optimizer.
-  rankwise::ZeroRedundancyOptimizer one(std::vector<torch::Tensor>{p}, adam);
-  EXPECT_EQ(one.has_local_optimizer(), rankwise::rank() == 0);
-  if (rankwise::rank() != 0) {
+  rankwise::parallel::ZeroRedundancyOptimizer one(std::vector<torch::Tensor>{p}, adam);
+  EXPECT_EQ(one.has_local_optimizer(), rankwise::dist::rank() == 0);
+  if (rankwise::dist::rank() != 0) {
     EXPECT_THROW(one.local_optimizer(), rankwise::ConfigError);
   }
 }
@@ -223,15 +223,15 @@ TEST(ZeroRedundancyOptimizer, BadInputIsNamed) {
 TEST(ZeroRedundancyOptimizer, LoadStateDictErrorsNameTheRankAndTheParameter) {
   torch::manual_seed(0);
   Net net;
-  auto ddp = rankwise::DistributedDataParallel(net);
-  rankwise::ZeroRedundancyOptimizer zero(ddp.parameters(), [](auto groups) {
+  auto ddp = rankwise::parallel::DistributedDataParallel(net);
+  rankwise::parallel::ZeroRedundancyOptimizer zero(ddp.parameters(), [](auto groups) {
     return std::make_unique<torch::optim::Adam>(std::move(groups), torch::optim::AdamOptions(0.01));
   });
   train(ddp, zero, 2);
   const c10::IValue full = zero.state_dict();  // collective
   const std::size_t last = 4;                  // fc3.weight, of shape [3, 8]
   int owner = -1;
-  for (int r = 0; r < rankwise::world_size(); ++r) {
+  for (int r = 0; r < rankwise::dist::world_size(); ++r) {
     for (std::size_t i : zero.owned_by(r)) owner = i == last ? r : owner;
   }
   ASSERT_GT(owner, 0) << "the test wants the parameter owned by a rank other than 0";
@@ -241,7 +241,7 @@ TEST(ZeroRedundancyOptimizer, LoadStateDictErrorsNameTheRankAndTheParameter) {
   param_state.insert_or_assign("exp_avg", torch::zeros({2}));
   state.insert_or_assign(static_cast<int64_t>(last), param_state);
   bad.insert_or_assign("state", state);
-  if (rankwise::rank() != owner) {
+  if (rankwise::dist::rank() != owner) {
     EXPECT_NO_THROW(zero.load_state_dict(bad));
     return;
   }
@@ -260,6 +260,6 @@ TEST(ZeroRedundancyOptimizer, LoadStateDictErrorsNameTheRankAndTheParameter) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  rankwise::init();
+  rankwise::dist::init();
   return RUN_ALL_TESTS();
 }

@@ -12,21 +12,21 @@
 #include <string>
 #include <thread>
 
-#include "rankwise/ddp.h"
-#include "rankwise/process_group.h"
+#include "rankwise/parallel/ddp.h"
+#include "rankwise/dist/process_group.h"
 
 int main(int argc, char** argv) {
-  rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+  rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(60)));
   torch::manual_seed(0);
   torch::nn::Linear model(4, 2);
-  rankwise::DistributedDataParallel ddp(
-      model, rankwise::DistributedDataParallelOptions().find_unused_parameters(true));
+  rankwise::parallel::DistributedDataParallel ddp(
+      model, rankwise::parallel::DistributedDataParallelOptions().find_unused_parameters(true));
   auto step = [&ddp] { ddp.forward(torch::randn({3, 4})).sum().backward(); };
   if (argc > 1 && std::string(argv[1]) == "thread") {
     std::thread(step).join();
   } else {
     step();
   }
-  rankwise::barrier();
+  rankwise::dist::barrier();
   return 0;
 }

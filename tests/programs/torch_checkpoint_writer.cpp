@@ -2,7 +2,7 @@
 // RANKWISE_CHECKPOINT_FAULT set) and concurrency tests.
 //
 //   torch_checkpoint_writer manager DIR STEP   CheckpointManager(DIR, keep_last 2).save(step STEP)
-//   torch_checkpoint_writer plain PATH VALUE   rankwise::save(PATH) without a process group
+//   torch_checkpoint_writer plain PATH VALUE   rankwise::checkpoint::save(PATH) without a process group
 //   torch_checkpoint_writer check PATH         prints "value V" when the file verifies and its
 //                                              payload is uniformly V, else the error
 // The payload is 1 Mi float32 (4 MiB) all equal to STEP / VALUE, so a torn or
@@ -16,8 +16,8 @@
 
 namespace {
 
-rankwise::Checkpoint payload(int64_t value) {
-  rankwise::Checkpoint c;
+rankwise::checkpoint::Checkpoint payload(int64_t value) {
+  rankwise::checkpoint::Checkpoint c;
   c.insert("step", value);
   c.insert("payload", torch::full({1 << 20}, static_cast<float>(value)));
   return c;
@@ -34,12 +34,12 @@ int main(int argc, char** argv) {
   try {
     if (mode == "manager") {
       const int64_t step = std::stoll(argv[3]);
-      rankwise::CheckpointManager manager(rankwise::CheckpointManagerOptions(where).keep_last(2));
+      rankwise::checkpoint::CheckpointManager manager(rankwise::checkpoint::CheckpointManagerOptions(where).keep_last(2));
       manager.save(payload(step), step);
     } else if (mode == "plain") {
-      rankwise::save(where, payload(std::stoll(argv[3])));
+      rankwise::checkpoint::save(where, payload(std::stoll(argv[3])));
     } else if (mode == "check") {
-      auto c = rankwise::load(where);
+      auto c = rankwise::checkpoint::load(where);
       auto p = c.at("payload").toTensor();
       const auto v = c.at("step").toInt();
       if (!torch::equal(p, torch::full({1 << 20}, static_cast<float>(v)))) {

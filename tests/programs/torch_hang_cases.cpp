@@ -1,5 +1,5 @@
 // torch_hang_cases: the mistakes that used to leave ranks waiting silently,
-// for the hang-report tests (tests/unit/test_hang_reports.cpp). Run under
+// for the hang-report tests (tests/unit/launch/watch/hang_reports_test.cpp). Run under
 // rankwise-run; every mode uses a 3 s collective timeout (HANG_CASE_TIMEOUT_S
 // seconds when set: the launcher's --hang-timeout tests use a long one) and
 // prints the line of its key collective as "site LINE" from rank 0 before it
@@ -39,8 +39,8 @@
 #include <string>
 #include <thread>
 
-#include "rankwise/ddp.h"
-#include "rankwise/process_group.h"
+#include "rankwise/parallel/ddp.h"
+#include "rankwise/dist/process_group.h"
 #include "rankwise/run_main.h"
 
 namespace {
@@ -48,7 +48,7 @@ namespace {
 void sleep_s(int seconds) { std::this_thread::sleep_for(std::chrono::seconds(seconds)); }
 
 void site(int line) {
-  if (rankwise::rank() == 0) {
+  if (rankwise::dist::rank() == 0) {
     std::printf("site %d\n", line);
     std::fflush(stdout);
   }
@@ -56,8 +56,8 @@ void site(int line) {
 
 int run(const std::string& mode, const std::string& variant) {
   const char* timeout_s = std::getenv("HANG_CASE_TIMEOUT_S");
-  auto& group = rankwise::init(
-      rankwise::InitOptions().timeout(std::chrono::seconds(timeout_s ? std::atoi(timeout_s) : 3)));
+  auto& group = rankwise::dist::init(
+      rankwise::dist::InitOptions().timeout(std::chrono::seconds(timeout_s ? std::atoi(timeout_s) : 3)));
   const int rank = group.rank();
   auto one = torch::ones({2});
   if (mode == "rank0-barrier") {
@@ -85,7 +85,7 @@ int run(const std::string& mode, const std::string& variant) {
   }
   if (mode == "ddp-sigstop") {
     torch::manual_seed(0);
-    rankwise::DistributedDataParallel ddp(torch::nn::Linear(4, 2));
+    rankwise::parallel::DistributedDataParallel ddp(torch::nn::Linear(4, 2));
     for (int step = 1; step < 1000; ++step) {
       auto loss = ddp.forward(torch::ones({3, 4})).sum();
       if (rank == 1 && step == 6) {

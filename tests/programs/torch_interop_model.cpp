@@ -74,23 +74,23 @@ int main(int argc, char** argv) {
       }
       net->eval();
       const auto probe = torch::randn({5, 4});
-      rankwise::TrainingState state;
+      rankwise::checkpoint::TrainingState state;
       state.model = net.get();
       state.optimizer = &opt;
       state.step = 3;
       state.extras["probe_input"] = probe;
       state.extras["probe_output"] = net->forward(probe).detach();
-      rankwise::save(argv[2], rankwise::capture(state));
+      rankwise::checkpoint::save(argv[2], rankwise::checkpoint::capture(state));
       std::cout << "written\n";
       return 0;
     }
     if ((mode == "read" || mode == "read-full") && (argc == 4 || argc == 5)) {
       Net net;
-      const auto file = rankwise::load(argv[2]);
-      rankwise::load_state_dict(
-          *net, rankwise::to_state_dict(mode == "read" ? c10::IValue(file.dict()) : file.at("model")));
+      const auto file = rankwise::checkpoint::load(argv[2]);
+      rankwise::checkpoint::load_state_dict(
+          *net, rankwise::checkpoint::to_state_dict(mode == "read" ? c10::IValue(file.dict()) : file.at("model")));
       net->eval();
-      const auto probe = rankwise::load(argv[3]);
+      const auto probe = rankwise::checkpoint::load(argv[3]);
       const auto output = net->forward(probe.at("input").toTensor());
       const auto expected = probe.at("output").toTensor();
       if (argc == 4 && torch::equal(output, expected)) {
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (mode == "fingerprint" && (argc == 3 || argc == 4)) {
-      const auto file = rankwise::load(argv[2]);
+      const auto file = rankwise::checkpoint::load(argv[2]);
       std::cout << "fingerprint " << fingerprint(argc == 4 ? file.at(argv[3]) : c10::IValue(file.dict())) << "\n";
       return 0;
     }

@@ -1,6 +1,6 @@
 // torch_monitor_steps: a training loop for the rankwise-run --monitor tests
-// (tests/unit/test_monitor.cpp). Every rank trains a small MLP wrapped in
-// rankwise::DistributedDataParallel on random data and calls
+// (tests/unit/launch/watch/run_monitor_test.cpp). Every rank trains a small MLP wrapped in
+// rankwise::parallel::DistributedDataParallel on random data and calls
 // rankwise::monitor::record_step after each step.
 //
 //   torch_monitor_steps SECONDS [SLOW_RANK SLEEP_MS]
@@ -19,9 +19,9 @@
 #include <string>
 #include <thread>
 
-#include "rankwise/ddp.h"
-#include "rankwise/monitor/heartbeat.h"
-#include "rankwise/process_group.h"
+#include "rankwise/parallel/ddp.h"
+#include "rankwise/monitor/step_stats.h"
+#include "rankwise/dist/process_group.h"
 #include "rankwise/run_main.h"
 
 namespace {
@@ -43,12 +43,12 @@ int run(int argc, char** argv) {
   const double seconds = std::stod(argv[1]);
   const int slow_rank = argc > 3 ? std::stoi(argv[2]) : -1;
   const int sleep_ms = argc > 3 ? std::stoi(argv[3]) : 0;
-  rankwise::init();
-  const int rank = rankwise::rank();
+  rankwise::dist::init();
+  const int rank = rankwise::dist::rank();
   std::printf("pid %d %d\n", rank, static_cast<int>(::getpid()));
   std::fflush(stdout);
   torch::manual_seed(rank);
-  rankwise::DistributedDataParallel ddp(Net{});
+  rankwise::parallel::DistributedDataParallel ddp(Net{});
   torch::optim::SGD optimizer(ddp.parameters(), 0.01);
   const auto start = std::chrono::steady_clock::now();
   for (int64_t step = 1;; ++step) {
@@ -67,7 +67,7 @@ int run(int argc, char** argv) {
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     auto done = torch::tensor({elapsed >= seconds ? 1 : 0}, torch::kInt32);
-    rankwise::all_reduce(done, rankwise::ReduceOp::kMax);
+    rankwise::dist::all_reduce(done, rankwise::dist::ReduceOp::kMax);
     if (done.item<int>() != 0) break;
   }
   return 0;

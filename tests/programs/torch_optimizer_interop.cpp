@@ -62,10 +62,10 @@ void train(const std::string& kind, const std::string& start, int steps, const s
   if (start.empty()) {
     optimizer = make_optimizer(kind, model, false);
   } else {
-    const auto ckpt = rankwise::load(start);
-    rankwise::load_state_dict(model, rankwise::to_state_dict(ckpt.at("model")));
+    const auto ckpt = rankwise::checkpoint::load(start);
+    rankwise::checkpoint::load_state_dict(model, rankwise::checkpoint::to_state_dict(ckpt.at("model")));
     optimizer = make_optimizer(kind, model, true);
-    rankwise::load_optimizer_state_dict(*optimizer, ckpt.at("optimizer"));
+    rankwise::checkpoint::load_optimizer_state_dict(*optimizer, ckpt.at("optimizer"));
     step = ckpt.at("step").toInt();
   }
   for (int i = 0; i < steps; ++i) {
@@ -79,11 +79,11 @@ void train(const std::string& kind, const std::string& start, int steps, const s
     optimizer->step();
     step += 1;
   }
-  rankwise::Checkpoint result;
-  result.insert("model", rankwise::state_dict(model));
-  result.insert("optimizer", rankwise::optimizer_state_dict(*optimizer));
+  rankwise::checkpoint::Checkpoint result;
+  result.insert("model", rankwise::checkpoint::state_dict(model));
+  result.insert("optimizer", rankwise::checkpoint::optimizer_state_dict(*optimizer));
   result.insert("step", step);
-  rankwise::save(out, result);
+  rankwise::checkpoint::save(out, result);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 //       while the exception unwinds, after another destructor shut the group
 //       down (so its peers fail before its error file exists).
 //       The other ranks wait in a second barrier and fail there: in
-//       rankwise::barrier() (a rankwise::PeerError), or with `c10d` in c10d's
+//       rankwise::dist::barrier() (a rankwise::PeerError), or with `c10d` in c10d's
 //       own barrier, whose raw error reaches run_main unwrapped.
 //   torch_peer_failure kill RANK [SLOW_MS]
 //       After a first barrier, rank RANK ends itself with SIGKILL (no error
@@ -28,7 +28,7 @@
 #include <string>
 #include <thread>
 
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 #include "rankwise/run_main.h"
 
 namespace {
@@ -44,7 +44,7 @@ struct SlowDestructor {
 };
 
 struct ShutdownOnUnwind {
-  ~ShutdownOnUnwind() { rankwise::shutdown(); }
+  ~ShutdownOnUnwind() { rankwise::dist::shutdown(); }
 };
 
 }  // namespace
@@ -63,12 +63,12 @@ int main(int argc, char** argv) {
   // registration, so this one runs after the group's static destructor.
   if (when == "at-exit") std::atexit(slow_exit);
   return rankwise::run_main(argc, argv, [&](int, char**) {
-    auto& group = rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+    auto& group = rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(60)));
     group.barrier();
     if (group.rank() == failing) {
       if (mode == "kill") {
         if (g_slow_ms > 0) {
-          rankwise::shutdown();
+          rankwise::dist::shutdown();
           sleep_slow();
         }
         ::raise(SIGKILL);

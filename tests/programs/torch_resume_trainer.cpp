@@ -42,14 +42,14 @@ int train(int argc, char** argv) {
   const std::string kind = argv[1];
   const std::string dir = argv[2];
   const int64_t kill_at = argc > 3 ? std::stoll(argv[3]) : 0;
-  auto& group = rankwise::init();
+  auto& group = rankwise::dist::init();
   constexpr int64_t kSamples = 120, kBatch = 4, kEpochs = 3;
 
   torch::manual_seed(0);  // the same data and initial model on every rank
   const auto inputs = torch::randn({kSamples, 8});
   const auto labels = torch::randint(0, 4, {kSamples});
   auto model = std::make_shared<Net>();
-  rankwise::DistributedDataParallel ddp(model);
+  rankwise::parallel::DistributedDataParallel ddp(model);
   torch::manual_seed(100 + group.rank());  // per-rank dropout masks
 
   std::unique_ptr<torch::optim::Optimizer> optimizer;
@@ -67,19 +67,19 @@ int train(int argc, char** argv) {
     throw rankwise::ConfigError("unknown optimizer " + kind);
   }
 
-  rankwise::CheckpointManager checkpoints(
-      rankwise::CheckpointManagerOptions(dir).every_n_steps(4).keep_last(2));
-  rankwise::TrainingState state;
+  rankwise::checkpoint::CheckpointManager checkpoints(
+      rankwise::checkpoint::CheckpointManagerOptions(dir).every_n_steps(4).keep_last(2));
+  rankwise::checkpoint::TrainingState state;
   state.model = ddp.module().get();
   state.optimizer = optimizer.get();
   state.lr_scheduler = scheduler.get();
   std::string latest;
   if (auto checkpoint = checkpoints.load_latest(&latest)) {
-    rankwise::restore(*checkpoint, state);
+    rankwise::checkpoint::restore(*checkpoint, state);
     rankwise::print0("resumed at step {} (epoch {}, position {})", state.step, state.epoch,
                      state.position);
   }
-  rankwise::DistributedSampler sampler(kSamples, rankwise::DistributedSamplerOptions().seed(7));
+  rankwise::data::DistributedSampler sampler(kSamples, rankwise::data::DistributedSamplerOptions().seed(7));
   const bool killer = kill_at > 0 && group.rank() == group.world_size() - 1;
 
   while (state.epoch < kEpochs) {
@@ -101,7 +101,7 @@ int train(int argc, char** argv) {
         ::raise(SIGKILL);
       }
       if (end < n && checkpoints.should_save(state.step, /*epoch_end=*/false)) {
-        checkpoints.save(rankwise::capture(state), state.step);
+        checkpoints.save(rankwise::checkpoint::capture(state), state.step);
       }
     }
     ddp.join();
@@ -111,10 +111,10 @@ int train(int argc, char** argv) {
     state.epoch += 1;
     state.position = 0;
     if (checkpoints.should_save(state.step, /*epoch_end=*/true)) {
-      checkpoints.save(rankwise::capture(state), state.step);
+      checkpoints.save(rankwise::checkpoint::capture(state), state.step);
     }
   }
-  rankwise::save(dir + "/final.pt", rankwise::capture(state));
+  rankwise::checkpoint::save(dir + "/final.pt", rankwise::checkpoint::capture(state));
   rankwise::print0("done at step {}", state.step);
   return 0;
 }

@@ -1,4 +1,4 @@
-// A worker for the sharded-checkpoint tests (tests/unit/test_sharded_checkpoint.cpp).
+// A worker for the sharded-checkpoint tests (tests/unit/checkpoint/sharded_checkpoint_test.cpp).
 // Run it through rankwise-run (or with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set):
 //
 //   torch_sharded_checkpoint save DIR SET SEED    save_sharded() of SET's tensors at this world size
@@ -26,7 +26,7 @@
 
 #include "rankwise/checkpoint/sharded_checkpoint.h"
 #include "rankwise/error.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
 namespace {
 
@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   const int64_t seed = std::stoll(argv[4]);
   int rank = 0;
   try {
-    auto& group = rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+    auto& group = rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(60)));
     rank = group.rank();
     const int world = group.world_size();
     if (argc == 7) {
@@ -129,33 +129,33 @@ int main(int argc, char** argv) {
       std::filesystem::current_path(place);
     }
     const auto list = specs(set);
-    rankwise::ShardedState state;
+    rankwise::checkpoint::ShardedState state;
     const bool saving = mode == "save" || mode == "save-skewed";
     for (std::size_t n = 0; n < list.size(); ++n) {
       const Spec& s = list[n];
       if (s.layout == Layout::kObject) {
         c10::IValue value;  // a target: load_sharded replaces it
         if (saving) value = mode == "save-skewed" && s.key == "epoch" ? c10::IValue(int64_t{rank}) : expected_object(s.key, seed);
-        state.emplace(s.key, rankwise::ObjectEntry{value});
+        state.emplace(s.key, rankwise::checkpoint::ObjectEntry{value});
         continue;
       }
       const at::Tensor values = expected(s, static_cast<int64_t>(n) + 1, seed);
       const at::Tensor source = saving ? values : at::zeros_like(values);
       switch (s.layout) {
-        case Layout::kRows: state.emplace(s.key, rankwise::shard_rows(source, rank, world)); break;
-        case Layout::kFlat: state.emplace(s.key, rankwise::shard_flat(source, rank, world)); break;
+        case Layout::kRows: state.emplace(s.key, rankwise::checkpoint::shard_rows(source, rank, world)); break;
+        case Layout::kFlat: state.emplace(s.key, rankwise::checkpoint::shard_flat(source, rank, world)); break;
         case Layout::kReplicated: state.emplace(s.key, source); break;
       }
     }
     if (saving) {
-      rankwise::save_sharded(dir, state);
+      rankwise::checkpoint::save_sharded(dir, state);
       std::cout << "rank " << rank << ": saved" << std::endl;
       return 0;
     }
     if (mode == "check-collective") {
-      rankwise::load_sharded_collective(dir, state, rankwise::CollectiveLoadOptions().node_local(true));
+      rankwise::checkpoint::load_sharded_collective(dir, state, rankwise::checkpoint::CollectiveLoadOptions().node_local(true));
     } else {
-      rankwise::load_sharded(dir, state);
+      rankwise::checkpoint::load_sharded(dir, state);
     }
     // The sharded targets are views of zeros_like(values) at this rank's rows:
     // compare each chunk with the same rows of the expected values.
@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
       const Spec& s = list[n];
       const auto& entry = state.at(s.key);
       if (s.layout == Layout::kObject) {
-        const auto& got = std::get<rankwise::ObjectEntry>(entry).value;
+        const auto& got = std::get<rankwise::checkpoint::ObjectEntry>(entry).value;
         if (text(got) != text(expected_object(s.key, seed))) {
           std::cout << "rank " << rank << ": error: object '" << s.key << "' is " << text(got) << ", expected "
                     << text(expected_object(s.key, seed)) << std::endl;
@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
         continue;
       }
       at::Tensor values = expected(s, static_cast<int64_t>(n) + 1, seed);
-      if (const auto* sharded = std::get_if<rankwise::ShardedTensor>(&entry)) {
+      if (const auto* sharded = std::get_if<rankwise::checkpoint::ShardedTensor>(&entry)) {
         if (s.layout == Layout::kFlat) values = values.reshape({-1});
         for (const auto& chunk : sharded->chunks()) {
           const at::Tensor want = values.narrow(0, chunk.offsets[0], chunk.data.size(0));

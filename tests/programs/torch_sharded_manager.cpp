@@ -1,4 +1,4 @@
-// A worker for the ShardedCheckpointManager tests (tests/unit/test_sharded_manager.cpp).
+// A worker for the ShardedCheckpointManager tests (tests/unit/checkpoint/sharded_manager_test.cpp).
 // Run it through rankwise-run (or with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set):
 //
 //   torch_sharded_manager save ROOT FROM TO KEEP   saves steps FROM..TO (as step*100), keep_last KEEP
@@ -20,11 +20,11 @@
 
 #include "rankwise/checkpoint/sharded_manager.h"
 #include "rankwise/error.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
 namespace {
 
-rankwise::ShardedState state_of(int64_t s, int rank, int world, bool zeros) {
+rankwise::checkpoint::ShardedState state_of(int64_t s, int rank, int world, bool zeros) {
   at::Tensor w = at::arange(10, at::kFloat) + 1000.0 * static_cast<double>(s);
   at::Tensor n = at::arange(12, at::kLong).reshape({6, 2}) + s * int64_t{1000000000007};
   at::Tensor b = at::arange(2, at::kDouble) / 4 + static_cast<double>(s);
@@ -33,18 +33,18 @@ rankwise::ShardedState state_of(int64_t s, int rank, int world, bool zeros) {
     n = at::zeros_like(n);
     b = at::zeros_like(b);
   }
-  rankwise::ShardedState state;
-  state.emplace("w", rankwise::shard_rows(w, rank, world));
-  state.emplace("n", rankwise::shard_rows(n, rank, world));
+  rankwise::checkpoint::ShardedState state;
+  state.emplace("w", rankwise::checkpoint::shard_rows(w, rank, world));
+  state.emplace("n", rankwise::checkpoint::shard_rows(n, rank, world));
   state.emplace("b", b);
   return state;
 }
 
 // Whether every chunk of `got` equals the same rows of `want`.
-bool equal(const rankwise::ShardedState& got, const rankwise::ShardedState& want) {
+bool equal(const rankwise::checkpoint::ShardedState& got, const rankwise::checkpoint::ShardedState& want) {
   for (const auto& [key, entry] : want) {
-    if (const auto* s = std::get_if<rankwise::ShardedTensor>(&entry)) {
-      const auto& g = std::get<rankwise::ShardedTensor>(got.at(key));
+    if (const auto* s = std::get_if<rankwise::checkpoint::ShardedTensor>(&entry)) {
+      const auto& g = std::get<rankwise::checkpoint::ShardedTensor>(got.at(key));
       for (std::size_t c = 0; c < s->chunks().size(); ++c) {
         if (!at::equal(s->chunks()[c].data, g.chunks()[c].data)) return false;
       }
@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   }
   int rank = 0;
   try {
-    auto& group = rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
+    auto& group = rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(60)));
     rank = group.rank();
     const int world = group.world_size();
     if (argc == base + 2) {
@@ -74,9 +74,9 @@ int main(int argc, char** argv) {
       std::filesystem::create_directories(place);
       std::filesystem::current_path(place);
     }
-    rankwise::CheckpointManagerOptions options(argv[2]);
+    rankwise::checkpoint::CheckpointManagerOptions options(argv[2]);
     if (mode == "save") options.keep_last(std::stoll(argv[5]));
-    rankwise::ShardedCheckpointManager manager(options);
+    rankwise::checkpoint::ShardedCheckpointManager manager(options);
     if (mode == "save") {
       for (int64_t s = std::stoll(argv[3]); s <= std::stoll(argv[4]); ++s) {
         manager.save(state_of(s, rank, world, false), s * 100);

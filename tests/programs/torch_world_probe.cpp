@@ -7,17 +7,18 @@
 
 #include <chrono>
 
+#include "rankwise/monitor/job_header.h"
 #include "rankwise/log.h"
-#include "rankwise/process_group.h"
+#include "rankwise/dist/process_group.h"
 
 int main() {
-  auto& group = rankwise::init(rankwise::InitOptions().timeout(std::chrono::seconds(60)));
-  rankwise::print_header();
+  auto& group = rankwise::dist::init(rankwise::dist::InitOptions().timeout(std::chrono::seconds(60)));
+  rankwise::monitor::print_header();
   auto t = torch::tensor({static_cast<int64_t>(group.rank())});
-  rankwise::all_reduce(t);
+  rankwise::dist::all_reduce(t);
   rankwise::print("probe rank {} local_rank {} node {} world {} sum {}", group.rank(),
                   group.local_rank(), group.env().node_rank, group.world_size(),
                   t.item<int64_t>());
-  rankwise::barrier();
+  rankwise::dist::barrier();
   return 0;
 }

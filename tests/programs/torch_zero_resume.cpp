@@ -26,7 +26,7 @@
 #include "rankwise/checkpoint/sharded_checkpoint.h"
 #include "rankwise/checkpoint/sharded_metadata.h"
 #include "rankwise/rankwise.h"
-#include "rankwise/zero_redundancy_optimizer.h"
+#include "rankwise/parallel/zero_redundancy_optimizer.h"
 
 namespace {
 
@@ -42,7 +42,7 @@ struct Net : torch::nn::Module {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
 };
 
-rankwise::ZeroRedundancyOptimizer::Factory adam() {
+rankwise::parallel::ZeroRedundancyOptimizer::Factory adam() {
   return [](std::vector<torch::optim::OptimizerParamGroup> groups) {
     return std::make_unique<torch::optim::Adam>(std::move(groups),
                                                 torch::optim::AdamOptions(0.01));
@@ -81,7 +81,7 @@ void check_same_groups(const c10::IValue& a, const c10::IValue& b) {
 template <typename Ddp, typename Opt>
 void train(Ddp& ddp, Opt& opt, int first_step, int steps) {
   for (int step = first_step; step < first_step + steps; ++step) {
-    torch::manual_seed(1000 * rankwise::rank() + step);
+    torch::manual_seed(1000 * rankwise::dist::rank() + step);
     const auto x = torch::randn({4, 6}), y = torch::randn({4, 2});
     opt.zero_grad();
     torch::mse_loss(ddp.forward(x), y).backward();
@@ -120,33 +120,33 @@ int run(int argc, char** argv) {
   if (argc != 3) throw rankwise::ConfigError("usage: torch_zero_resume save|resume|resume-sharded DIR");
   const std::string mode = argv[1], path = std::string(argv[2]) + "/state.pt";
   const std::string sharded = std::string(argv[2]) + "/sharded";
-  rankwise::init();
+  rankwise::dist::init();
   torch::manual_seed(0);
   auto model = std::make_shared<Net>();
-  rankwise::DistributedDataParallel ddp(model);
-  rankwise::ZeroRedundancyOptimizer zero(groups_of(ddp.parameters(), *model), adam());
+  rankwise::parallel::DistributedDataParallel ddp(model);
+  rankwise::parallel::ZeroRedundancyOptimizer zero(groups_of(ddp.parameters(), *model), adam());
   if (mode == "save") {
     train(ddp, zero, 0, 10);
-    rankwise::Checkpoint state;
-    state.insert("model", rankwise::state_dict(*model));
+    rankwise::checkpoint::Checkpoint state;
+    state.insert("model", rankwise::checkpoint::state_dict(*model));
     state.insert("optimizer", zero.state_dict());
-    rankwise::save(path, state);
-    rankwise::ShardedState shards = zero.sharded_state_dict();
+    rankwise::checkpoint::save(path, state);
+    rankwise::checkpoint::ShardedState shards = zero.sharded_state_dict();
     for (const auto& p : model->named_parameters()) shards.emplace("model." + p.key(), p.value().detach());
-    rankwise::save_sharded(sharded, shards);
-    rankwise::print0("saved at world size {}", rankwise::world_size());
+    rankwise::checkpoint::save_sharded(sharded, shards);
+    rankwise::print0("saved at world size {}", rankwise::dist::world_size());
     return 0;
   }
   if (mode != "resume" && mode != "resume-sharded") {
     throw rankwise::ConfigError("mode must be save, resume or resume-sharded, not " + mode);
   }
-  const rankwise::Checkpoint state = rankwise::load(path);
+  const rankwise::checkpoint::Checkpoint state = rankwise::checkpoint::load(path);
   if (mode == "resume") {
-    rankwise::load_state_dict(*model, rankwise::to_state_dict(state.at("model")));
+    rankwise::checkpoint::load_state_dict(*model, rankwise::checkpoint::to_state_dict(state.at("model")));
     zero.load_state_dict(state.at("optimizer"));
   } else {
-    const auto stored = rankwise::read_sharded_metadata(sharded);
-    rankwise::ShardedState targets = zero.sharded_state_dict_to_load(stored);
+    const auto stored = rankwise::checkpoint::read_sharded_metadata(sharded);
+    rankwise::checkpoint::ShardedState targets = zero.sharded_state_dict_to_load(stored);
     for (const auto& p : model->named_parameters()) targets.emplace("model." + p.key(), torch::zeros_like(p.value()));
     for (const auto& [key, entry] : stored) {
       if (entry.is_tensor && key.rfind("optim.state.", 0) == 0 && entry.stored_chunks != 1) {
@@ -159,7 +159,7 @@ int run(int argc, char** argv) {
     } catch (const rankwise::CheckpointError& e) {
       if (std::string(e.what()).find("the entries were not filled") == std::string::npos) throw;
     }
-    rankwise::load_sharded(sharded, targets);
+    rankwise::checkpoint::load_sharded(sharded, targets);
     zero.load_sharded_state_dict(targets);
     torch::NoGradGuard no_grad;
     for (auto& p : model->named_parameters()) {
@@ -172,17 +172,17 @@ int run(int argc, char** argv) {
   if (reloaded != 0) throw rankwise::Error("reloaded state differs by " + std::to_string(reloaded));
 
   auto plain_model = std::make_shared<Net>();
-  rankwise::load_state_dict(*plain_model, rankwise::to_state_dict(state.at("model")));
-  rankwise::DistributedDataParallel plain(plain_model);
+  rankwise::checkpoint::load_state_dict(*plain_model, rankwise::checkpoint::to_state_dict(state.at("model")));
+  rankwise::parallel::DistributedDataParallel plain(plain_model);
   torch::optim::Adam plain_opt(groups_of(plain.parameters(), *plain_model), torch::optim::AdamOptions(0.01));
-  rankwise::load_optimizer_state_dict(plain_opt, state.at("optimizer"));
+  rankwise::checkpoint::load_optimizer_state_dict(plain_opt, state.at("optimizer"));
 
   train(ddp, zero, 10, 10);
   train(plain, plain_opt, 10, 10);
   const double params = (flat(*model) - flat(*plain_model)).abs().max().item<double>();
-  const double opt_state = max_state_diff(zero.state_dict(), rankwise::optimizer_state_dict(plain_opt));
+  const double opt_state = max_state_diff(zero.state_dict(), rankwise::checkpoint::optimizer_state_dict(plain_opt));
   const auto mine = flat(*model);
-  for (const auto& other : rankwise::all_gather(mine)) {
+  for (const auto& other : rankwise::dist::all_gather(mine)) {
     if (!other.equal(mine)) throw rankwise::Error("the replicas differ after resuming");
   }
   if (params > 1e-6 || opt_state > 1e-6) {
@@ -192,7 +192,7 @@ int run(int argc, char** argv) {
   }
   rankwise::print0("{} at world size {}: state identical; after 10 steps parameters within "
                    "{:.1e}, optimizer state within {:.1e} of plain Adam",
-                   mode == "resume" ? "resumed" : "resumed from the sharded checkpoint", rankwise::world_size(),
+                   mode == "resume" ? "resumed" : "resumed from the sharded checkpoint", rankwise::dist::world_size(),
                    params, opt_state);
   return 0;
 }

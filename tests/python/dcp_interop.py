@@ -1,5 +1,5 @@
 """Sharded-checkpoint interop with PyTorch 2.x's torch.distributed.checkpoint (DCP), both directions
-(tests/unit/test_sharded_checkpoint.cpp).
+(tests/unit/checkpoint/sharded_checkpoint_test.cpp).
 
   dcp_interop.py save DIR NPROC SEED       NPROC processes dcp.save the "python" set: DTensors
                                            sharded by rows (Shard(0)), a plain, replicated tensor

@@ -1,4 +1,4 @@
-"""Checks records rankwise's write_tensor_record wrote (tests/unit/test_record_writer.cpp)
+"""Checks records rankwise's write_tensor_record wrote (tests/unit/checkpoint/torch_save/record_writer_test.cpp)
 against PyTorch: torch.load(weights_only=True) of DIR/<case>.pt must equal the
 tensor built here, contiguous, with every zip entry's CRC-32 right.
 

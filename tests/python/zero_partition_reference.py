@@ -1,5 +1,5 @@
 """PyTorch's ZeroRedundancyOptimizer partition of parameters over ranks, the
-reference for rankwise::zero_partition (tests/unit/test_zero_partition.cpp).
+reference for rankwise::zero_partition (tests/unit/parallel/zero_redundancy_optimizer_test.cpp).
 
 Usage: zero_partition_reference.py JSON, JSON being a list of cases
 {"groups": [[numel, ...], ...], "world_size": W}. Prints a JSON list: per

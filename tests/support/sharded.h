@@ -8,9 +8,9 @@
 namespace rankwise::test {
 
 /// The CheckpointError load_sharded(dir, state) throws, or "no error".
-inline std::string sharded_load_error(const std::string& dir, ShardedState state) {
+inline std::string sharded_load_error(const std::string& dir, checkpoint::ShardedState state) {
   try {
-    load_sharded(dir, state);
+    checkpoint::load_sharded(dir, state);
   } catch (const CheckpointError& e) {
     return e.what();
   }

@@ -1,5 +1,5 @@
 #pragma once
-/// \file checkpoint/checkpoint.h
+/// \file checkpoint.h
 /// Replicated checkpoints: rank 0 writes atomically while the others wait;
 /// every rank loads onto the CPU or onto its own device.
 ///
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 
 /// The content of a checkpoint: an ordered map from names to values (tensor,
 /// integer, double, string, StateDict, ...), saved as a Python dict.
@@ -76,7 +76,7 @@ Checkpoint load(const std::string& path);
 /// Reads a checkpoint as load(path) does, then puts every tensor in it
 /// (also those nested in dicts, lists and tuples: state dicts, optimizer
 /// states) on `device`, as Python's `torch.load(path, map_location=device)`.
-/// Typically `rankwise::load(path, rankwise::device())` on every rank: each
+/// Typically `rankwise::checkpoint::load(path, rankwise::device())` on every rank: each
 /// gets its copy on its own GPU, or on the CPU. Any rank. Throws
 /// CheckpointError as load() does; c10::Error when `device` is not available.
 Checkpoint load(const std::string& path, const c10::Device& device);
@@ -86,8 +86,8 @@ Checkpoint load(const std::string& path, const c10::Device& device);
 ///
 /// Example:
 /// \code
-///   auto state = rankwise::load_collective("ckpts/last.pt",
-///       rankwise::CollectiveLoadOptions().stale_timeout(std::chrono::seconds(30)));
+///   auto state = rankwise::checkpoint::load_collective("ckpts/last.pt",
+///       rankwise::checkpoint::CollectiveLoadOptions().stale_timeout(std::chrono::seconds(30)));
 /// \endcode
 struct CollectiveLoadOptions {
   /// How long a rank waits for its own view of the file to become the one
@@ -127,7 +127,7 @@ Checkpoint load_collective(const std::string& path, CollectiveLoadOptions option
 /// A copy of `checkpoint` whose tensors are on `device` (see load(path,
 /// device)); `checkpoint` is left as it was. Tensors already there are shared,
 /// not copied. E.g. for CheckpointManager::load_latest():
-/// `rankwise::to_device(*latest, rankwise::device())`. Any rank, no
+/// `rankwise::checkpoint::to_device(*latest, rankwise::device())`. Any rank, no
 /// communication.
 Checkpoint to_device(const Checkpoint& checkpoint, const c10::Device& device);
 
@@ -138,4 +138,4 @@ Checkpoint to_device(const Checkpoint& checkpoint, const c10::Device& device);
 /// truncated file, or one that is not a zip at all.
 bool verify(const std::string& path);
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

@@ -1,5 +1,5 @@
 #pragma once
-/// \file checkpoint/lr_scheduler_state.h
+/// \file lr_scheduler_state.h
 /// The state of a libtorch learning-rate scheduler (`torch::optim::LRScheduler`
 /// subclasses such as `torch::optim::StepLR`), so a resumed run continues the
 /// schedule where it stopped.
@@ -18,7 +18,7 @@
 #include <ATen/core/ivalue.h>
 #include <torch/optim/schedulers/lr_scheduler.h>
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 
 /// The scheduler's state. Any rank; no communication.
 c10::IValue lr_scheduler_state_dict(const torch::optim::LRScheduler& scheduler);
@@ -29,4 +29,4 @@ c10::IValue lr_scheduler_state_dict(const torch::optim::LRScheduler& scheduler);
 void load_lr_scheduler_state_dict(torch::optim::LRScheduler& scheduler,
                                   const c10::IValue& state_dict);
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

@@ -1,5 +1,5 @@
 #pragma once
-/// \file checkpoint/manager.h
+/// \file manager.h
 /// A directory of numbered checkpoints with a `latest` pointer: save every N
 /// steps and/or at each epoch end, keep the last K, resume from the newest
 /// one that verifies.
@@ -24,18 +24,21 @@
 
 #include "rankwise/checkpoint/checkpoint.h"
 
-namespace rankwise {
-namespace detail {
+namespace rankwise::checkpoint::io {
 class FileLock;
+}  // namespace rankwise::checkpoint::io
+namespace rankwise::checkpoint::managers {
 class NumberedCheckpoints;
-}
+}  // namespace rankwise::checkpoint::managers
+
+namespace rankwise::checkpoint {
 
 /// Options of CheckpointManager (setters and getters as torch::nn options).
 ///
 /// Example:
 /// \code
-///   rankwise::CheckpointManager checkpoints(
-///       rankwise::CheckpointManagerOptions("ckpts").keep_last(5).every_n_steps(1000));
+///   rankwise::checkpoint::CheckpointManager checkpoints(
+///       rankwise::checkpoint::CheckpointManagerOptions("ckpts").keep_last(5).every_n_steps(1000));
 /// \endcode
 struct CheckpointManagerOptions {
   explicit CheckpointManagerOptions(std::string directory) : directory_(std::move(directory)) {}
@@ -69,7 +72,7 @@ class CheckpointManager {
   bool should_save(int64_t step, bool epoch_end) const;
 
   /// Saves `state` as the checkpoint of step `step`, updates `latest`, then
-  /// prunes beyond keep_last. Collective, like rankwise::save(): rank 0
+  /// prunes beyond keep_last. Collective, like rankwise::checkpoint::save(): rank 0
   /// writes, every rank returns after the pointer is durable, and a failure
   /// raises the same CheckpointError on every rank with the previous
   /// checkpoints untouched. Returns the new file's path.
@@ -88,7 +91,7 @@ class CheckpointManager {
   std::optional<Checkpoint> load_latest(std::string* path = nullptr) const;
 
   /// The checkpoint rank 0's latest() names, loaded onto the CPU on every
-  /// rank from the same bytes (rankwise::load_collective(): a rank whose
+  /// rank from the same bytes (rankwise::checkpoint::load_collective(): a rank whose
   /// view of the directory is stale waits for it within
   /// `options.stale_timeout`, one that does not see the file, as on a
   /// node-local disk, receives it from rank 0), or nullopt on every rank when
@@ -112,8 +115,8 @@ class CheckpointManager {
 
  private:
   CheckpointManagerOptions options_;
-  std::unique_ptr<detail::NumberedCheckpoints> numbered_;
-  std::unique_ptr<detail::FileLock> lock_;  // rank 0 only
+  std::unique_ptr<managers::NumberedCheckpoints> numbered_;
+  std::unique_ptr<io::FileLock> lock_;  // rank 0 only
 };
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

@@ -1,5 +1,5 @@
 #pragma once
-/// \file checkpoint/optimizer_state.h
+/// \file optimizer_state.h
 /// An optimizer's complete state in the layout of Python's
 /// `torch.optim.Optimizer.state_dict()`, so a run can move between C++ and
 /// Python, and a resumed run continues with every hyper-parameter it had.
@@ -33,7 +33,7 @@
 
 #include <string>
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 
 /// The optimizer's state_dict (see the file comment). Tensors are the
 /// optimizer's own (no copy): save the result before the next step. Any
@@ -47,7 +47,7 @@ c10::IValue optimizer_state_dict(const torch::optim::Optimizer& optimizer);
 std::string optimizer_type_name(const torch::optim::Optimizer& optimizer);
 
 /// Restores a state_dict written by optimizer_state_dict() or by Python's
-/// `optimizer.state_dict()` (loaded with rankwise::load): every param_group's
+/// `optimizer.state_dict()` (loaded with rankwise::checkpoint::load): every param_group's
 /// options and every parameter's state, replacing what the optimizer had.
 /// State tensors are copied, onto each parameter's device (floating-point
 /// state in the parameter's dtype, as Python's load_state_dict does).
@@ -61,4 +61,4 @@ std::string optimizer_type_name(const torch::optim::Optimizer& optimizer);
 /// state is an empty dict has not been stepped yet and gets no state.
 void load_optimizer_state_dict(torch::optim::Optimizer& optimizer, const c10::IValue& state_dict);
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

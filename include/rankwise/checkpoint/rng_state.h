@@ -1,12 +1,12 @@
 #pragma once
-/// \file checkpoint/rng_state.h
+/// \file rng_state.h
 /// The states of libtorch's default random number generators, so that a
 /// resumed run draws the same random numbers (dropout, shuffles, init) as an
 /// uninterrupted one.
 
 #include <ATen/core/ivalue.h>
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 
 /// This process's generator states as a dict {"cpu": Tensor, "cuda": [Tensor, ...]}:
 /// "cpu" is what Python's torch.get_rng_state() returns (uint8, 1-D, 5056 bytes
@@ -20,4 +20,4 @@ c10::IValue rng_state();
 /// is not such a dict or names more CUDA devices than this process sees.
 void set_rng_state(const c10::IValue& state);
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

@@ -1,5 +1,5 @@
 #pragma once
-/// \file checkpoint/sharded_checkpoint.h
+/// \file sharded_checkpoint.h
 /// Sharded checkpoints: every rank writes its own chunks, in parallel, into
 /// a directory that PyTorch's torch.distributed.checkpoint (DCP) reads, and
 /// a load at any world size reads only the bytes each rank needs.
@@ -24,7 +24,7 @@
 #include "rankwise/checkpoint/checkpoint.h"
 #include "rankwise/checkpoint/sharded_tensor.h"
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 
 /// A value that is not a tensor: an int, float, bool, string or None, or a
 /// tuple, list or string-keyed dict of them (an optimizer's learning rate,
@@ -83,8 +83,8 @@ void save_sharded(const std::string& dir, const ShardedState& state);
 ///
 /// \code
 ///   // The model's entries of a checkpoint that also holds the optimizer's:
-///   rankwise::load_sharded("ckpt/step-100", model_state,
-///                          rankwise::ShardedLoadOptions().strict(false));
+///   rankwise::checkpoint::load_sharded("ckpt/step-100", model_state,
+///                          rankwise::checkpoint::ShardedLoadOptions().strict(false));
 /// \endcode
 struct ShardedLoadOptions {
   /// false: keys of the checkpoint that `state` does not hold are skipped,
@@ -146,4 +146,4 @@ void load_sharded(const std::string& dir, ShardedState& state, ShardedLoadOption
 void load_sharded_collective(const std::string& dir, ShardedState& state, CollectiveLoadOptions options = {},
                              ShardedLoadOptions keys = {});
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

@@ -1,5 +1,5 @@
 #pragma once
-/// \file checkpoint/sharded_manager.h
+/// \file sharded_manager.h
 /// A directory of numbered sharded checkpoints with a `latest` pointer: what
 /// CheckpointManager is for replicated files, for save_sharded() directories.
 ///
@@ -31,16 +31,12 @@
 #include "rankwise/checkpoint/manager.h"
 #include "rankwise/checkpoint/sharded_checkpoint.h"
 
-namespace rankwise {
-namespace detail {
-class FileLock;
-class NumberedCheckpoints;
-}  // namespace detail
+namespace rankwise::checkpoint {
 
 /// Example:
 /// \code
-///   rankwise::ShardedCheckpointManager checkpoints(
-///       rankwise::CheckpointManagerOptions("ckpts").keep_last(2).every_n_steps(100));
+///   rankwise::checkpoint::ShardedCheckpointManager checkpoints(
+///       rankwise::checkpoint::CheckpointManagerOptions("ckpts").keep_last(2).every_n_steps(100));
 ///   if (checkpoints.load_latest_collective(state)) { ... resume ... }
 ///   if (checkpoints.should_save(step, epoch_end)) checkpoints.save(state, step);
 /// \endcode
@@ -99,8 +95,8 @@ class ShardedCheckpointManager {
 
  private:
   CheckpointManagerOptions options_;
-  std::unique_ptr<detail::NumberedCheckpoints> numbered_;
-  std::unique_ptr<detail::FileLock> lock_;  // rank 0 only
+  std::unique_ptr<managers::NumberedCheckpoints> numbered_;
+  std::unique_ptr<io::FileLock> lock_;  // rank 0 only
 };
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

@@ -1,5 +1,5 @@
 #pragma once
-/// \file checkpoint/sharded_metadata.h
+/// \file sharded_metadata.h
 /// What a sharded checkpoint holds, read from its `.metadata` alone (as
 /// Python's `FileSystemReader(dir).read_metadata().state_dict_metadata`):
 /// every key with its global shape and dtype, or that it is a non-tensor
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 
 /// One entry of a sharded checkpoint.
 struct ShardedEntryMetadata {
@@ -33,4 +33,4 @@ struct ShardedEntryMetadata {
 /// is damaged.
 std::map<std::string, ShardedEntryMetadata> read_sharded_metadata(const std::string& dir);
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

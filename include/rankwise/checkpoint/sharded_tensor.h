@@ -1,5 +1,5 @@
 #pragma once
-/// \file checkpoint/sharded_tensor.h
+/// \file sharded_tensor.h
 /// A tensor spread over the ranks: its global shape and dtype, and the
 /// chunks this rank holds, each a box of the global tensor (an offset and a
 /// size along every dimension) with its CPU data. What save_sharded()
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 
 /// One box of a sharded tensor: the global tensor's elements
 /// [offsets[d], offsets[d] + data.size(d)) along every dimension d. `data` is
@@ -62,7 +62,7 @@ std::pair<int64_t, int64_t> chunk_range(int64_t length, int rank, int world_size
 /// `global` (CPU, at least one dimension) sharded by rows (dimension 0) with
 /// chunk_range(): one chunk, a view of `global`'s rows (no copy; empty for
 /// the ranks past the last piece). Local; call it with this rank's rank and
-/// world size (rankwise::rank(), rankwise::world_size()).
+/// world size (rankwise::dist::rank(), rankwise::dist::world_size()).
 ShardedTensor shard_rows(const at::Tensor& global, int rank, int world_size);
 
 /// The same chunk as shard_rows() of a tensor of `global_shape`, holding
@@ -80,4 +80,4 @@ ShardedTensor shard_flat(const at::Tensor& global, int rank, int world_size);
 /// zeros of `dtype`: a target for load_sharded().
 ShardedTensor zeros_sharded_flat(int64_t numel, c10::ScalarType dtype, int rank, int world_size);
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

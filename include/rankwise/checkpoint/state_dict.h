@@ -1,5 +1,5 @@
 #pragma once
-/// \file checkpoint/state_dict.h
+/// \file state_dict.h
 /// state_dict helpers for torch::nn::Module, in the layout PyTorch uses, so
 /// files interoperate with Python's torch.load. Optimizers:
 /// checkpoint/optimizer_state.h.
@@ -10,7 +10,7 @@
 
 #include <string>
 
-namespace rankwise {
+namespace rankwise::checkpoint {
 
 /// Ordered name -> tensor map (parameters, then buffers, in registration
 /// order), like Python's `module.state_dict()`. Tensors are detached views
@@ -30,4 +30,4 @@ StateDict to_state_dict(const c10::IValue& value);
 /// mismatch always is, naming the key and both shapes. Throws CheckpointError.
 void load_state_dict(torch::nn::Module& module, const StateDict& state, bool strict = true);
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

@@ -1,5 +1,5 @@
 #pragma once
-/// \file checkpoint/training_state.h
+/// \file training_state.h
 /// Everything a run needs to continue as if it had never stopped, gathered
 /// into one replicated Checkpoint (written by rank 0) and restored on every
 /// rank.
@@ -8,11 +8,11 @@
 ///   "format"      "rankwise.training_state/2"
 ///   "model"       the unwrapped module's state_dict (dict of tensors, no "module.")
 ///   "optimizer"   the optimizer's state_dict in Python's layout
-///                 (checkpoint/optimizer_state.h): per-parameter state and
+///                 (checkpoint/state/optimizer_state.h): per-parameter state and
 ///                 every param_group's options (lr, momentum, betas, ...)
 ///   "optimizer_type"  its Python class name ("SGD", "Adam", "AdamW", ...)
 ///   "lr_scheduler"    the scheduler's state, when one is given
-///                 (checkpoint/lr_scheduler_state.h)
+///                 (checkpoint/state/lr_scheduler_state.h)
 ///   "step", "epoch", "position", "world_size"   integers
 ///   "epoch_stretches"  the current epoch's earlier stretches at other world
 ///                 sizes: a list of {"world_size", "position"} dicts (absent
@@ -35,10 +35,11 @@
 #include "rankwise/checkpoint/checkpoint.h"
 #include "rankwise/data/distributed_sampler.h"
 
-namespace rankwise {
-namespace metrics {
+namespace rankwise::metrics {
 class MetricCollection;
-}
+}  // namespace rankwise::metrics
+
+namespace rankwise::checkpoint {
 
 /// What a checkpoint captures. Pointers may be null: absent parts are neither
 /// saved nor restored. Model and optimizer must be the same on every rank
@@ -69,7 +70,7 @@ struct TrainingState {
   /// rest of the epoch is what the earlier stretches did not consume. Empty
   /// when the whole epoch ran at one world size. Clear it, with position, at
   /// each epoch's start.
-  std::vector<DistributedSampler::Stretch> epoch_stretches;
+  std::vector<data::DistributedSampler::Stretch> epoch_stretches;
   /// Metric collections whose per-rank states (e.g. a partial epoch's sums)
   /// are kept, by name.
   std::map<std::string, metrics::MetricCollection*> metrics;
@@ -111,4 +112,4 @@ Checkpoint capture(const TrainingState& state);
 /// asks for, or has per-rank states that are not W dicts.
 void restore(const Checkpoint& checkpoint, TrainingState& state);
 
-}  // namespace rankwise
+}  // namespace rankwise::checkpoint

@@ -1,5 +1,5 @@
 #pragma once
-/// \file data/data_loader_sampler.h
+/// \file data_loader_sampler.h
 /// DistributedSampler for libtorch's data loaders
 /// (torch::data::make_data_loader), with the same index lists as
 /// PyTorch's torch.utils.data.distributed.DistributedSampler.
@@ -9,7 +9,7 @@
 
 #include "rankwise/data/distributed_sampler.h"
 
-namespace rankwise {
+namespace rankwise::data {
 
 /// A torch::data::samplers::Sampler that yields this rank's indices of the
 /// current epoch (DistributedSampler::indices()) in batches. Call
@@ -20,7 +20,7 @@ namespace rankwise {
 /// set size. save()/load() keep the epoch and the position within it.
 ///
 /// \code
-///   rankwise::DataLoaderSampler sampler(dataset.size().value());
+///   rankwise::data::DataLoaderSampler sampler(dataset.size().value());
 ///   auto loader = torch::data::make_data_loader(dataset.map(Stack<>()), sampler,
 ///                                               torch::data::DataLoaderOptions(64));
 /// \endcode
@@ -87,4 +87,4 @@ class DataLoaderSampler : public torch::data::samplers::Sampler<> {
   detail::RepeatedEpochGuard repeated_epoch_;
 };
 
-}  // namespace rankwise
+}  // namespace rankwise::data

@@ -1,5 +1,5 @@
 #pragma once
-/// \file data/distributed_sampler.h
+/// \file distributed_sampler.h
 /// Which sample indices each rank sees: torch.utils.data.distributed.
 /// DistributedSampler's semantics (PyTorch 1.13), plus a record of which
 /// indices are padding.
@@ -10,15 +10,15 @@
 #include <optional>
 #include <vector>
 
-namespace rankwise {
+namespace rankwise::data {
 
 /// Options, with PyTorch's names and defaults (setters and getters as
 /// torch::nn options).
 ///
 /// Example:
 /// \code
-///   rankwise::DistributedSampler sampler(
-///       dataset_size, rankwise::DistributedSamplerOptions().seed(42).drop_last(true));
+///   rankwise::data::DistributedSampler sampler(
+///       dataset_size, rankwise::data::DistributedSamplerOptions().seed(42).drop_last(true));
 /// \endcode
 struct DistributedSamplerOptions {
   /// Number of ranks sharing the data (default: the world size).
@@ -140,6 +140,4 @@ class DistributedSampler {
   mutable detail::RepeatedEpochGuard repeated_epoch_;
 };
 
-
-
-}  // namespace rankwise
+}  // namespace rankwise::data

@@ -1,5 +1,5 @@
 #pragma once
-/// \file data/fashion_mnist.h
+/// \file fashion_mnist.h
 /// Fashion-MNIST (Xiao et al. 2017) from the Debian package
 /// dataset-fashion-mnist: 60,000 training and 10,000 test images of 28x28.
 
@@ -7,7 +7,7 @@
 
 #include <string>
 
-namespace rankwise {
+namespace rankwise::data {
 
 /// Where Debian's dataset-fashion-mnist installs the four gzipped IDX files.
 constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
@@ -29,4 +29,4 @@ struct FashionMnist {
 /// package that provides it.
 FashionMnist load_fashion_mnist(const std::string& dir, bool train, bool normalize = true);
 
-}  // namespace rankwise
+}  // namespace rankwise::data

@@ -1,5 +1,5 @@
 #pragma once
-/// \file data/idx.h
+/// \file idx.h
 /// Reader for the IDX format of MNIST and Fashion-MNIST (LeCun et al.,
 /// http://yann.lecun.com/exdb/mnist/), plain or gzip-compressed.
 
@@ -7,7 +7,7 @@
 
 #include <string>
 
-namespace rankwise {
+namespace rankwise::data {
 
 /// Reads an IDX file of unsigned bytes (type code 0x08) and returns a uint8
 /// tensor of the dimensions in its header, e.g. [60000, 28, 28] for images and
@@ -16,4 +16,4 @@ namespace rankwise {
 /// is truncated.
 torch::Tensor read_idx(const std::string& path);
 
-}  // namespace rankwise
+}  // namespace rankwise::data

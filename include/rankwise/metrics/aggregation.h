@@ -1,13 +1,12 @@
 #pragma once
-/// \file metrics/aggregation.h
+/// \file aggregation.h
 /// Sum, weighted Mean, Min and Max over every rank's values
 /// (torchmetrics.aggregation: SumMetric, MeanMetric, MinMetric, MaxMetric).
 /// All are decomposable (one all_reduce); values are accumulated in float64.
 
 #include "rankwise/metrics/metric.h"
 
-namespace rankwise {
-namespace metrics {
+namespace rankwise::metrics {
 
 /// Sum of every value passed on any rank.
 /// State: "sum" float64 [] (kSum). compute(): 0-d float64 (0 before any update).
@@ -75,5 +74,4 @@ class Max : public Metric {
   torch::Tensor compute_from(const StateMap& states) const override;
 };
 
-}  // namespace metrics
-}  // namespace rankwise
+}  // namespace rankwise::metrics

@@ -1,5 +1,5 @@
 #pragma once
-/// \file metrics/auroc.h
+/// \file auroc.h
 /// Binary AUROC (area under the ROC curve) over every rank's samples.
 ///
 /// AUROC is not a mean of per-rank values: it ranks every score against every
@@ -15,8 +15,7 @@
 
 #include "rankwise/metrics/metric.h"
 
-namespace rankwise {
-namespace metrics {
+namespace rankwise::metrics {
 
 /// AUROC of binary `scores` against `target`, locally (no communication;
 /// torchmetrics.functional style). scores: [N] floating (any monotone score:
@@ -41,5 +40,4 @@ class AUROC : public Metric {
   torch::Tensor compute_from(const StateMap& states) const override;
 };
 
-}  // namespace metrics
-}  // namespace rankwise
+}  // namespace rankwise::metrics

@@ -1,5 +1,5 @@
 #pragma once
-/// \file metrics/classification.h
+/// \file classification.h
 /// Multiclass (single-label) classification metrics: Accuracy (top-k),
 /// ConfusionMatrix, Precision, Recall and F1 with micro and macro averaging.
 /// All are decomposable: their states are int64 counts, reduced by sum.
@@ -22,8 +22,7 @@
 
 #include "rankwise/metrics/metric.h"
 
-namespace rankwise {
-namespace metrics {
+namespace rankwise::metrics {
 
 /// How per-class values are combined.
 enum class Average {
@@ -150,5 +149,4 @@ class F1 : public StatScores {
   torch::Tensor compute_from(const StateMap& states) const override;
 };
 
-}  // namespace metrics
-}  // namespace rankwise
+}  // namespace rankwise::metrics

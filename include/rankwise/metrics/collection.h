@@ -1,5 +1,5 @@
 #pragma once
-/// \file metrics/collection.h
+/// \file collection.h
 /// Several metrics computed together with the fewest collectives:
 /// torchmetrics.MetricCollection, with its compute groups replaced by one
 /// flat buffer.
@@ -11,8 +11,7 @@
 
 #include "rankwise/metrics/metric.h"
 
-namespace rankwise {
-namespace metrics {
+namespace rankwise::metrics {
 
 /// Named metrics that are computed together. compute() combines the states
 /// of every decomposable metric (Sum, Mean, Min, Max, Accuracy,
@@ -70,5 +69,4 @@ class MetricCollection {
   SyncStats last_sync_;
 };
 
-}  // namespace metrics
-}  // namespace rankwise
+}  // namespace rankwise::metrics

@@ -1,5 +1,5 @@
 #pragma once
-/// \file metrics/metric.h
+/// \file metric.h
 /// The base of every distributed metric: a local update(), a collective
 /// compute(), reset(), and a state that goes into a checkpoint.
 ///
@@ -26,7 +26,7 @@
 /// state travels as float64, which is exact for integers up to 2^53; a count
 /// beyond that makes compute() throw Error.
 ///
-/// Single process (rankwise::is_initialized() is false, or the world size is
+/// Single process (rankwise::dist::is_initialized() is false, or the world size is
 /// 1): compute() computes from the local state and communicates nothing.
 ///
 /// States live on the CPU (Gloo reduces CPU tensors); update() copies inputs
@@ -57,8 +57,7 @@
 
 #include "rankwise/metrics/padding_mask.h"  // update()'s `is_padding` argument
 
-namespace rankwise {
-namespace metrics {
+namespace rankwise::metrics {
 
 /// How a state is combined across ranks (see the table in this file's docs).
 enum class Reduction { kSum, kMin, kMax, kCat };
@@ -160,5 +159,4 @@ class Metric {
   SyncStats last_sync_;
 };
 
-}  // namespace metrics
-}  // namespace rankwise
+}  // namespace rankwise::metrics

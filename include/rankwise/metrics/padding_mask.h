@@ -1,5 +1,5 @@
 #pragma once
-/// \file metrics/padding_mask.h
+/// \file padding_mask.h
 /// Which samples of a batch a metric leaves out: the padding duplicates of
 /// DistributedSampler (see data/distributed_sampler.h). metrics/metric.h
 /// includes this header; every update() of the metrics takes a PaddingMask.
@@ -10,8 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace rankwise {
-namespace metrics {
+namespace rankwise::metrics {
 
 /// Which samples of a batch are padding duplicates that a metric must leave
 /// out: DistributedSampler (pad mode, PyTorch's default) repeats the head of
@@ -42,5 +41,4 @@ class PaddingMask {
   torch::Tensor mask_;  // bool [N], true = padding; undefined = none
 };
 
-}  // namespace metrics
-}  // namespace rankwise
+}  // namespace rankwise::metrics

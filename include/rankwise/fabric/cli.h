@@ -1,0 +1,90 @@
+#pragma once
+/// \file cli.h
+/// The Fabric's command-line flags, for a program that parses its own with
+/// CLI11 (needs CLI11, Debian's libcli11-dev; not included by rankwise.h):
+///
+/// \code
+///   CLI::App app{"my trainer"};
+///   rankwise::FabricOptions options;
+///   rankwise::fabric::add_fabric_options(app, options);
+///   app.add_option("--epochs", epochs);
+///   RANKWISE_CLI_PARSE(app, argc, argv);  // CLI11_PARSE, with --help once
+///   rankwise::Fabric fabric(options);
+/// \endcode
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+
+#include "rankwise/fabric.h"
+#include "rankwise/dist/process_group.h"
+
+namespace rankwise::fabric {
+
+/// Adds --device, --seed, --checkpoint-dir, --checkpoint-every, --keep-last,
+/// --resume and --overwrite-checkpoints to `app` (each also with
+/// underscores, as rankwise-run and torchrun accept), bound to `options`
+/// (whose current values are the defaults shown by --help). Bad values are
+/// CLI11 parse errors that name the flag.
+inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
+  app.add_option("--device", options.device(),
+                 "auto (this rank's own GPU when every rank has one, else the CPU), cpu, cuda "
+                 "(a GPU per rank, else an error) or cuda:N (e.g. cuda:0 for ranks sharing one GPU)")
+      ->check([](const std::string& value) { return device_option_error(value); })
+      ->capture_default_str();
+  app.add_option("--seed", options.seed(),
+                 "seed of the model initialisation and of the shuffling (the same on every rank)")
+      ->capture_default_str();
+  app.add_option("--checkpoint-dir,--checkpoint_dir", options.checkpoint_dir(),
+                 "directory of the checkpoints (numbered files and a `latest` pointer; empty: none)")
+      ->capture_default_str();
+  app.add_option("--checkpoint-every,--checkpoint_every", options.checkpoint_every(),
+                 "also save every N steps (0: only at epoch ends)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--keep-last,--keep_last", options.keep_last(), "checkpoints to keep")
+      ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
+      ->capture_default_str();
+  auto* resume = app.add_flag_callback(
+      "--resume", [&options] { options.resume(Resume::kLatest); },
+      "continue from the latest checkpoint in --checkpoint-dir, if any");
+  auto* overwrite = app.add_flag_callback(
+      "--overwrite-checkpoints,--overwrite_checkpoints", [&options] { options.resume(Resume::kOverwrite); },
+      "without --resume, remove the checkpoints of an earlier run in --checkpoint-dir "
+      "(otherwise such a directory is refused)");
+  resume->excludes(overwrite);
+  app.add_flag("--checkpoint-node-local,--checkpoint_node_local", options.checkpoint_node_local(),
+               "--checkpoint-dir is on each node's own disk (not shared): a resume sends rank 0's "
+               "checkpoint to the other nodes' ranks");
+}
+
+/// What CLI11_PARSE's app.exit(error) does, except that --help (and any
+/// other request that exits with success) prints on the global rank 0 only:
+/// N ranks under a launcher show it once, not N times. A parse error still
+/// prints on every rank, so the launcher's summary has the error whichever
+/// rank exits first. Returns the exit code for main. The rank is
+/// rankwise::dist::rank() (the environment's before init(); an unparsable
+/// environment counts as rank 0).
+inline int exit_after_parse_error(const CLI::App& app, const CLI::ParseError& error) {
+  if (error.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+    int rank = 0;
+    try {
+      rank = ::rankwise::dist::rank();
+    } catch (const std::exception&) {
+    }
+    if (rank != 0) return error.get_exit_code();
+  }
+  return app.exit(error);
+}
+}  // namespace rankwise::fabric
+
+/// CLI11_PARSE(app, argc, argv) for programs that run as several ranks:
+/// --help prints once (see rankwise::fabric::exit_after_parse_error).
+#define RANKWISE_CLI_PARSE(app, argc, argv)                         \
+  do {                                                              \
+    try {                                                           \
+      (app).parse((argc), (argv));                                  \
+    } catch (const CLI::ParseError& rankwise_parse_error) {         \
+      return ::rankwise::fabric::exit_after_parse_error((app), rankwise_parse_error); \
+    }                                                               \
+  } while (false)

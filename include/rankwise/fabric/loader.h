@@ -1,0 +1,229 @@
+#pragma once
+/// \file loader.h
+/// The data loader that rankwise::Fabric builds (Fabric::setup_dataloader,
+/// Fabric::setup_eval_dataloader): this rank's batches of a libtorch dataset,
+/// by DistributedSampler, moved to the Fabric's device.
+
+#include <torch/data/example.h>
+#include <torch/types.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "rankwise/data/distributed_sampler.h"
+#include "rankwise/metrics/metric.h"
+
+namespace rankwise::fabric {
+
+class FabricCore;
+
+/// What a Fabric's loaders need from it (implemented in src/fabric/fabric.cpp).
+struct LoaderHooks {
+  /// The epoch a pass of an evaluation loader shuffles with (the Fabric's).
+  static int64_t epoch(FabricCore& core);
+  /// Start of a pass of the training loader: resumes from the checkpoint
+  /// first (once), resets the tracked metrics at an epoch's start, and returns
+  /// the epoch and the position (indices of this rank's shard already used).
+  static std::pair<int64_t, int64_t> begin_training_pass(FabricCore& core);
+  /// The current epoch's earlier stretches at other world sizes (a run that
+  /// resumed it at another world size): for DistributedSampler::resume_epoch.
+  static std::vector<data::DistributedSampler::Stretch> epoch_stretches(FabricCore& core);
+  /// Where the next training pass starts: resumes from the checkpoint first
+  /// (once), as begin_training_pass does, but resets nothing. Returns the
+  /// epoch and the position.
+  static std::pair<int64_t, int64_t> next_training_pass(FabricCore& core);
+  /// After the training batch that ended at position `end` of a shard of
+  /// `shard_size` indices: one more step; saves when the schedule says so.
+  static void end_training_batch(FabricCore& core, int64_t end, int64_t shard_size);
+  /// The training loader used its whole shard: DDP join, next epoch.
+  static void end_training_pass(FabricCore& core, int64_t epoch);
+  static torch::Device device(FabricCore& core);
+};
+
+inline torch::Tensor move_batch(torch::Tensor batch, const torch::Device& device) {
+  return batch.to(device);
+}
+inline torch::data::Example<> move_batch(torch::data::Example<> batch, const torch::Device& device) {
+  return {batch.data.to(device), batch.target.to(device)};
+}
+/// Other batch types are left where the dataset put them.
+template <typename Batch>
+Batch move_batch(Batch batch, const torch::Device&) {
+  return batch;
+}
+
+/// This rank's batches of `Dataset`, a torch::data batch dataset (a
+/// `torch::data::datasets::BatchDataset`, or a dataset mapped with
+/// `.map(torch::data::transforms::Stack<>())`): each batch is
+/// `dataset.get_batch(indices)` for the next `batch_size` indices of this
+/// rank's shard (DistributedSampler), moved to the Fabric's device when it
+/// is a tensor or a `torch::data::Example<>`. Batches are read in the
+/// calling thread (no worker threads).
+///
+/// A training loader (Fabric::setup_dataloader) is tied to the Fabric's
+/// progress: each pass (`for (auto& batch : loader)`) is one epoch, shuffled
+/// with the Fabric's epoch (set_epoch is called for you, so forgetting it is
+/// impossible); a resumed run's first pass starts where the checkpoint left
+/// off, mid-epoch included; every batch counts as one step and checkpoints
+/// are saved on the Fabric's schedule; at the end of a pass the DDP model is
+/// joined (every rank must have finished its batches) and the epoch
+/// advances. Its shard is padded as PyTorch's DistributedSampler pads
+/// (every rank gets the same number of batches); padding_mask() marks the
+/// duplicates of the current batch for metrics.
+///
+/// An evaluation loader (Fabric::setup_eval_dataloader) reads every sample
+/// exactly once across ranks, in order, without padding (shards differ by at
+/// most one sample, so ranks may run different numbers of batches: run no
+/// collective inside its loop) and changes nothing in the Fabric.
+///
+/// One pass at a time: begin() starts a new pass (a pass left early by
+/// `break` is abandoned; for the training loader, the epoch then ends at the
+/// Fabric's epoch loop).
+template <typename Dataset>
+class FabricLoader {
+ public:
+  using Batch = typename Dataset::BatchType;
+
+  class Iterator {
+   public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Batch*;
+    using reference = Batch&;
+
+    explicit Iterator(FabricLoader* loader) : loader_(loader) {}
+    Batch& operator*() const { return loader_->batch_; }
+    Batch* operator->() const { return &loader_->batch_; }
+    Iterator& operator++() {
+      loader_->advance();
+      return *this;
+    }
+    /// Only comparison with end() is meaningful.
+    bool operator==(const Iterator& other) const { return done() == other.done(); }
+    bool operator!=(const Iterator& other) const { return !(*this == other); }
+
+   private:
+    bool done() const { return loader_ == nullptr || loader_->done_; }
+    FabricLoader* loader_;
+  };
+
+  FabricLoader(std::shared_ptr<FabricCore> core, Dataset dataset, int64_t batch_size,
+               data::DistributedSamplerOptions sampler_options, bool training)
+      : core_(std::move(core)),
+        dataset_(std::move(dataset)),
+        batch_size_(batch_size),
+        sampler_(static_cast<int64_t>(dataset_.size().value()), sampler_options),
+        training_(training) {}
+
+  /// Starts a pass (see the class comment). Training loader: collective in
+  /// effect (a resumed run restores its checkpoint here on every rank, and
+  /// the batches that follow run DDP).
+  Iterator begin() {
+    if (training_) {
+      const auto [epoch, position] = LoaderHooks::begin_training_pass(*core_);
+      epoch_ = epoch;
+      position_ = position;
+    } else {
+      epoch_ = LoaderHooks::epoch(*core_);
+      position_ = 0;
+    }
+    sampler_.set_epoch(epoch_);
+    if (training_) {
+      auto stretches = LoaderHooks::epoch_stretches(*core_);
+      if (!stretches.empty()) sampler_.resume_epoch(std::move(stretches));
+    }
+    indices_ = sampler_.indices();
+    padding_ = sampler_.is_padding();
+    done_ = false;
+    load_from(position_);
+    return Iterator(this);
+  }
+  Iterator end() { return Iterator(nullptr); }
+
+  /// Which samples of the current batch are padding duplicates (training
+  /// loader; an evaluation loader has none): pass it to a metric's update().
+  metrics::PaddingMask padding_mask() const {
+    return metrics::PaddingMask(padding_, position_, batch_end_ - position_);
+  }
+  /// Samples of the current batch that are not padding duplicates: what a
+  /// throughput or a sample count should add up (summed over ranks, every
+  /// sample of the dataset counts once per epoch).
+  int64_t num_real_samples() const {
+    return std::count(padding_.begin() + position_, padding_.begin() + batch_end_, false);
+  }
+  /// Batches of the training pass the next begin() starts, on this rank:
+  /// `total` in the pass and `done` of them already (a run resumed mid-epoch
+  /// at the same world size starts at done > 0; at another world size the
+  /// pass is the rest of the epoch, dealt anew: done = 0, total = what is
+  /// left). For a progress display: ProgressBar::start_epoch(e, n, total, done).
+  /// Call it before the pass (e.g. at the top of the epoch loop); it restores
+  /// a pending checkpoint, as begin() would. An evaluation loader: {0, size()}.
+  struct PassSteps {
+    int64_t done = 0;
+    int64_t total = 0;
+  };
+  PassSteps next_pass() {
+    if (!training_) return {0, size()};
+    const auto [epoch, position] = LoaderHooks::next_training_pass(*core_);
+    data::DistributedSampler sampler = sampler_;
+    sampler.set_epoch(epoch);
+    auto stretches = LoaderHooks::epoch_stretches(*core_);
+    if (!stretches.empty()) sampler.resume_epoch(std::move(stretches));
+    const int64_t total = (sampler.num_samples() + batch_size_ - 1) / batch_size_;
+    return {std::min(total, (position + batch_size_ - 1) / batch_size_), total};
+  }
+  /// Batches per pass on this rank.
+  int64_t size() const {
+    return (sampler_.num_samples() + batch_size_ - 1) / batch_size_;
+  }
+  /// Indices of this rank's shard per pass.
+  int64_t num_samples() const { return sampler_.num_samples(); }
+  /// Samples in the whole dataset.
+  int64_t dataset_size() const { return static_cast<int64_t>(dataset_.size().value()); }
+  int64_t batch_size() const { return batch_size_; }
+  const data::DistributedSampler& sampler() const { return sampler_; }
+
+ private:
+  void load_from(int64_t position) {
+    position_ = position;
+    const auto shard = static_cast<int64_t>(indices_.size());
+    if (position_ >= shard) {
+      finish();
+      return;
+    }
+    batch_end_ = std::min(shard, position_ + batch_size_);
+    std::vector<size_t> batch(indices_.begin() + position_, indices_.begin() + batch_end_);
+    batch_ = move_batch(dataset_.get_batch(batch), LoaderHooks::device(*core_));
+  }
+  void advance() {
+    if (done_) return;
+    if (training_) {
+      LoaderHooks::end_training_batch(*core_, batch_end_,
+                                              static_cast<int64_t>(indices_.size()));
+    }
+    load_from(batch_end_);
+  }
+  void finish() {
+    done_ = true;
+    batch_ = Batch();
+    if (training_) LoaderHooks::end_training_pass(*core_, epoch_);
+  }
+
+  std::shared_ptr<FabricCore> core_;
+  Dataset dataset_;
+  int64_t batch_size_;
+  data::DistributedSampler sampler_;
+  bool training_;
+  int64_t epoch_ = 0;
+  std::vector<int64_t> indices_;
+  std::vector<bool> padding_;
+  int64_t position_ = 0;
+  int64_t batch_end_ = 0;
+  bool done_ = true;
+  Batch batch_;
+};
+
+}  // namespace rankwise::fabric

@@ -1,0 +1,171 @@
+#include "checkpoint/managers/numbered_checkpoints.h"
+
+#include "core/check.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "checkpoint/io/atomic_file.h"
+#include "checkpoint/io/file_lock.h"
+#include "checkpoint/io/note.h"
+#include "rankwise/error.h"
+
+namespace rankwise::checkpoint::managers {
+namespace {
+
+constexpr const char* kLatest = "latest";
+constexpr int kStepDigits = 10;
+
+}  // namespace
+
+void validate_manager_options(const CheckpointManagerOptions& options, const std::string& who) {
+  if (options.directory().empty()) {
+    core::raise<ConfigError>("{} needs a directory (CheckpointManagerOptions(dir))", who);
+  }
+  if (options.keep_last() < 1) {
+    core::raise<ConfigError>("{} keep_last is {}; it must be at least 1", who, options.keep_last());
+  }
+  if (options.every_n_steps() < 0) {
+    core::raise<ConfigError>("{} every_n_steps is {}; use 0 (off) or a positive count", who,
+                             options.every_n_steps());
+  }
+  if (options.prefix().empty() || options.prefix().find('/') != std::string::npos) {
+    core::raise<ConfigError>("{} prefix '{}' must be a non-empty file name without '/'", who,
+                             options.prefix());
+  }
+}
+
+bool save_is_due(const CheckpointManagerOptions& options, int64_t step, bool epoch_end) {
+  if (epoch_end && options.at_epoch_end()) return true;
+  return options.every_n_steps() > 0 && step > 0 && step % options.every_n_steps() == 0;
+}
+
+std::unique_ptr<io::FileLock> open_checkpoint_directory(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error || !std::filesystem::is_directory(dir)) {
+    core::raise<CheckpointError>(
+        "cannot create the checkpoint directory '{}': {}. Choose a writable location", dir,
+        (error ? error.message() : "a file of that name exists"));
+  }
+  auto lock = std::make_unique<io::FileLock>(dir + "/" + kDirectoryLockFile, "checkpoint directory '" + dir + "'");
+  // Holding the lock, nobody else writes here: temporary files and
+  // directories are leftovers of a writer that was killed.
+  for (const auto& name : list_directory(dir)) {
+    if (name.find(".rankwise-tmp.") != std::string::npos) {
+      std::filesystem::remove_all(dir + "/" + name, error);
+    } else if (name.find(".tmp.") != std::string::npos) {
+      ::unlink((dir + "/" + name).c_str());
+    }
+  }
+  return lock;
+}
+
+std::vector<std::string> list_directory(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* handle = ::opendir(dir.c_str());
+  if (!handle) return names;
+  while (const dirent* entry = ::readdir(handle)) names.emplace_back(entry->d_name);
+  ::closedir(handle);
+  return names;
+}
+
+std::string reason_of(const std::exception& e) {
+  std::string text = e.what();
+  const std::string prefix(core::kMessagePrefix);
+  if (text.compare(0, prefix.size(), prefix) == 0) text.erase(0, prefix.size());
+  return text;
+}
+
+NumberedCheckpoints::NumberedCheckpoints(std::string directory, std::string prefix, std::string suffix)
+    : directory_(std::move(directory)), prefix_(std::move(prefix)), suffix_(std::move(suffix)) {}
+
+std::string NumberedCheckpoints::path_for(int64_t step) const {
+  char digits[32];
+  std::snprintf(digits, sizeof(digits), "%0*lld", kStepDigits, static_cast<long long>(step));
+  return directory_ + "/" + prefix_ + "-" + digits + suffix_;
+}
+
+int64_t NumberedCheckpoints::step_of(const std::string& name) const {
+  const std::string head = prefix_ + "-";
+  if (name.size() != head.size() + kStepDigits + suffix_.size() || name.compare(0, head.size(), head) != 0 ||
+      name.compare(name.size() - suffix_.size(), std::string::npos, suffix_) != 0) {
+    return -1;
+  }
+  const std::string digits = name.substr(head.size(), kStepDigits);
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoll(digits);
+}
+
+std::vector<std::string> NumberedCheckpoints::list() const {
+  std::vector<std::pair<int64_t, std::string>> found;
+  for (const auto& name : list_directory(directory_)) {
+    const int64_t step = step_of(name);
+    if (step >= 0) found.emplace_back(step, directory_ + "/" + name);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> paths;
+  for (auto& entry : found) paths.push_back(std::move(entry.second));
+  return paths;
+}
+
+void NumberedCheckpoints::point_latest_to(const std::string& path) const {
+  const std::string name = path.substr(path.find_last_of('/') + 1) + "\n";
+  io::write_file_atomically(directory_ + "/" + kLatest, name.data(), name.size());
+}
+
+void NumberedCheckpoints::remove_latest() const { ::unlink((directory_ + "/" + kLatest).c_str()); }
+
+std::optional<std::string> NumberedCheckpoints::newest_usable(
+    const std::function<void(const std::string&)>& use) const {
+  const std::string& dir = directory_;
+  std::string named;
+  std::string pointer_problem;
+  if (::access((dir + "/" + kLatest).c_str(), F_OK) == 0) {
+    try {
+      named = io::read_file(dir + "/" + kLatest);
+      while (!named.empty() && (named.back() == '\n' || named.back() == ' ')) named.pop_back();
+      if (step_of(named) < 0) {
+        pointer_problem = "'" + dir + "/latest' does not name a checkpoint of this directory";
+      } else {
+        use(dir + "/" + named);
+        return dir + "/" + named;
+      }
+    } catch (const CheckpointError& e) {
+      pointer_problem = reason_of(e);
+    }
+  }
+  auto all = list();
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (!named.empty() && *it == dir + "/" + named) continue;
+    try {
+      use(*it);
+    } catch (const CheckpointError& e) {
+      io::note(core::message("skipping an unusable checkpoint: {}", reason_of(e)));
+      continue;
+    }
+    if (!pointer_problem.empty()) {
+      io::note("rankwise: the latest checkpoint is unusable (" + pointer_problem + "); using " + *it +
+           ", the newest one that verifies");
+    }
+    return *it;
+  }
+  if (!pointer_problem.empty() || !all.empty()) {
+    // Files for CheckpointManager, directories for ShardedCheckpointManager.
+    const bool files = !suffix_.empty();
+    const std::string problem =
+        pointer_problem.empty()
+            ? "none of its " + std::to_string(all.size()) + (files ? " checkpoint files" : " checkpoint directories") +
+                  " verifies"
+            : pointer_problem + ", and no other " + (files ? "checkpoint file" : "checkpoint directory") + " verifies";
+    core::raise<CheckpointError>(
+        "no usable checkpoint in '{}': {}. Move the directory aside to start afresh", dir, problem);
+  }
+  return std::nullopt;
+}
+
+}  // namespace rankwise::checkpoint::managers

@@ -1,0 +1,74 @@
+#pragma once
+// The numbered checkpoints of a directory and its `latest` pointer, shared by
+// CheckpointManager (files "<prefix>-<step>.pt") and ShardedCheckpointManager
+// (directories "<prefix>-<step>"): naming, listing, the atomic pointer, and
+// the choice of the newest usable one.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rankwise/checkpoint/manager.h"
+
+namespace rankwise::checkpoint::io {
+class FileLock;
+}  // namespace rankwise::checkpoint::io
+
+namespace rankwise::checkpoint::managers {
+
+/// Throws ConfigError (naming `who`, e.g. "CheckpointManager") for a missing
+/// directory, keep_last < 1, every_n_steps < 0, or a prefix that is empty or has '/'.
+void validate_manager_options(const CheckpointManagerOptions& options, const std::string& who);
+
+/// Whether `options`' schedule asks for a save after step `step` (1-based), given an epoch end.
+bool save_is_due(const CheckpointManagerOptions& options, int64_t step, bool epoch_end);
+
+/// The lock file of a managed directory, held by rank 0 for the manager's life.
+inline constexpr const char* kDirectoryLockFile = "rankwise.lock";
+
+/// Rank 0's opening of a managed directory: creates it, takes its lock
+/// (`rankwise.lock`; a second holder is refused with a CheckpointError naming
+/// the first) and, holding it, removes what a killed writer left: ".tmp."
+/// files (AtomicFile) and ".rankwise-tmp." directories (save_sharded).
+std::unique_ptr<io::FileLock> open_checkpoint_directory(const std::string& dir);
+
+/// The entries "<prefix>-<10-digit step><suffix>" of `directory`.
+class NumberedCheckpoints {
+ public:
+  NumberedCheckpoints(std::string directory, std::string prefix, std::string suffix);
+
+  /// `directory/<prefix>-<step, 10 digits><suffix>`.
+  std::string path_for(int64_t step) const;
+  /// The step a name (no directory) stands for, or -1 when it is not one of ours.
+  int64_t step_of(const std::string& name) const;
+  /// Paths of the numbered entries, oldest (lowest step) first.
+  std::vector<std::string> list() const;
+  /// Replaces `directory/latest` atomically and durably (AtomicFile) with the
+  /// name of `path`.
+  void point_latest_to(const std::string& path) const;
+  /// Removes the `latest` pointer (when present).
+  void remove_latest() const;
+  /// The first candidate, newest first (the entry `latest` names, then the
+  /// numbered ones from the highest), for which `use` does not throw
+  /// CheckpointError; skipped ones are noted on stderr (detail::note), and a
+  /// fallback past an unusable pointer says so. nullopt when there is no
+  /// pointer and no entry; CheckpointError when there are some but none is usable.
+  std::optional<std::string> newest_usable(const std::function<void(const std::string&)>& use) const;
+
+  const std::string& directory() const { return directory_; }
+
+ private:
+  std::string directory_;
+  std::string prefix_;
+  std::string suffix_;
+};
+
+/// The names in `dir` (with "." and ".."); empty when it cannot be read.
+std::vector<std::string> list_directory(const std::string& dir);
+
+/// The text of a CheckpointError without its "rankwise: " prefix.
+std::string reason_of(const std::exception& e);
+
+}  // namespace rankwise::checkpoint::managers

@@ -1,0 +1,157 @@
+#include "rankwise/device.h"
+
+#include <torch/cuda.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/check.h"
+#include "util/text.h"
+#include "rankwise/env.h"
+#include "rankwise/error.h"
+#include "core/process_env.h"
+
+namespace rankwise {
+namespace {
+
+constexpr const char* kVariable = "CUDA_VISIBLE_DEVICES";
+
+std::string trim(const std::string& s) {
+  const auto first = s.find_first_not_of(" \t");
+  if (first == std::string::npos) return "";
+  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
+}
+
+bool all_of(const std::string& s, std::size_t from, bool (*ok)(unsigned char)) {
+  return from < s.size() &&
+         std::all_of(s.begin() + static_cast<std::ptrdiff_t>(from), s.end(),
+                     [ok](char c) { return ok(static_cast<unsigned char>(c)); });
+}
+
+bool is_digit(unsigned char c) { return std::isdigit(c) != 0; }
+bool is_uuid_char(unsigned char c) { return std::isxdigit(c) != 0 || c == '-'; }
+// MIG names: "MIG-<uuid>" or "MIG-GPU-<uuid>/<gi>/<ci>".
+bool is_mig_char(unsigned char c) { return std::isalnum(c) != 0 || c == '-' || c == '/'; }
+
+// Empty when `e` is a valid entry, else why not.
+std::string entry_problem(const std::string& e) {
+  if (e.empty()) return "an empty entry";
+  if (e.rfind("GPU-", 0) == 0) {
+    return all_of(e, 4, is_uuid_char) ? "" : "a GPU UUID must be GPU- followed by hex digits";
+  }
+  if (e.rfind("MIG-", 0) == 0) {
+    return all_of(e, 4, is_mig_char) ? "" : "a MIG name must be MIG-<uuid> or MIG-GPU-<uuid>/<gi>/<ci>";
+  }
+  if (all_of(e, 0, is_digit)) return "";
+  return "not a device index, GPU-<uuid> or MIG-<uuid>";
+}
+
+ConfigError bad_value(const std::string& value, const std::string& detail) {
+  return ConfigError(core::message(
+      "environment variable {}='{}' is invalid: {}. Give comma-separated device indices or UUIDs, "
+      "e.g. {}=2,3 or {}=GPU-8932f937; \"\" or -1 hides every GPU, unset shows all (CUDA would "
+      "silently ignore everything from the bad entry on; rankwise refuses)",
+      std::string(kVariable), value, detail, kVariable, kVariable));
+}
+
+std::string describe(const std::optional<std::vector<std::string>>& visible) {
+  if (!visible) return std::string(kVariable) + " unset";
+  return std::string(kVariable) + "=" + util::join_strings(*visible, ",");
+}
+
+}  // namespace
+
+std::optional<std::vector<std::string>> parse_cuda_visible_devices(
+    const std::optional<std::string>& value) {
+  if (!value) return std::nullopt;
+  const std::string whole = trim(*value);
+  if (whole.empty() || whole == "-1") return std::vector<std::string>{};
+  std::vector<std::string> entries;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = whole.find(',', start);
+    const std::string entry =
+        trim(whole.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    const std::string problem = entry_problem(entry);
+    if (!problem.empty()) {
+      throw bad_value(*value, "entry " + std::to_string(entries.size() + 1) + " ('" + entry +
+                                  "') is " + problem);
+    }
+    // Indices compare by value ("01" is GPU 1), UUIDs textually.
+    std::string key = entry;
+    if (all_of(entry, 0, is_digit)) {
+      key.erase(0, std::min(key.find_first_not_of('0'), key.size() - 1));
+    }
+    for (const auto& seen : entries) {
+      std::string other = seen;
+      if (all_of(seen, 0, is_digit)) {
+        other.erase(0, std::min(other.find_first_not_of('0'), other.size() - 1));
+      }
+      if (other == key) {
+        throw bad_value(*value, "entry '" + entry + "' repeats '" + seen +
+                                    "'; each GPU may appear once");
+      }
+    }
+    entries.push_back(entry);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return entries;
+}
+
+std::string DeviceAssignment::device_string() const {
+  return is_cuda() ? "cuda:" + std::to_string(visible_index) : "cpu";
+}
+
+torch::Device DeviceAssignment::torch_device() const {
+  return is_cuda() ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(visible_index))
+                   : torch::Device(torch::kCPU);
+}
+
+DeviceAssignment assign_device(int local_rank, int local_world_size, int device_count,
+                               const std::optional<std::vector<std::string>>& visible,
+                               DeviceKind kind) {
+  RANKWISE_CHECK(local_world_size >= 1 && local_rank >= 0 && local_rank < local_world_size,
+                 ConfigError,
+                 "local rank {} is not in [0, LOCAL_WORLD_SIZE={}); check the launcher's "
+                 "LOCAL_RANK and LOCAL_WORLD_SIZE",
+                 local_rank, local_world_size);
+  DeviceAssignment a;
+  a.local_rank = local_rank;
+  // CUDA reports what it can use; a list longer than the machine's GPUs (or
+  // hiding them all) is already reflected in device_count.
+  const int gpus = std::max(device_count, 0);
+  if (kind == DeviceKind::kCpu) return a;
+  if (kind == DeviceKind::kCuda && (gpus == 0 || local_world_size > gpus)) {
+    core::raise<ConfigError>(
+        "local rank {}: the program asked for a GPU per process (--device cuda, DeviceKind::kCuda) "
+        "with LOCAL_WORLD_SIZE={} processes on this node but {} GPU(s) are visible ({}{}); start "
+        "at most one process per visible GPU (rankwise-run --nproc-per-node gpu) or use --device "
+        "auto or cpu (DeviceKind::kAuto or kCpu)",
+        local_rank, local_world_size, gpus, describe(visible),
+        (gpus == 0 ? ", or CUDA is not available in this libtorch" : ""));
+  }
+  if (gpus == 0 || local_world_size > gpus) return a;  // kAuto: the CPU for every rank
+  a.visible_index = local_rank;
+  a.physical = visible && static_cast<std::size_t>(local_rank) < visible->size()
+                   ? (*visible)[static_cast<std::size_t>(local_rank)]
+                   : std::to_string(local_rank);
+  return a;
+}
+
+DeviceAssignment device_assignment(DeviceKind kind) {
+  return device_assignment(
+      core::process_env(), kind);
+}
+
+DeviceAssignment device_assignment(const LaunchEnv& env, DeviceKind kind) {
+  if (kind == DeviceKind::kCpu) return assign_device(env.local_rank, env.local_world_size, 0, {}, kind);
+  const auto visible = parse_cuda_visible_devices(get_env(kVariable));
+  const int count =
+      torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  return assign_device(env.local_rank, env.local_world_size, count, visible, kind);
+}
+
+torch::Device device(DeviceKind kind) { return device_assignment(kind).torch_device(); }
+
+}  // namespace rankwise

@@ -1,0 +1,291 @@
+#include "rankwise/fabric.h"
+
+#include <CLI/CLI.hpp>
+#include <torch/cuda.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <utility>
+
+#include "core/check.h"
+#include "fabric/fabric_core.h"
+#include "rankwise/dist/consensus.h"
+#include "rankwise/error.h"
+#include "rankwise/fabric/cli.h"
+#include "rankwise/monitor/job_header.h"
+#include "rankwise/monitor/step_stats.h"
+#include "rankwise/seed.h"
+
+namespace rankwise {
+
+std::string device_option_error(const std::string& value) {
+  const bool cuda_n = value.size() > 5 && value.compare(0, 5, "cuda:") == 0 &&
+                      value.size() <= 9 &&
+                      value.find_first_not_of("0123456789", 5) == std::string::npos;
+  if (value == "auto" || value == "cpu" || value == "cuda" || cuda_n) return "";
+  return "'" + value + "' is not a device; use auto, cpu, cuda or cuda:N";
+}
+
+namespace {
+
+FabricOptions parse_command_line(int argc, char** argv, FabricOptions options) {
+  CLI::App app{"rankwise::Fabric options"};
+  app.allow_extras();
+  fabric::add_fabric_options(app, options);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& help) {
+    std::exit(fabric::exit_after_parse_error(app, help));  // printed on rank 0 only
+  } catch (const CLI::ParseError& e) {
+    core::raise<ConfigError>("{} (run with --help for the options)", e.what());
+  }
+  return options;
+}
+
+}  // namespace
+
+Fabric::Fabric(int argc, char** argv, FabricOptions defaults)
+    : Fabric(parse_command_line(argc, argv, std::move(defaults))) {}
+
+namespace {
+std::atomic<int> live_fabrics{0};
+}  // namespace
+
+Fabric::Fabric(FabricOptions options) : core_(std::make_shared<fabric::FabricCore>()) {
+  if (live_fabrics.fetch_add(1) != 0) {
+    live_fabrics.fetch_sub(1);
+    core::raise<ConfigError>(
+        "a Fabric already exists in this process; use one Fabric per process at a time (destroy "
+        "the first before creating another)");
+  }
+  try {
+    start(std::move(options));
+  } catch (...) {
+    live_fabrics.fetch_sub(1);
+    throw;
+  }
+}
+
+void Fabric::start(FabricOptions options) {
+  auto& core = *core_;
+  core.options = std::move(options);
+  const auto& o = core.options;
+  if (o.keep_last() < 1) {
+    core::raise<ConfigError>("FabricOptions::keep_last is {}; keep at least 1 checkpoint",
+                             o.keep_last());
+  }
+  if (o.checkpoint_dir().empty() && (o.resume() != Resume::kNew || o.checkpoint_every() > 0)) {
+    core::raise<ConfigError>(
+        "{} without a checkpoint directory: set FabricOptions::checkpoint_dir (--checkpoint-dir)",
+        (o.checkpoint_every() > 0 ? "checkpoint_every (--checkpoint-every)"
+                                  : "a resume policy (--resume, --overwrite-checkpoints)"));
+  }
+  if (o.checkpoint_every() < 0) {
+    core::raise<ConfigError>(
+        "FabricOptions::checkpoint_every is {}; use 0 (epoch ends only) or N > 0",
+        o.checkpoint_every());
+  }
+  // Before init(): with device auto and a GPU per rank, init() picks NCCL;
+  // training on the CPU needs only Gloo.
+  core.device = fabric::resolve_device(o.device());
+  monitor::set_device(core.device.str());
+  const std::string backend = o.backend() == "auto" && core.device.is_cpu() ? "gloo" : o.backend();
+  auto& group = init(dist::InitOptions()
+                         .backend(backend)
+                         .timeout(o.timeout())
+                         .check_collectives(o.check_collectives()));
+  group.set_check_collectives(o.check_collectives());  // also when init() had been called
+  seed_everything(o.seed());
+  if (o.print_header()) monitor::print_header();
+  if (o.device() != "auto") print0("device {}: training on {}", o.device(), core.device.str());
+
+  if (o.checkpoint_dir().empty()) return;
+  // Collective: rank 0 creates the directory and locks it, so that a bad
+  // path fails now rather than after an epoch of training.
+  core.checkpoints = std::make_unique<checkpoint::CheckpointManager>(
+      checkpoint::CheckpointManagerOptions(o.checkpoint_dir())
+          .keep_last(o.keep_last())
+          .every_n_steps(o.checkpoint_every()));
+  if (o.resume() == Resume::kLatest) {
+    // Rank 0's latest, on every rank (its bytes sent where a node does not see it).
+    core.pending = core.checkpoints->load_latest_collective(
+        &core.pending_path, checkpoint::CollectiveLoadOptions().node_local(o.checkpoint_node_local()));
+    if (!core.pending) print0("no checkpoint in {}; starting from epoch 1", o.checkpoint_dir());
+    return;
+  }
+  // Rank 0's view of the directory decides, so that every rank agrees.
+  const auto earlier = dist::broadcast_decision<int64_t>(
+      static_cast<int64_t>(is_global_zero() ? core.checkpoints->checkpoints().size() : 0), 0);
+  if (earlier == 0) return;
+  if (o.resume() == Resume::kNew) {
+    core::raise<ConfigError>(
+        "checkpoint directory {} holds checkpoints of an earlier run; resume it (Resume::kLatest, "
+        "--resume), replace them (Resume::kOverwrite, --overwrite-checkpoints), or choose another "
+        "directory",
+        o.checkpoint_dir());
+  }
+  print0("removing {} checkpoint(s) of an earlier run from {}", earlier, o.checkpoint_dir());
+  core.checkpoints->clear();  // collective
+}
+
+Fabric::~Fabric() { live_fabrics.fetch_sub(1); }
+
+int Fabric::rank() const { return dist::process_group().rank(); }
+int Fabric::world_size() const { return dist::process_group().world_size(); }
+int Fabric::local_rank() const { return dist::process_group().local_rank(); }
+torch::Device Fabric::device() const { return core_->device; }
+const FabricOptions& Fabric::options() const { return core_->options; }
+
+void Fabric::register_model(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                            std::function<void()> join) {
+  auto& state = core_->state;
+  if (state.model != nullptr) {
+    core::raise<ConfigError>(core::here(),
+                             "Fabric::setup was called twice; one model and optimizer per Fabric");
+  }
+  state.model = &model;
+  state.optimizer = &optimizer;
+  try {
+    for (const auto& group : optimizer.param_groups()) core_->initial_lrs.push_back(group.options().get_lr());
+  } catch (const c10::Error&) {
+    core_->initial_lrs.clear();  // an optimizer whose options have no lr: nothing to compare
+  }
+  core_->describe_run();
+  core_->join = std::move(join);
+  if (core_->options.seed_per_rank()) {
+    torch::manual_seed(core_->options.seed() + static_cast<uint64_t>(rank()));
+  }
+}
+
+void Fabric::check_batch_size(int64_t batch_size) {
+  if (batch_size < 1) {
+    core::raise<ConfigError>("a Fabric data loader's batch size is {}; it must be at least 1",
+                             batch_size);
+  }
+}
+
+void Fabric::register_training_loader(int64_t dataset_size, int64_t batch_size) {
+  check_batch_size(batch_size);
+  if (dataset_size == 0) {
+    core::raise<ConfigError>(
+        "Fabric::setup_dataloader: the training dataset is empty (size() is 0); there is nothing "
+        "to train on");
+  }
+  auto& core = *core_;
+  if (core.has_training_loader) {
+    core::raise<ConfigError>(
+        "Fabric::setup_dataloader was called twice; a Fabric has one training loader (its position "
+        "is checkpointed): use setup_eval_dataloader for evaluation data");
+  }
+  core.has_training_loader = true;
+  core.train_samples = dataset_size;
+  core.batch_size = batch_size;
+  core.describe_run();
+}
+
+void Fabric::track(torch::optim::LRScheduler& scheduler) { core_->state.lr_scheduler = &scheduler; }
+
+void Fabric::track(const std::string& name, metrics::MetricCollection& metrics) {
+  core_->state.metrics[name] = &metrics;
+}
+
+std::map<std::string, c10::IValue>& Fabric::extras() { return core_->state.extras; }
+
+void Fabric::backward(const torch::Tensor& loss) {
+  if (core_->state.model == nullptr) {
+    core::raise<Error>(
+        core::here(),
+        "Fabric::backward before Fabric::setup(model, optimizer): the gradients would not be "
+        "averaged across ranks; call setup first and forward through the model it returns");
+  }
+  loss.backward();
+  if (loss.device().is_cpu() && loss.numel() == 1) core_->last_loss = loss.item<double>();
+}
+
+Fabric::EpochRange Fabric::epochs(int64_t total) { return EpochRange(core_, total); }
+
+int64_t Fabric::epoch() const { return core_->state.epoch; }
+int64_t Fabric::step() const { return core_->state.step; }
+
+std::string Fabric::save() { return core_->save(); }
+
+void Fabric::load(const std::string& path) {
+  core_->pending = rankwise::checkpoint::load_collective(
+      path, checkpoint::CollectiveLoadOptions().node_local(core_->options.checkpoint_node_local()));
+  core_->pending_path = path;
+  core_->ensure_resumed();
+}
+
+void Fabric::all_reduce(torch::Tensor& tensor, dist::ReduceOp op, std::source_location site) {
+  dist::process_group().all_reduce(tensor, op, site);
+}
+
+double Fabric::all_reduce(double value, dist::ReduceOp op, std::source_location site) {
+  auto tensor = torch::tensor({value}, torch::kFloat64);
+  dist::process_group().all_reduce(tensor, op, site);
+  return tensor.item<double>();
+}
+
+std::vector<torch::Tensor> Fabric::all_gather(const torch::Tensor& tensor,
+                                              std::source_location site) {
+  return dist::process_group().all_gather(tensor, site);
+}
+
+void Fabric::broadcast(torch::Tensor& tensor, int root, std::source_location site) {
+  dist::process_group().broadcast(tensor, root, site);
+}
+
+void Fabric::barrier(std::source_location site) { dist::process_group().barrier(site); }
+
+void Fabric::monitored_barrier(const std::string& name, std::chrono::milliseconds timeout,
+                               bool wait_all_ranks, std::source_location site) {
+  dist::process_group().monitored_barrier(name, timeout, wait_all_ranks, site);
+}
+
+Fabric::EpochRange::Iterator Fabric::EpochRange::begin() {
+  core_->ensure_resumed();
+  Iterator it(core_.get(), total_);
+  it.current_ = core_->state.epoch;
+  if (core_->resumed && it.current_ >= total_) {
+    const auto& state = core_->state;
+    const std::string at =
+        state.position == 0
+            ? fmt::format("at the end of epoch {}", state.epoch)
+            : fmt::format("{} samples into epoch {} on each rank", state.position, state.epoch + 1);
+    rankwise::print0("nothing left to do: the checkpoint is {} and the run's total is {} epoch{}; "
+                     "raise the total to train further",
+                     at, total_, total_ == 1 ? "" : "s");
+  }
+  return it;
+}
+
+Fabric::EpochRange::Iterator& Fabric::EpochRange::Iterator::operator++() {
+  auto& state = core_->state;
+  if (state.epoch == current_) {  // the training loader did not finish this epoch
+    state.epoch = current_ + 1;
+    state.position = 0;
+  } else if (state.epoch > current_ + 1 && !core_->warned_passes) {
+    core_->warned_passes = true;
+    util::write_line(
+        STDERR_FILENO,
+        core::message("warning: the training loader made {} passes in the body of epoch {} of "
+                      "Fabric::epochs(); each pass is an epoch, so the run skips to epoch {} (this "
+                      "warning is shown once)",
+                      state.epoch - current_, current_ + 1, state.epoch + 1));
+  }
+  core_->save_if_due(/*epoch_end=*/true);
+  current_ = state.epoch;
+  return *this;
+}
+
+bool Fabric::EpochRange::Iterator::operator==(const Iterator& other) const {
+  const bool done = core_ == nullptr || current_ >= total_;
+  const bool other_done = other.core_ == nullptr || other.current_ >= other.total_;
+  return done == other_done;
+}
+
+}  // namespace rankwise

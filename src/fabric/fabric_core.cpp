@@ -1,0 +1,70 @@
+#include "fabric/fabric_core.h"
+
+#include "core/check.h"
+
+#include <torch/cuda.h>
+
+#include <fmt/format.h>
+
+#include "rankwise/device.h"
+#include "rankwise/error.h"
+
+namespace rankwise::fabric {
+
+torch::Device resolve_device(const std::string& option) {
+  const std::string error = device_option_error(option);
+  if (!error.empty()) core::raise<ConfigError>("{}", error);
+  if (option == "auto") return rankwise::device();
+  if (option == "cpu") return torch::Device(torch::kCPU);
+  if (option == "cuda") return rankwise::device(DeviceKind::kCuda);
+  const auto index = std::stoll(option.substr(5));
+  const auto visible = static_cast<long long>(torch::cuda::device_count());
+  if (index >= visible) {
+    const std::string choices =
+        visible == 0 ? std::string("use auto or cpu")
+                     : fmt::format("use cuda:0 to cuda:{} (CUDA_VISIBLE_DEVICES renumbers them "
+                                   "from 0), auto or cpu",
+                                   visible - 1);
+    core::raise<ConfigError>("device {}: this process sees {} GPU{}; {}", option, visible,
+                             visible == 1 ? "" : "s", choices);
+  }
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+int64_t LoaderHooks::epoch(FabricCore& core) { return core.state.epoch; }
+
+std::pair<int64_t, int64_t> LoaderHooks::begin_training_pass(FabricCore& core) {
+  core.ensure_resumed();
+  if (core.state.position == 0 && core.state.epoch_stretches.empty()) {  // an epoch's start
+    for (auto& [name, metrics] : core.state.metrics) metrics->reset();
+  }
+  return {core.state.epoch, core.state.position};
+}
+
+std::pair<int64_t, int64_t> LoaderHooks::next_training_pass(FabricCore& core) {
+  core.ensure_resumed();
+  return {core.state.epoch, core.state.position};
+}
+
+std::vector<data::DistributedSampler::Stretch> LoaderHooks::epoch_stretches(FabricCore& core) {
+  return core.state.epoch_stretches;
+}
+
+void LoaderHooks::end_training_batch(FabricCore& core, int64_t end, int64_t shard_size) {
+  // The batch's samples, padding duplicates included (they were computed).
+  monitor::record_step(end - core.state.position, std::exchange(core.last_loss, std::nullopt));
+  core.state.step += 1;
+  core.state.position = end;
+  if (end < shard_size) core.save_if_due(/*epoch_end=*/false);
+}
+
+void LoaderHooks::end_training_pass(FabricCore& core, int64_t epoch) {
+  if (core.join) core.join();  // every rank, after its last batch
+  core.state.epoch = epoch + 1;
+  core.state.position = 0;
+  core.state.epoch_stretches.clear();
+}
+
+torch::Device LoaderHooks::device(FabricCore& core) { return core.device; }
+
+}  // namespace rankwise::fabric

@@ -1,0 +1,175 @@
+#pragma once
+// The state a Fabric shares with its loaders (FabricLoader reaches it
+// through LoaderHooks): options, device, the training state, the checkpoint
+// manager, and the run's identity checks.
+#include "rankwise/fabric.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/ranges.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <utility>
+
+#include "core/check.h"
+#include "util/io.h"
+#include "rankwise/checkpoint/manager.h"
+#include "rankwise/checkpoint/training_state.h"
+#include "rankwise/dist/consensus.h"
+#include "rankwise/device.h"
+#include "rankwise/error.h"
+#include "rankwise/fabric/cli.h"
+#include "rankwise/metrics/collection.h"
+#include "rankwise/monitor/step_stats.h"
+#include "rankwise/seed.h"
+
+namespace rankwise::fabric {
+
+// Keys of TrainingState::extras that identify the run.
+constexpr const char* kTrainSamplesKey = "fabric.train_samples";
+constexpr const char* kBatchSizeKey = "fabric.batch_size";
+constexpr const char* kSeedKey = "fabric.seed";
+constexpr const char* kInitialLrKey = "fabric.initial_lr";
+
+// Everything a Fabric and its loaders share.
+class FabricCore {
+ public:
+  FabricOptions options;
+  torch::Device device{torch::kCPU};
+  std::unique_ptr<checkpoint::CheckpointManager> checkpoints;
+  std::optional<checkpoint::Checkpoint> pending;  // loaded, restored when training starts
+  std::string pending_path;
+  bool resumed = false;  // a checkpoint was restored
+  checkpoint::TrainingState state;
+  std::function<void()> join;
+  bool has_training_loader = false;
+  bool warned_passes = false;
+  int64_t train_samples = 0;
+  int64_t batch_size = 0;
+  std::vector<double> initial_lrs;  // each param_group's lr at setup()
+  // The last loss given to backward() when it is a one-element CPU tensor
+  // (reading a CUDA loss would wait for the GPU): the heartbeat's loss.
+  std::optional<double> last_loss;
+
+  void describe_run() {
+    if (has_training_loader) {
+      state.extras[kTrainSamplesKey] = train_samples;
+      state.extras[kBatchSizeKey] = batch_size;
+    }
+    state.extras[kSeedKey] = static_cast<int64_t>(options.seed());
+    if (!initial_lrs.empty()) state.extras[kInitialLrKey] = c10::List<double>(initial_lrs);
+  }
+
+  // A resume restores the optimizer's hyper-parameters with its state (as
+  // PyTorch's optimizer.load_state_dict does), so a learning rate that this
+  // program set differently from the checkpoint's run (e.g. another --lr) is
+  // not used: say so. Compared at setup(), before any scheduler changed it.
+  void note_other_learning_rate(const std::map<std::string, c10::IValue>& saved) const {
+    const auto it = saved.find(kInitialLrKey);
+    if (initial_lrs.empty() || it == saved.end() || !it->second.isList()) return;
+    std::vector<double> before;  // a generic list once unpickled
+    for (const c10::IValue& lr : it->second.toListRef()) {
+      if (!lr.isDouble()) return;
+      before.push_back(lr.toDouble());
+    }
+    if (before == initial_lrs) return;
+    print0("note: this program set the learning rate {} but the checkpoint's run started with {}; "
+           "a resume restores the optimizer's options with its state, so training continues with "
+           "the checkpoint's; to use the new one, call param_groups()[i].options().set_lr() "
+           "inside the epoch loop (fabric.epochs() restores the checkpoint as the loop starts)",
+           fmt::join(initial_lrs, ", "), fmt::join(before, ", "));
+  }
+
+  // A resume must see the same data; mid-epoch, also the same batches.
+  void check_same_run(const std::map<std::string, c10::IValue>& saved, const std::string& path) {
+    auto value = [&](const char* key) -> std::optional<int64_t> {
+      auto it = saved.find(key);
+      if (it == saved.end() || !it->second.isInt()) return std::nullopt;
+      return it->second.toInt();
+    };
+    note_other_learning_rate(saved);
+    if (!has_training_loader) return;
+    const auto samples = value(kTrainSamplesKey);
+    const auto batch = value(kBatchSizeKey);
+    const auto seed = value(kSeedKey);
+    if (samples && *samples != train_samples) {
+      core::raise<ConfigError>(core::here(),
+                               "{} was written by a run on {} training samples and this run's "
+                               "training loader has {}: resume with the same data, or start a new "
+                               "run in another checkpoint directory (or overwrite this one)",
+                               path, *samples, train_samples);
+    }
+    if (state.position > 0 && batch && *batch != batch_size) {
+      core::raise<ConfigError>(
+          core::here(),
+          "{} was written in the middle of an epoch with batch size {}; this run has {}: resume "
+          "mid-epoch with the same batch size (or from an epoch-end checkpoint)",
+          path, *batch, batch_size);
+    }
+    if ((batch && *batch != batch_size) || (seed && *seed != static_cast<int64_t>(options.seed()))) {
+      print0("note: resuming with batch size {} and seed {} (the checkpoint's run used {} and {}); "
+             "the run will not match an uninterrupted one",
+             batch_size, options.seed(), batch.value_or(batch_size),
+             seed.value_or(static_cast<int64_t>(options.seed())));
+    }
+  }
+
+  // Restores the pending checkpoint, once, on every rank.
+  void ensure_resumed() {
+    if (!pending) return;
+    if (state.model == nullptr) {
+      core::raise<ConfigError>(
+          core::here(),
+          "a checkpoint ({}) is to be resumed but no model was set up: call Fabric::setup(model, "
+          "optimizer) (and setup_dataloader, track) before the training loop",
+          pending_path);
+    }
+    checkpoint::Checkpoint checkpoint = std::move(*pending);
+    pending.reset();
+    restore(checkpoint, state);
+    check_same_run(state.extras, pending_path);
+    describe_run();
+    resumed = true;
+    if (state.epoch_stretches.empty()) {
+      print0("resumed from {} at step {} (epoch {}, {} samples into it on each rank)",
+             pending_path, state.step, state.epoch + 1, state.position);
+    } else {
+      std::string earlier;
+      for (const auto& stretch : state.epoch_stretches) {
+        earlier += fmt::format("{}{} samples on each of {} ranks", earlier.empty() ? "" : ", then ",
+                               stretch.per_rank, stretch.num_replicas);
+      }
+      print0("resumed from {} at step {} (epoch {} at world size {}, after {}; the rest of the "
+             "epoch is dealt anew, {} samples into it on each rank)",
+             pending_path, state.step, state.epoch + 1,
+             rankwise::dist::is_initialized() ? rankwise::dist::world_size() : 1, earlier,
+             state.position);
+    }
+  }
+
+  void save_if_due(bool epoch_end) {
+    if (checkpoints && checkpoints->should_save(state.step, epoch_end)) save();
+  }
+
+  std::string save() {
+    if (!checkpoints) {
+      core::raise<ConfigError>(core::here(),
+                               "Fabric::save without a checkpoint directory; set "
+                               "FabricOptions::checkpoint_dir (--checkpoint-dir)");
+    }
+    describe_run();
+    return checkpoints->save(capture(state), state.step);  // collective
+  }
+};
+
+/// "auto", "cpu", "cuda" or "cuda:N" as a device; ConfigError otherwise, or
+/// for cuda:N beyond the visible GPUs.
+torch::Device resolve_device(const std::string& option);
+
+}  // namespace rankwise::fabric

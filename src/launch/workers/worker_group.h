@@ -1,0 +1,56 @@
+#pragma once
+/// \file worker_group.h
+/// One attempt: start the local workers, merge their output, watch them, and
+/// stop them all when one fails or the launcher gets a signal.
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "launch/options.h"
+#include "launch/workers/summary.h"
+
+namespace rankwise::launch::workers {
+
+/// Inputs of one attempt.
+struct AttemptConfig {
+  const LaunchOptions* options = nullptr;
+  int attempt = 0;           ///< restart count, from 0
+  int master_port = 0;       ///< resolved store port
+  std::string host;          ///< this node's host name
+  std::string error_dir;     ///< where RANKWISE_ERROR_FILE paths live
+  std::vector<std::string> base_env;  ///< launcher's env minus the variables we set
+  /// Read the workers' progress from the job's store (at master_addr and
+  /// master_port) and look for hangs (--hang-timeout).
+  bool hang_check = false;
+  /// The secret under which the workers keep their store keys (see
+  /// job_key() in launcher.cpp); "" for none.
+  std::string job_key;
+  /// Multi-node: nodes whose launcher stopped answering in an attempt (its
+  /// failure was NodeFailure::silent); the exit barrier does not wait for them.
+  std::vector<int> gone_nodes;
+  /// Elastic rounds: polled every 100 ms (it must not block); when it returns
+  /// true the launcher stops every worker (SIGTERM, then SIGKILL after the
+  /// grace period) for a new rendezvous round, and the attempt ends as
+  /// kMembershipChanged. Empty: never.
+  std::function<bool()> membership_changed;
+};
+
+/// How an attempt ended.
+struct AttemptResult {
+  /// kMembershipChanged: stopped for a new rendezvous round (membership_changed).
+  enum class Outcome { kSucceeded, kFailed, kSignaled, kMembershipChanged };
+  Outcome outcome = Outcome::kSucceeded;
+  int signal = 0;                        ///< with kSignaled: the launcher's signal
+  std::optional<FailureReport> failure;  ///< with kFailed
+};
+
+/// Runs one attempt to its end. Throws std::system_error when a worker cannot
+/// be started (pipe/fork), after stopping the ones already running.
+AttemptResult run_attempt(const AttemptConfig& config);
+
+/// The environment of the worker with `local_rank` (exposed for tests).
+std::vector<std::string> worker_environment(const AttemptConfig& config, int local_rank);
+
+}  // namespace rankwise::launch::workers

@@ -1,0 +1,26 @@
+#pragma once
+// File-descriptor I/O that retries on EINTR and short transfers: whole lines
+// in one write() where the kernel allows (lines of several threads or
+// processes on one pipe are not torn apart), and whole reads for the
+// checkpoint readers.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace rankwise::util {
+
+/// Writes `text` to `fd` as it is (no newline added), e.g. a progress bar's
+/// "\r..." update. Errors are ignored: this is how the library reports, not
+/// what it reports.
+void write_text(int fd, std::string_view text);
+
+/// Writes `line` and "\n" to `fd` in one write_text(); errors are ignored.
+void write_line(int fd, const std::string& line);
+
+/// Reads up to `size` bytes of `fd` at `offset` into `buffer`. Returns the
+/// bytes read: fewer than `size` only when the file ends first. Throws
+/// std::system_error (errno) on a read error.
+std::size_t pread_all(int fd, void* buffer, std::size_t size, uint64_t offset);
+
+}  // namespace rankwise::util

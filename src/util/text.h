@@ -1,0 +1,44 @@
+#pragma once
+// Text for messages: "a, b, c" lists (missing keys, ranks that
+// differ, ...), joined in one place.
+#include <exception>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+namespace rankwise::util {
+
+/// The items in order, `separator` between two; numbers through
+/// std::to_string, anything else as std::string. "" for no items.
+template <typename Range>
+std::string join_strings(const Range& items, std::string_view separator = ", ") {
+  std::string out;
+  bool first = true;
+  for (const auto& item : items) {
+    if (!first) out += separator;
+    first = false;
+    if constexpr (std::is_arithmetic_v<std::decay_t<decltype(item)>>) {
+      out += std::to_string(item);
+    } else {
+      out += item;
+    }
+  }
+  return out;
+}
+
+/// "rank 3" or "ranks 1, 2": a list of ranks as messages name it.
+template <typename Ranks>
+std::string rank_list(const Ranks& ranks) {
+  return (std::size(ranks) == 1 ? "rank " : "ranks ") + join_strings(ranks);
+}
+
+/// `text` up to its first newline: the first line of a library's message
+/// (c10d's store errors run on with C++ stack traces), for a one-line
+/// rankwise message that quotes it.
+inline std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+/// The first line of `e.what()`.
+inline std::string first_line(const std::exception& e) { return first_line(std::string(e.what())); }
+
+}  // namespace rankwise::util

@@ -1,0 +1,236 @@
+// ShardedCheckpointManager (rankwise/checkpoint/sharded_manager.h): numbered
+// sharded checkpoints with `latest` and retention, in one process and through
+// rankwise-run with tests/programs/torch_sharded_manager, including ranks
+// killed (SIGKILL, the fault knob of checkpoint/detail/fault_injection.h)
+// during a save.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "rankwise/checkpoint/checkpoint.h"
+#include "rankwise/checkpoint/sharded_manager.h"
+#include "rankwise/error.h"
+#include "support/shell.h"
+#include "support/workers.h"
+
+namespace fs = std::filesystem;
+using rankwise::test::shell;
+
+namespace {
+
+const std::string kRun = RANKWISE_RUN_PATH;
+const std::string kWorker = std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/torch_sharded_manager";
+
+fs::path fresh_dir(const std::string& name) { return rankwise::test::fresh_dir("rankwise_sharded_manager", name); }
+using rankwise::test::count;
+
+std::string run_worker(int nproc, const std::string& args) {
+  return rankwise::test::run_launched(kRun, nproc, kWorker, args);
+}
+
+// The names in `dir`, sorted.
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string read(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+rankwise::checkpoint::ShardedState one_rank_state(double value) {
+  rankwise::checkpoint::ShardedState state;
+  state.emplace("w", rankwise::checkpoint::shard_rows(at::full({4}, value, at::kFloat), 0, 1));
+  return state;
+}
+
+}  // namespace
+
+TEST(ShardedCheckpointManager, KeepsExactlyTheLastKAndResumesFromLatestAtAnotherWorldSize) {
+  const auto root = fresh_dir("retention") / "ckpts";
+  const auto saved = run_worker(2, "save " + root.string() + " 1 5 2");
+  ASSERT_NE(saved.find("exit=0"), std::string::npos) << saved;
+  EXPECT_EQ(count(saved, "saved step 5"), 2) << saved;
+  EXPECT_EQ(names_in(root), (std::vector<std::string>{"checkpoint-0000000400", "checkpoint-0000000500", "latest",
+                                                      "rankwise.lock"}));
+  EXPECT_EQ(read(root / "latest"), "checkpoint-0000000500\n");
+  const auto loaded = run_worker(3, "load " + root.string());
+  EXPECT_NE(loaded.find("exit=0"), std::string::npos) << loaded;
+  EXPECT_EQ(count(loaded, "loaded step 5, values ok"), 3) << loaded;
+  // keep_last 1 on the next saves: exactly one remains.
+  const auto more = run_worker(2, "save " + root.string() + " 6 7 1");
+  ASSERT_NE(more.find("exit=0"), std::string::npos) << more;
+  EXPECT_EQ(names_in(root), (std::vector<std::string>{"checkpoint-0000000700", "latest", "rankwise.lock"}));
+  fs::remove_all(root.parent_path());
+}
+
+// Node-local disks simulated on one machine (the worker's NODE_ROOT RANKS_PER_NODE arguments: each
+// simulated node works in NODE_ROOT/node<k>, so the relative ROOT is another directory per node).
+TEST(ShardedCheckpointManager, NodeLocalDisksEachKeepTheirOwnLatestAndRetention) {
+  const auto disks = fresh_dir("node_local");
+  const auto saved = run_worker(4, "save ckpts 1 3 2 " + disks.string() + " 2");
+  ASSERT_NE(saved.find("exit=0"), std::string::npos) << saved;
+  EXPECT_EQ(count(saved, "saved step 3"), 4) << saved;
+  for (const char* node : {"node0", "node1"}) {
+    const auto root = disks / node / "ckpts";
+    const std::vector<std::string> expected =
+        std::string(node) == "node0"
+            ? std::vector<std::string>{"checkpoint-0000000200", "checkpoint-0000000300", "latest", "rankwise.lock"}
+            : std::vector<std::string>{"checkpoint-0000000200", "checkpoint-0000000300", "latest"};
+    EXPECT_EQ(names_in(root), expected) << node;
+    EXPECT_EQ(read(root / "latest"), "checkpoint-0000000300\n") << node;
+  }
+  EXPECT_TRUE(fs::exists(disks / "node0/ckpts/checkpoint-0000000300/__1_0.distcp"));
+  EXPECT_FALSE(fs::exists(disks / "node0/ckpts/checkpoint-0000000300/__2_0.distcp"));
+  EXPECT_TRUE(fs::exists(disks / "node1/ckpts/checkpoint-0000000300/__3_0.distcp"));
+  // Resumed as 2 nodes of 2 ranks, and as 2 nodes of 1 rank (each lacks the other node's files).
+  for (const auto& [world, per_node] : {std::pair{4, 2}, std::pair{2, 1}}) {
+    const auto loaded =
+        run_worker(world, "load ckpts " + disks.string() + " " + std::to_string(per_node));
+    EXPECT_NE(loaded.find("exit=0"), std::string::npos) << loaded;
+    EXPECT_EQ(count(loaded, "loaded step 3, values ok"), world) << loaded;
+  }
+  fs::remove_all(disks);
+}
+
+TEST(ShardedCheckpointManager, ARankKilledDuringASaveLeavesThePreviousLatestLoadable) {
+  const auto logs = fresh_dir("kill");
+  const auto root = logs / "ckpts";
+  ASSERT_NE(run_worker(2, "save " + root.string() + " 1 2 3").find("exit=0"), std::string::npos);
+  // Rank 1 dies at the first byte of its data file of step 3.
+  const auto out = rankwise::test::run_by_hand(kWorker, 2, 1, "kill_at_byte=1", "save " + root.string() + " 3 3 3", logs);
+  EXPECT_NE(out[0].find("rank 0: error: rankwise: rank 0/2: save_sharded"), std::string::npos) << out[0];
+  EXPECT_NE(out[0].find("Nothing was published"), std::string::npos) << out[0];
+  EXPECT_EQ(out[0].find("saved step 3"), std::string::npos) << out[0];
+  EXPECT_EQ(read(root / "latest"), "checkpoint-0000000200\n");
+  EXPECT_FALSE(fs::exists(root / "checkpoint-0000000300"));
+  const auto loaded = run_worker(3, "load " + root.string());
+  EXPECT_NE(loaded.find("exit=0"), std::string::npos) << loaded;
+  EXPECT_EQ(count(loaded, "loaded step 2, values ok"), 3) << loaded;
+  fs::remove_all(logs);
+}
+
+TEST(ShardedCheckpointManager, RankZeroKilledBeforeThePointerMovesLeavesThePreviousLatest) {
+  const auto logs = fresh_dir("kill_latest");
+  const auto root = logs / "ckpts";
+  ASSERT_NE(run_worker(2, "save " + root.string() + " 1 2 3").find("exit=0"), std::string::npos);
+  // Step 3 is published whole, then rank 0 dies before `latest` moves.
+  const auto out =
+      rankwise::test::run_by_hand(kWorker, 2, 0, "kill_at=before-latest", "save " + root.string() + " 3 3 3", logs);
+  EXPECT_NE(out[1].find("rank 1: error:"), std::string::npos) << out[1];
+  EXPECT_TRUE(fs::exists(root / "checkpoint-0000000300" / ".metadata"));
+  EXPECT_EQ(read(root / "latest"), "checkpoint-0000000200\n");
+  const auto loaded = run_worker(2, "load " + root.string());
+  EXPECT_NE(loaded.find("exit=0"), std::string::npos) << loaded;
+  EXPECT_EQ(count(loaded, "loaded step 2, values ok"), 2) << loaded;
+  fs::remove_all(logs);
+}
+
+TEST(ShardedCheckpointManager, RankZeroKilledBeforePublishingLeavesNoLeftoverForTheNextRun) {
+  const auto logs = fresh_dir("kill_publish");
+  const auto root = logs / "ckpts";
+  ASSERT_NE(run_worker(2, "save " + root.string() + " 1 1 3").find("exit=0"), std::string::npos);
+  rankwise::test::run_by_hand(kWorker, 2, 0, "kill_at=before-publish", "save " + root.string() + " 2 2 3", logs);
+  EXPECT_EQ(shell("ls -a " + root.string() + " | grep -c rankwise-tmp"), "1\n");  // the killed save's
+  const auto loaded = run_worker(2, "load " + root.string());
+  EXPECT_EQ(count(loaded, "loaded step 1, values ok"), 2) << loaded;
+  EXPECT_EQ(shell("ls -a " + root.string() + " | grep -c rankwise-tmp"), "0\n");  // removed by the next manager
+  fs::remove_all(logs);
+}
+
+TEST(ShardedCheckpointManager, AnEmptyDirectoryLoadsNothingOnEveryRank) {
+  const auto root = fresh_dir("empty") / "ckpts";
+  const auto loaded = run_worker(2, "load " + root.string());
+  EXPECT_NE(loaded.find("exit=0"), std::string::npos) << loaded;
+  EXPECT_EQ(count(loaded, "loaded none"), 2) << loaded;
+  fs::remove_all(root.parent_path());
+}
+
+TEST(ShardedCheckpointManager, LatestFallsBackPastAnIncompleteOrMissingPointer) {
+  const auto root = fresh_dir("fallback");
+  rankwise::checkpoint::ShardedCheckpointManager manager(rankwise::checkpoint::CheckpointManagerOptions(root.string()).keep_last(5));
+  for (int s = 1; s <= 3; ++s) manager.save(one_rank_state(s), s);
+  EXPECT_EQ(manager.latest(), (root / "checkpoint-0000000003").string());
+  // Truncating step 3's data file: latest falls back to step 2.
+  fs::resize_file(root / "checkpoint-0000000003" / "__0_0.distcp", 10);
+  EXPECT_EQ(manager.latest(), (root / "checkpoint-0000000002").string());
+  // No pointer: the highest-numbered complete one.
+  fs::remove(root / "latest");
+  EXPECT_EQ(manager.latest(), (root / "checkpoint-0000000002").string());
+  auto state = one_rank_state(0);
+  EXPECT_EQ(manager.load_latest_collective(state), (root / "checkpoint-0000000002").string());
+  EXPECT_TRUE(at::equal(std::get<rankwise::checkpoint::ShardedTensor>(state.at("w")).chunks()[0].data, at::full({4}, 2.0f)));
+  // A damaged .metadata too: none is complete.
+  fs::remove_all(root / "checkpoint-0000000001");
+  std::ofstream(root / "checkpoint-0000000002" / ".metadata", std::ios::app) << "x";
+  try {
+    manager.latest();
+    ADD_FAILURE() << "no error";
+  } catch (const rankwise::CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("none of its 2 checkpoint directories verifies"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(root);
+}
+
+// A plain save_sharded (or save) into a directory a manager keeps works (a
+// final model beside the checkpoints) but removes nothing there: its lock
+// does not exclude the manager, whose save in progress would look like a
+// killed one's leftovers (it once deleted one).
+TEST(ShardedCheckpointManager, APlainSaveIntoItsDirectoryLeavesItsTemporariesAlone) {
+  const auto root = fresh_dir("plain");
+  {
+    rankwise::checkpoint::ShardedCheckpointManager manager(rankwise::checkpoint::CheckpointManagerOptions(root.string()));
+    manager.save(one_rank_state(1), 5);
+    fs::create_directory(root / "checkpoint-0000000006.rankwise-tmp.Ab12Cd");  // as a save in progress has
+    std::ofstream(root / "final.pt.tmp.77.Ab12Cd") << "as a save in progress has";
+    rankwise::checkpoint::save_sharded((root / "checkpoint-0000000006").string(), one_rank_state(2));
+    rankwise::checkpoint::Checkpoint plain;
+    plain.insert("x", 1);
+    rankwise::checkpoint::save((root / "final.pt").string(), plain);
+    EXPECT_TRUE(fs::exists(root / "checkpoint-0000000006.rankwise-tmp.Ab12Cd"));
+    EXPECT_TRUE(fs::exists(root / "final.pt.tmp.77.Ab12Cd"));
+    EXPECT_TRUE(rankwise::checkpoint::verify((root / "final.pt").string()));
+  }
+  // The next manager, holding the directory's lock, removes them.
+  rankwise::checkpoint::ShardedCheckpointManager next(rankwise::checkpoint::CheckpointManagerOptions(root.string()));
+  EXPECT_FALSE(fs::exists(root / "checkpoint-0000000006.rankwise-tmp.Ab12Cd"));
+  fs::remove_all(root);
+}
+
+TEST(ShardedCheckpointManager, ALoadThatFailsNamesTheCheckpointAndTheKeys) {
+  const auto root = fresh_dir("mismatch");
+  rankwise::checkpoint::ShardedCheckpointManager manager(rankwise::checkpoint::CheckpointManagerOptions(root.string()));
+  manager.save(one_rank_state(1), 7);
+  rankwise::checkpoint::ShardedState other;
+  other.emplace("v", rankwise::checkpoint::shard_rows(at::zeros({4}), 0, 1));
+  try {
+    manager.load_latest_collective(other);
+    ADD_FAILURE() << "no error";
+  } catch (const rankwise::CheckpointError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("loading the latest sharded checkpoint '" + (root / "checkpoint-0000000007").string() +
+                        "' failed: "),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("the keys differ"), std::string::npos) << what;
+  }
+  fs::remove_all(root);
+}
+
+TEST(ShardedCheckpointManager, BadOptionsAndASecondManagerAreRefused) {
+  const auto root = fresh_dir("options");
+  EXPECT_THROW(rankwise::checkpoint::ShardedCheckpointManager(rankwise::checkpoint::CheckpointManagerOptions(root.string()).keep_last(0)),
+               rankwise::ConfigError);
+  rankwise::checkpoint::ShardedCheckpointManager first{rankwise::checkpoint::CheckpointManagerOptions(root.string())};
+  EXPECT_THROW(rankwise::checkpoint::ShardedCheckpointManager{rankwise::checkpoint::CheckpointManagerOptions(root.string())},
+               rankwise::CheckpointError);
+  fs::remove_all(root);
+}

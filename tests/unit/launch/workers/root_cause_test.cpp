@@ -1,0 +1,103 @@
+// The root cause of a failed attempt (launch/workers/root_cause.h): primary
+// errors before secondary ones, then the earliest.
+#include <gtest/gtest.h>
+
+#include <gloo/common/error.h>
+
+#include <c10/util/Exception.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "wire/error_file.h"
+#include "launch/workers/root_cause.h"
+#include "launch/workers/summary.h"
+#include "rankwise/error.h"
+#include "rankwise/run_main.h"
+
+namespace rankwise::launch {
+using namespace rankwise::launch::rendezvous;
+using namespace rankwise::launch::workers;
+using namespace rankwise::wire;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// A worker of an attempt that started at `t0`.
+launch::workers::WorkerRecord worker(int rank, launch::workers::WorkerState state, Clock::time_point t0, int end_ms) {
+  launch::workers::WorkerRecord w;
+  w.rank = rank;
+  w.local_rank = rank;
+  w.pid = 100 + rank;
+  w.state = state;
+  w.exit_code = state == launch::workers::WorkerState::kSucceeded ? 0 : 1;
+  w.start = t0;
+  w.end = t0 + milliseconds(end_ms);
+  w.error_file = "/tmp/error_rank" + std::to_string(rank) + ".json";
+  return w;
+}
+
+wire::WorkerError error(const std::string& message, bool secondary, Clock::time_point at) {
+  wire::WorkerError e;
+  e.path = "/tmp/error.json";
+  e.message = message;
+  e.secondary = secondary;
+  e.time = at;
+  return e;
+}
+
+TEST(LaunchRootCause, PrimaryBeforeSecondaryThenEarliest) {
+  const auto t0 = Clock::now();
+  // Rank 0 failed first, on a closed connection; rank 1 had raised before and
+  // was stopped while it was slow to exit.
+  std::vector<launch::workers::WorkerRecord> w = {worker(0, launch::workers::WorkerState::kFailed, t0, 100),
+                                 worker(1, launch::workers::WorkerState::kTerminated, t0, 300)};
+  w[0].error = error("peer gone", true, t0 + milliseconds(90));
+  w[1].error = error("boom", false, t0 + milliseconds(50));
+  w[1].stop_time = t0 + milliseconds(110);
+  EXPECT_EQ(launch::workers::pick_root_cause(w), 1u);
+  // Secondary loses even when the primary came later (written while unwinding).
+  w[1].error->time = t0 + milliseconds(105);
+  EXPECT_EQ(launch::workers::pick_root_cause(w), 1u);
+  // An error written after the launcher asked it to stop is a consequence.
+  w[1].error->time = t0 + milliseconds(120);
+  EXPECT_EQ(launch::workers::pick_root_cause(w), 0u);
+  // Stopped without an error file: not a candidate.
+  w[1].error.reset();
+  EXPECT_EQ(launch::workers::pick_root_cause(w), 0u);
+}
+
+TEST(LaunchRootCause, WorkersWithoutErrorFileRankByExitTime) {
+  const auto t0 = Clock::now();
+  std::vector<launch::workers::WorkerRecord> w = {worker(0, launch::workers::WorkerState::kFailed, t0, 100),
+                                 worker(1, launch::workers::WorkerState::kFailed, t0, 200),
+                                 worker(2, launch::workers::WorkerState::kFailed, t0, 300)};
+  w[1].term_signal = 9;  // killed: no error file
+  w[0].error = error("peer gone", true, t0 + milliseconds(90));
+  w[2].error = error("boom", false, t0 + milliseconds(250));
+  EXPECT_EQ(launch::workers::pick_root_cause(w), 1u);  // exited at 200 ms, before the error at 250 ms
+  w[2].error->time = t0 + milliseconds(150);
+  EXPECT_EQ(launch::workers::pick_root_cause(w), 2u);
+  w[2].error->time = t0 + milliseconds(200);
+  EXPECT_EQ(launch::workers::pick_root_cause(w), 1u);  // a tie: the lower index
+  // Only secondary errors: the earliest.
+  w[1].error = error("peer gone", true, t0 + milliseconds(80));
+  w[2].error = error("peer gone", true, t0 + milliseconds(70));
+  EXPECT_EQ(launch::workers::pick_root_cause(w), 2u);
+  // None failed.
+  std::vector<launch::workers::WorkerRecord> ok = {worker(0, launch::workers::WorkerState::kSucceeded, t0, 100),
+                                  worker(1, launch::workers::WorkerState::kTerminated, t0, 100)};
+  EXPECT_FALSE(launch::workers::pick_root_cause(ok).has_value());
+}
+
+}  // namespace
+}  // namespace rankwise::launch

@@ -1,0 +1,33 @@
+// detail::crc32_update (ISA-L) gives zlib's crc32() values, so checkpoints
+// checksummed before it verify unchanged, and split updates combine.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "util/crc32.h"
+
+TEST(Crc32, EqualsZlibForEveryLengthAndAlignment) {
+  std::vector<unsigned char> bytes(70000);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i * 131 + (i >> 7));
+  for (std::size_t offset : {0, 1, 3, 7}) {
+    for (std::size_t length : {0, 1, 2, 15, 16, 17, 63, 64, 65, 255, 4096, 65537}) {
+      const auto* data = bytes.data() + offset;
+      const auto expected = static_cast<uint32_t>(crc32_z(0, data, length));
+      EXPECT_EQ(rankwise::util::crc32_update(0, data, length), expected)
+          << "offset " << offset << " length " << length;
+      const std::size_t half = length / 3;
+      const uint32_t split = rankwise::util::crc32_update(
+          rankwise::util::crc32_update(0, data, half), data + half, length - half);
+      EXPECT_EQ(split, expected) << "split at " << half << " of " << length;
+      const uint32_t combined = rankwise::util::crc32_combine_lengths(
+          rankwise::util::crc32_update(0, data, half),
+          rankwise::util::crc32_update(0, data + half, length - half), length - half);
+      EXPECT_EQ(combined, expected) << "combined at " << half << " of " << length;
+    }
+  }
+  // The check value of CRC-32/ISO-HDLC (the zip and gzip CRC).
+  const char check[] = "123456789";
+  EXPECT_EQ(rankwise::util::crc32_update(0, check, 9), 0xCBF43926u);
+}
