@@ -133,7 +133,7 @@ std::string shown(const c10::IValue& value) {
 
 // This rank's data file; returns its report for rank 0.
 json write_part(const std::string& tmp, int rank, int leader, const ShardedState& state) {
-  const std::string file = "__" + std::to_string(rank) + "_0.distcp";
+  const std::string file = fmt::format("__{}_0.distcp", rank);
   io::AtomicFile out(tmp + "/" + file);
   json entries = json::object();
   std::vector<sharded::ManifestChunk> chunks;
@@ -248,10 +248,9 @@ void publish_directory(const std::string& tmp, const std::string& dir) {
   if (exists) fs::remove_all(tmp, ec);  // the previous checkpoint, now at the temporary name
 }
 
-// A storage node's leader: checks every rank's report (every leader reaches
-// the same verdict from the same reports), writes .metadata and the manifest
-// (the same bytes on every node) into its `tmp` and removes the marker.
-void prepare(const std::string& dir, const std::string& tmp, const std::vector<std::string>& reports) {
+// Every rank's report, parsed; throws unless every rank wrote its file and
+// the ranks agree on the entries.
+std::vector<json> checked_reports(const std::string& dir, const std::vector<std::string>& reports) {
   const int world = static_cast<int>(reports.size());
   std::vector<json> parts;
   std::vector<std::string> failures;
@@ -267,24 +266,35 @@ void prepare(const std::string& dir, const std::string& tmp, const std::vector<s
   }
   const json& entries = parts[0].at("entries");
   for (int r = 1; r < world; ++r) check_same_entries(dir, entries, parts[static_cast<std::size_t>(r)].at("entries"), r);
-  sharded::DcpMetadata metadata;
+  return parts;
+}
+
+// The manifest's storage nodes: each leader's ranks, files and hosts, in rank order.
+sharded::Manifest manifest_of_nodes(const std::vector<json>& parts) {
   sharded::Manifest manifest;
-  manifest.world_size = world;
+  manifest.world_size = static_cast<int>(parts.size());
   std::map<int, std::size_t> node_of;  // leader -> index in manifest.nodes
-  for (int r = 0; r < world; ++r) {
-    const json& part = parts[static_cast<std::size_t>(r)];
+  for (std::size_t r = 0; r < parts.size(); ++r) {
+    const json& part = parts[r];
     const int leader = part.at("leader").get<int>();
     if (!node_of.count(leader)) {
       node_of[leader] = manifest.nodes.size();
       manifest.nodes.push_back(sharded::ManifestNode{leader, {}, {}, {}});
     }
     sharded::ManifestNode& node = manifest.nodes[node_of[leader]];
-    node.ranks.push_back(r);
+    node.ranks.push_back(static_cast<int>(r));
     node.files.push_back(part.at("file").get<std::string>());
     const std::string host = part.at("host").get<std::string>();
     if (std::find(node.hosts.begin(), node.hosts.end(), host) == node.hosts.end()) node.hosts.push_back(host);
   }
-  for (const auto& [key, e] : entries.items()) {
+  return manifest;
+}
+
+// .metadata's entries (rank 0's, which every rank agreed on), then every rank's chunks in
+// .metadata and in the manifest.
+sharded::DcpMetadata metadata_of(const std::vector<json>& parts, sharded::Manifest& manifest) {
+  sharded::DcpMetadata metadata;
+  for (const auto& [key, e] : parts[0].at("entries").items()) {
     if (e.contains("object")) {
       metadata.objects[key] = sharded::DcpObject{};
       continue;
@@ -311,6 +321,11 @@ void prepare(const std::string& dir, const std::string& tmp, const std::vector<s
       manifest.chunks.push_back(std::move(c));
     }
   }
+  return metadata;
+}
+
+// Throws unless every object has its record and the chunks of each tensor hold its elements.
+void check_covered(const std::string& dir, const sharded::DcpMetadata& metadata) {
   for (const auto& [key, object] : metadata.objects) {
     if (object.relative_path.empty()) {
       core::raise<CheckpointError>(
@@ -333,6 +348,16 @@ void prepare(const std::string& dir, const std::string& tmp, const std::vector<s
           dir, key, stored, fmt::join(t.size, ", "), numel);
     }
   }
+}
+
+// A storage node's leader: checks every rank's report (every leader reaches
+// the same verdict from the same reports), writes .metadata and the manifest
+// (the same bytes on every node) into its `tmp` and removes the marker.
+void prepare(const std::string& dir, const std::string& tmp, const std::vector<std::string>& reports) {
+  const std::vector<json> parts = checked_reports(dir, reports);
+  sharded::Manifest manifest = manifest_of_nodes(parts);
+  const sharded::DcpMetadata metadata = metadata_of(parts, manifest);
+  check_covered(dir, metadata);
   const std::string pickled = sharded::pickle_dcp_metadata(metadata);
   manifest.metadata_crc32 = sharded::crc32_of(pickled.data(), pickled.size());
   io::write_file_atomically(tmp + "/" + sharded::kMetadataName, pickled.data(), pickled.size());
@@ -344,66 +369,33 @@ void prepare(const std::string& dir, const std::string& tmp, const std::vector<s
   check_replaceable(dir);
 }
 
-}  // namespace
+// One rank's save_sharded(): who it is, and the temporary directory once step 1 made it.
+struct SaveRun {
+  std::string dir;
+  int rank = 0;
+  int world = 1;
+  std::string here;  // "rank r/W"
+  std::string tmp;
 
-void save_sharded(const std::string& dir, const ShardedState& state) {
-  sharded::save_sharded_leading(dir, state, sharded::SaveLock::kTake);
-}
-
-bool sharded::save_sharded_leading(const std::string& dir_in, const ShardedState& state, SaveLock take) {
-  const std::string dir = io::without_trailing_slash(dir_in);
-  const bool grouped = dist::is_initialized();
-  const int rank = grouped ? dist::process_group().rank() : 0;
-  const int world = grouped ? dist::process_group().world_size() : 1;
-  const std::string here = core::where({rank, world});
-
-  // 1. Rank 0 locks `dir`.lock (held to the end: a second job saving to `dir` is refused), removes
-  //    what a killed save left, creates the temporary directory and tells the others its name.
-  std::optional<io::FileLock> lock;
-  std::string first;
-  if (rank == 0) {
-    try {
-      check_replaceable(dir);  // before any rank writes: refused at once, not after every data file
-      if (take == SaveLock::kTake) lock.emplace(dir + ".lock", "sharded checkpoint '" + dir + "'");
-      io::remove_leftovers_with_note(dir, "save_sharded", take == SaveLock::kHeldByCaller);
-      const std::string made = make_temp_dir(dir);
-      try {
-        sharded::write_storage_marker(made, 0);
-      } catch (...) {
-        std::error_code ec;
-        fs::remove_all(made, ec);
-        throw;
-      }
-      first = "ok:" + made;
-    } catch (const std::exception& e) {
-      first = std::string("error:") + e.what();
-    }
-  }
-  const std::string zero = gather_texts(first, dir, here, "creating the temporary directory")[0];
-  if (zero.rfind("error:", 0) == 0) {
-    throw CheckpointError(rank == 0 ? zero.substr(6)
-                                    : zero.substr(6) + " (rank 0's error, raised on rank " + std::to_string(rank) + ")");
-  }
-  const std::string tmp = zero.substr(3);
-
-  // 2. Every other rank creates it too where it does not exist (a node's own
-  //    disk): such a rank leads its storage node; see storage_claim.h.
-  bool leads = rank == 0;
-  std::string claim = "ok";
-  if (rank != 0) {
-    try {
-      leads = sharded::claim_directory(tmp, rank);
-    } catch (const std::exception& e) {
-      claim = here + ": " + e.what();
-    }
-  }
   // Before publication every rank removes its view of the temporary directory on a failure (the same
   // directory for ranks that share it, harmlessly): a node whose leader died is left clean too.
-  const auto remove_tmp = [&] {
+  void remove_tmp() const {
     std::error_code ec;
     fs::remove_all(tmp, ec);
-  };
-  const auto fail_if_any = [&](const std::vector<std::string>& outcomes, const std::string& step) {
+  }
+
+  // gather_texts(), removing the temporary directory when it fails.
+  std::vector<std::string> gather(const std::string& text, const std::string& step) const {
+    try {
+      return gather_texts(text, dir, here, step);
+    } catch (...) {
+      remove_tmp();
+      throw;
+    }
+  }
+
+  // Throws on every rank, after removing the temporary directory, when any outcome is not "ok".
+  void fail_if_any(const std::vector<std::string>& outcomes, const std::string& step) const {
     std::vector<std::string> failures;  // outcomes[r] is rank r's
     std::vector<int> ranks;
     for (std::size_t r = 0; r < outcomes.size(); ++r) {
@@ -416,33 +408,82 @@ bool sharded::save_sharded_leading(const std::string& dir_in, const ShardedState
     core::raise<CheckpointError>(
         "{}: save_sharded('{}') failed while {} on {}: {}. Nothing was published; the previous "
         "checkpoint at this path is untouched",
-        here, dir, step, util::rank_list(ranks),
-        ranks::grouped_failures(failures, ranks, world));
-  };
-  std::vector<std::string> claims;
-  try {
-    claims = gather_texts(claim, dir, here, "creating the temporary directory on every node");
-  } catch (...) {
-    remove_tmp();
-    throw;
+        here, dir, step, util::rank_list(ranks), ranks::grouped_failures(failures, ranks, world));
   }
-  fail_if_any(claims, "creating the temporary directory on every node");
 
-  // 3. Every rank writes its own file (into its storage node's directory) and reports.
+  // Every rank's outcome of `step` ("ok" or its error); throws on every rank when any failed.
+  void agree(const std::string& outcome, const std::string& step) const { fail_if_any(gather(outcome, step), step); }
+};
+
+SaveRun start_run(const std::string& dir) {
+  SaveRun run;
+  run.dir = io::without_trailing_slash(dir);
+  const bool grouped = dist::is_initialized();
+  run.rank = grouped ? dist::process_group().rank() : 0;
+  run.world = grouped ? dist::process_group().world_size() : 1;
+  run.here = core::where({run.rank, run.world});
+  return run;
+}
+
+// Step 1, rank 0: locks `dir`.lock (unless the caller holds the directory's lock), removes what a
+// killed save left, creates the temporary directory; "ok:<its path>" or "error:<why>".
+std::string create_temp_dir(const std::string& dir, sharded::SaveLock take, std::optional<io::FileLock>& lock) {
+  try {
+    check_replaceable(dir);  // before any rank writes: refused at once, not after every data file
+    if (take == sharded::SaveLock::kTake) lock.emplace(dir + ".lock", fmt::format("sharded checkpoint '{}'", dir));
+    io::remove_leftovers_with_note(dir, "save_sharded", take == sharded::SaveLock::kHeldByCaller);
+    const std::string made = make_temp_dir(dir);
+    try {
+      sharded::write_storage_marker(made, 0);
+    } catch (...) {
+      std::error_code ec;
+      fs::remove_all(made, ec);
+      throw;
+    }
+    return "ok:" + made;
+  } catch (const std::exception& e) {
+    return std::string("error:") + e.what();
+  }
+}
+
+// Step 1, every rank: rank 0's temporary directory, or rank 0's error raised on every rank.
+std::string announced_temp_dir(const SaveRun& run, sharded::SaveLock take, std::optional<io::FileLock>& lock) {
+  const std::string first = run.rank == 0 ? create_temp_dir(run.dir, take, lock) : "";
+  const std::string zero = gather_texts(first, run.dir, run.here, "creating the temporary directory")[0];
+  if (zero.rfind("error:", 0) == 0) {
+    throw CheckpointError(run.rank == 0 ? zero.substr(6)
+                                        : fmt::format("{} (rank 0's error, raised on rank {})", zero.substr(6), run.rank));
+  }
+  return zero.substr(3);
+}
+
+// Step 2: whether this rank leads its storage node (storage_claim.h).
+bool claim_storage(const SaveRun& run) {
+  bool leads = run.rank == 0;
+  std::string claim = "ok";
+  if (run.rank != 0) {
+    try {
+      leads = sharded::claim_directory(run.tmp, run.rank);
+    } catch (const std::exception& e) {
+      claim = fmt::format("{}: {}", run.here, e.what());
+    }
+  }
+  run.agree(claim, "creating the temporary directory on every node");
+  return leads;
+}
+
+// Step 3: every rank's report of its data file; throws on every rank when any could not write.
+// Returns the reports and the storage nodes' leaders, in rank order.
+std::pair<std::vector<std::string>, std::vector<int>> write_data_files(const SaveRun& run, bool leads,
+                                                                        const ShardedState& state) {
   std::string report;
   try {
-    const int leader = leads ? rank : sharded::read_storage_marker(tmp, std::chrono::seconds(10));
-    report = write_part(tmp, rank, leader, state).dump();
+    const int leader = leads ? run.rank : sharded::read_storage_marker(run.tmp, std::chrono::seconds(10));
+    report = write_part(run.tmp, run.rank, leader, state).dump();
   } catch (const std::exception& e) {
-    report = json{{"ok", false}, {"error", here + ": " + e.what()}}.dump();
+    report = json{{"ok", false}, {"error", fmt::format("{}: {}", run.here, e.what())}}.dump();
   }
-  std::vector<std::string> reports;
-  try {
-    reports = gather_texts(report, dir, here, "gathering every rank's outcome");
-  } catch (...) {
-    remove_tmp();
-    throw;
-  }
+  std::vector<std::string> reports = run.gather(report, "gathering every rank's outcome");
   std::vector<int> leaders;
   std::vector<std::string> written;
   for (const auto& r : reports) {
@@ -456,49 +497,45 @@ bool sharded::save_sharded_leading(const std::string& dir_in, const ShardedState
     if (std::find(leaders.begin(), leaders.end(), l) == leaders.end()) leaders.push_back(l);
   }
   std::sort(leaders.begin(), leaders.end());
-  fail_if_any(written, "writing the data files");
+  run.fail_if_any(written, "writing the data files");
+  return {std::move(reports), std::move(leaders)};
+}
 
-  // 4. Each storage node's leader checks the reports and writes .metadata and
-  //    the manifest; only when every node has them does any node publish.
+// Step 4: each leader writes .metadata and the manifest; throws on every rank when any could not.
+void prepare_every_node(const SaveRun& run, bool leads, const std::vector<std::string>& reports) {
   std::string prepared = "ok";
   if (leads) {
     try {
-      prepare(dir, tmp, reports);
+      prepare(run.dir, run.tmp, reports);
     } catch (const std::exception& e) {
       prepared = e.what();
     }
   }
-  std::vector<std::string> preparations;
-  try {
-    preparations = gather_texts(prepared, dir, here, "writing .metadata and the manifest on every node");
-  } catch (...) {
-    remove_tmp();
-    throw;
-  }
-  fail_if_any(preparations, "writing .metadata and the manifest on every node");
+  run.agree(prepared, "writing .metadata and the manifest on every node");
+}
 
-  // 5. Each leader renames its node's directory into place; every rank learns every node's outcome.
+// Step 5: each leader renames its node's directory into place; every rank learns every node's outcome.
+void publish_every_node(const SaveRun& run, bool leads, const std::vector<int>& leaders) {
   std::string published = "ok";
   if (leads) {
     try {
-      publish_directory(tmp, dir);
+      publish_directory(run.tmp, run.dir);
     } catch (const std::exception& e) {
-      std::error_code ec;
-      fs::remove_all(tmp, ec);
-      published = here + " (leader of a storage node): " + e.what();
+      run.remove_tmp();
+      published = fmt::format("{} (leader of a storage node): {}", run.here, e.what());
     }
   }
   std::vector<std::string> outcomes;
   try {
-    outcomes = gather_texts(published, dir, here, "publishing");
+    outcomes = gather_texts(published, run.dir, run.here, "publishing");
   } catch (const std::exception& e) {  // a leader died or hung while publishing
     core::raise<CheckpointError>(
         "{}: save_sharded('{}'): {} did not report the publication: the path holds the previous "
         "checkpoint or the new one, each whole, on each node (load it to know which). Original "
         "error: {}",
-        here, dir,
+        run.here, run.dir,
         (leaders.size() <= 1 ? std::string("rank 0")
-                             : "a storage node's leader (" + util::rank_list(leaders) + ")"),
+                             : fmt::format("a storage node's leader ({})", util::rank_list(leaders))),
         e.what());
   }
   std::vector<std::string> failed;
@@ -510,8 +547,32 @@ bool sharded::save_sharded_leading(const std::string& dir_in, const ShardedState
         "{}: save_sharded('{}'): {} of {} storage node(s) could not publish: {}. The others hold "
         "the new checkpoint; a collective load (load_sharded_collective) refuses the mix, so save "
         "again",
-        here, dir, failed.size(), leaders.size(), fmt::join(failed, "; "));
+        run.here, run.dir, failed.size(), leaders.size(), fmt::join(failed, "; "));
   }
+}
+
+}  // namespace
+
+void save_sharded(const std::string& dir, const ShardedState& state) {
+  sharded::save_sharded_leading(dir, state, sharded::SaveLock::kTake);
+}
+
+bool sharded::save_sharded_leading(const std::string& dir, const ShardedState& state, SaveLock take) {
+  SaveRun run = start_run(dir);
+  // 1. Rank 0 locks `dir`.lock (held to the end: a second job saving to `dir` is refused), removes
+  //    what a killed save left, creates the temporary directory and tells the others its name.
+  std::optional<io::FileLock> lock;
+  run.tmp = announced_temp_dir(run, take, lock);
+  // 2. Every other rank creates it too where it does not exist (a node's own
+  //    disk): such a rank leads its storage node; see storage_claim.h.
+  const bool leads = claim_storage(run);
+  // 3. Every rank writes its own file (into its storage node's directory) and reports.
+  const auto [reports, leaders] = write_data_files(run, leads, state);
+  // 4. Each storage node's leader checks the reports and writes .metadata and
+  //    the manifest; only when every node has them does any node publish.
+  prepare_every_node(run, leads, reports);
+  // 5. Each leader renames its node's directory into place; every rank learns every node's outcome.
+  publish_every_node(run, leads, leaders);
   return leads;
 }
 
