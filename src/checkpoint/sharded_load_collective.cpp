@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -78,6 +80,62 @@ std::string written_where(const sharded::ShardedReader& reader, const std::strin
   return "at an unrecorded place";
 }
 
+// The data files of rank 0's checkpoint as this rank sees them.
+struct SeenFiles {
+  std::vector<std::string> holds;                      // there whole: this rank reads them itself
+  std::vector<sharded::ExchangeFiles::Short> short_files;  // there, shorter than .metadata says
+  std::set<std::string> local;                         // `holds`, as a set
+};
+
+// The files of rank 0's checkpoint that this rank sees whole (a node-local disk holds only its own ranks').
+SeenFiles seen_files(const sharded::ShardedReader& reader, const std::string& dir) {
+  std::map<std::string, int64_t> ends;
+  for (const auto& [key, t] : reader.metadata().tensors) {
+    for (const auto& c : t.chunks) ends[c.relative_path] = std::max(ends[c.relative_path], c.offset + c.length);
+  }
+  for (const auto& [key, o] : reader.metadata().objects) {
+    ends[o.relative_path] = std::max(ends[o.relative_path], o.offset + o.length);
+  }
+  SeenFiles seen;
+  for (const auto& [file, end] : ends) {
+    struct stat st {};
+    if (::stat((dir + "/" + file).c_str(), &st) != 0) continue;
+    if (st.st_size >= end) {
+      seen.holds.push_back(file);
+      seen.local.insert(file);
+    } else {
+      seen.short_files.push_back({file, static_cast<int64_t>(st.st_size), end});
+    }
+  }
+  return seen;
+}
+
+// One round of the exchange: the ranges `ranges()` names that are in files this rank does not
+// see (none once this rank has failed) come from ranks that do, and the reader serves them from
+// then on. A failure goes to `error`, for the next collective step to raise on every rank: a rank
+// that threw alone would leave the others' collectives out of step.
+void fetch_round(sharded::ShardedReader& reader, const SeenFiles& seen, const sharded::ExchangeFiles& files,
+                 const std::function<std::vector<sharded::ByteRange>()>& ranges, std::string& error,
+                 bool announce) {
+  std::vector<sharded::ByteRange> wanted;
+  if (error.empty()) {
+    try {
+      for (auto& r : ranges()) {
+        if (!seen.local.count(r.file) && r.size > 0) wanted.push_back(std::move(r));
+      }
+    } catch (const std::exception& e) {
+      error = e.what();
+      wanted.clear();
+    }
+  }
+  auto fetched = sharded::exchange_ranges(wanted, error, files, kWhat, announce);
+  try {
+    reader.serve_from(seen.local, std::move(fetched));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+}
+
 }  // namespace
 
 void load_sharded_collective(const std::string& dir_in, ShardedState& state, CollectiveLoadOptions options,
@@ -96,83 +154,32 @@ void load_sharded_collective(const std::string& dir_in, ShardedState& state, Col
                                                                  : options.stale_timeout());
   std::string error;
   std::vector<sharded::Piece> pieces;
-  std::vector<std::string> holds;
-  std::vector<sharded::ExchangeFiles::Short> short_files;
-  std::set<std::string> local;
+  SeenFiles seen;
   try {
     reader.open(zero);
     pieces = reader.plan(state);
-    if (same) {
-      // The files of rank 0's checkpoint that this rank sees whole (a node-local disk holds only its own ranks').
-      std::map<std::string, int64_t> ends;
-      for (const auto& [key, t] : reader.metadata().tensors) {
-        for (const auto& c : t.chunks) ends[c.relative_path] = std::max(ends[c.relative_path], c.offset + c.length);
-      }
-      for (const auto& [key, o] : reader.metadata().objects) {
-        ends[o.relative_path] = std::max(ends[o.relative_path], o.offset + o.length);
-      }
-      for (const auto& [file, end] : ends) {
-        struct stat st {};
-        if (::stat((dir + "/" + file).c_str(), &st) != 0) continue;
-        if (st.st_size >= end) {
-          holds.push_back(file);
-          local.insert(file);
-        } else {
-          short_files.push_back({file, static_cast<int64_t>(st.st_size), end});
-        }
-      }
-    }
+    if (same) seen = seen_files(reader, dir);
   } catch (const std::exception& e) {
     error = e.what();
   }
   sharded::ExchangeFiles files;
-  files.holds = holds;
-  files.short_files = short_files;
+  files.holds = seen.holds;
+  files.short_files = seen.short_files;
   files.read = [&](const sharded::ByteRange& range) { return reader.read_local(range); };
   files.written_where = [&](const std::string& file) { return written_where(reader, file); };
-  const auto remote = [&](const std::vector<sharded::ByteRange>& ranges) {
-    std::vector<sharded::ByteRange> out;
-    for (const auto& r : ranges) {
-      if (!local.count(r.file) && r.size > 0) out.push_back(r);
-    }
-    return out;
-  };
 
   // 1. The records' headers and trailers, and the objects' records, of files this rank does not see.
-  // Every failure from here on is caught and passed to the next collective step, which raises it on
-  // every rank: a rank that threw alone would leave the others' collectives out of step.
-  std::vector<sharded::ByteRange> records;
-  if (error.empty()) {
-    try {
-      records = reader.record_ranges(pieces);
-      for (auto& range : reader.object_ranges(state)) records.push_back(std::move(range));
-    } catch (const std::exception& e) {
-      error = e.what();
-      records.clear();
-    }
-  }
-  auto fetched = sharded::exchange_ranges(remote(records), error, files, kWhat, false);
-  try {
-    reader.serve_from(local, std::move(fetched));
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
+  fetch_round(reader, seen, files, [&] {
+    auto records = reader.record_ranges(pieces);
+    for (auto& range : reader.object_ranges(state)) records.push_back(std::move(range));
+    return records;
+  }, error, false);
   // 2. The storage bytes those records hold that this rank needs.
-  std::vector<sharded::ByteRange> data;
-  try {
-    if (error.empty()) {
-      for (const auto& piece : pieces) data.push_back(reader.data_range(piece));
-    }
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
-  fetched = sharded::exchange_ranges(error.empty() ? remote(data) : std::vector<sharded::ByteRange>{}, error, files,
-                                    kWhat, true);
-  try {
-    reader.serve_from(local, std::move(fetched));
-  } catch (const std::exception& e) {
-    error = e.what();
-  }
+  fetch_round(reader, seen, files, [&] {
+    std::vector<sharded::ByteRange> data;
+    for (const auto& piece : pieces) data.push_back(reader.data_range(piece));
+    return data;
+  }, error, true);
   // 3. Every byte verified against the manifest as it is copied; a failure on any rank is raised on every rank.
   try {
     if (error.empty()) {

@@ -79,8 +79,7 @@ std::vector<data::DistributedSampler::Stretch> saved_stretches(const Checkpoint&
     const int64_t world = integer(dict.at("world_size"), "epoch_stretches.world_size");
     const int64_t position = integer(dict.at("position"), "epoch_stretches.position");
     if (world < 1 || world > std::numeric_limits<int>::max() || position < 0) {
-      throw CheckpointError(error + " (world size " + std::to_string(world) + ", position " +
-                            std::to_string(position) + ")");
+      throw CheckpointError(fmt::format("{} (world size {}, position {})", error, world, position));
     }
     result.push_back({static_cast<int>(world), position});
   }
@@ -111,6 +110,131 @@ void load_metric_state(metrics::MetricCollection& collection, const std::string&
   }
 }
 
+// Throws unless `checkpoint` is a training state of a format this release reads.
+void check_format(const Checkpoint& checkpoint) {
+  const bool is_format = checkpoint.contains("format") && checkpoint.at("format").isString();
+  const std::string format = is_format ? checkpoint.at("format").toStringRef() : "";
+  if (format != kFormat && format != kFormatV1) {
+    core::raise<CheckpointError>(
+        "this checkpoint is not a training state (no \"format\": \"{}\" entry); it was not written "
+        "from rankwise::checkpoint::capture()",
+        kFormat);
+  }
+}
+
+// Throws when the checkpoint's optimizer type differs from this run's, or when `state` asks for
+// a scheduler state the checkpoint lacks; notes a scheduler state this run does not restore.
+void check_optimizer_and_scheduler(const Checkpoint& checkpoint, const TrainingState& state) {
+  if (state.optimizer && checkpoint.contains("optimizer_type")) {
+    const std::string saved = checkpoint.at("optimizer_type").toStringRef();
+    const std::string mine = optimizer_type_name(*state.optimizer);
+    if (saved != mine) {
+      core::raise<CheckpointError>(
+          "the checkpoint's optimizer is {} and this run's is {}; resume with the same optimizer "
+          "type",
+          saved, mine);
+    }
+  }
+  if (state.lr_scheduler && !checkpoint.contains("lr_scheduler")) {
+    core::raise<CheckpointError>(
+        "the checkpoint has no learning-rate scheduler state (it was saved without "
+        "TrainingState::lr_scheduler); resuming would restart the schedule. Leave lr_scheduler "
+        "unset to resume without it");
+  }
+  if (!state.lr_scheduler && checkpoint.contains("lr_scheduler")) {
+    io::note(
+        core::message("note: the checkpoint holds a learning-rate scheduler state that this run "
+                      "does not restore (TrainingState::lr_scheduler is unset): the learning rates "
+                      "come back as saved, but a scheduler made now starts its count at 0"));
+  }
+}
+
+// What every rank restores alike: model, optimizer, scheduler, counters, stretches, extras.
+void restore_replicated(const Checkpoint& checkpoint, TrainingState& state, int64_t saved_position,
+                        std::vector<data::DistributedSampler::Stretch> stretches) {
+  if (state.model) load_state_dict(*state.model, to_state_dict(checkpoint.at("model")));
+  if (state.optimizer) load_optimizer_state_dict(*state.optimizer, checkpoint.at("optimizer"));
+  if (state.lr_scheduler) {
+    load_lr_scheduler_state_dict(*state.lr_scheduler, checkpoint.at("lr_scheduler"));
+  }
+  state.step = integer(checkpoint, "step");
+  state.epoch = integer(checkpoint, "epoch");
+  state.position = saved_position;
+  state.epoch_stretches = std::move(stretches);
+  state.extras.clear();
+  for (const auto& entry : checkpoint.at("extras").toGenericDict()) {
+    state.extras[entry.key().toStringRef()] = entry.value();
+  }
+}
+
+// The checkpoint's "rank_states": one dict per saved rank, each with "rng" and "metrics".
+c10::ArrayRef<c10::IValue> saved_rank_states(const Checkpoint& checkpoint, int64_t saved_world) {
+  const auto& rank_states = checkpoint.at("rank_states");
+  const bool valid = rank_states.isList() &&
+                     rank_states.toListRef().size() == static_cast<std::size_t>(saved_world) &&
+                     std::all_of(rank_states.toListRef().begin(), rank_states.toListRef().end(),
+                                 [](const c10::IValue& v) {
+                                   return v.isGenericDict() && v.toGenericDict().contains("rng") &&
+                                          v.toGenericDict().contains("metrics") &&
+                                          v.toGenericDict().at("metrics").isGenericDict();
+                                 });
+  if (!valid) {
+    core::raise<CheckpointError>(
+        "checkpoint entry 'rank_states' is not a list of {} per-rank states", saved_world);
+  }
+  return rank_states.toListRef();
+}
+
+// Same world size: this rank's own RNG and metric states.
+void restore_own_rank(const c10::IValue& mine, TrainingState& state) {
+  set_rng_state(mine.toGenericDict().at("rng"));
+  for (const auto& [name, collection] : state.metrics) {
+    if (collection) load_metric_state(*collection, name, saved_metric_state(mine, name));
+  }
+}
+
+// Mid-epoch at another world size: the epoch goes on from what the earlier
+// stretches left (DistributedSampler::resume_epoch); metric states of every
+// old rank are merged on rank 0 and reset elsewhere; rank r takes old rank
+// r's RNG state where there is one.
+void restore_at_other_world(c10::ArrayRef<c10::IValue> saved_ranks, int64_t saved_position,
+                            TrainingState& state) {
+  const auto saved_world = static_cast<int64_t>(saved_ranks.size());
+  const int64_t world = dist::is_initialized() ? dist::world_size() : 1;
+  const int64_t my_rank = dist::is_initialized() ? dist::rank() : 0;
+  state.epoch_stretches.push_back({static_cast<int>(saved_world), saved_position});
+  state.position = 0;
+  for (const auto& [name, collection] : state.metrics) {
+    if (!collection) continue;
+    std::vector<c10::Dict<std::string, torch::Tensor>> parts;
+    for (const auto& saved : saved_ranks) parts.push_back(saved_metric_state(saved, name));
+    c10::Dict<std::string, torch::Tensor> merged;
+    try {
+      merged = collection->merge_states(parts);
+    } catch (const ConfigError& e) {
+      core::raise<CheckpointError>("restoring metric collection '{}': {}", name, e.what());
+    }
+    if (my_rank == 0) {
+      load_metric_state(*collection, name, merged);
+    } else {
+      collection->reset();
+    }
+  }
+  if (my_rank < saved_world) {
+    set_rng_state(saved_ranks[static_cast<std::size_t>(my_rank)].toGenericDict().at("rng"));
+  }
+  io::note(core::message(
+      "note: the checkpoint was written mid-epoch at world size {} and this run has {}: the epoch "
+      "continues with the samples not yet seen, metric states are merged, and {} (randomness does "
+      "not continue bitwise at another world size)",
+      saved_world, world,
+      (world <= saved_world
+           ? std::string("each rank takes the RNG state of the old rank of its number")
+           : fmt::format("ranks 0-{} take the RNG states of the old ranks of their number, the "
+                         "others keep their own",
+                         saved_world - 1))));
+}
+
 }  // namespace
 
 Checkpoint capture(const TrainingState& state) {
@@ -137,122 +261,30 @@ Checkpoint capture(const TrainingState& state) {
 }
 
 void restore(const Checkpoint& checkpoint, TrainingState& state) {
-  const bool is_format = checkpoint.contains("format") && checkpoint.at("format").isString();
-  const std::string format = is_format ? checkpoint.at("format").toStringRef() : "";
-  if (format != kFormat && format != kFormatV1) {
-    core::raise<CheckpointError>(
-        "this checkpoint is not a training state (no \"format\": \"{}\" entry); it was not written "
-        "from rankwise::checkpoint::capture()",
-        kFormat);
-  }
+  check_format(checkpoint);
   const int64_t saved_world = integer(checkpoint, "world_size");
   const int64_t world = dist::is_initialized() ? dist::world_size() : 1;
   const int64_t my_rank = dist::is_initialized() ? dist::rank() : 0;
   const int64_t saved_position = integer(checkpoint, "position");
-  const auto stretches = saved_stretches(checkpoint);
+  auto stretches = saved_stretches(checkpoint);
   if (saved_world < 1 || saved_world > std::numeric_limits<int>::max() || saved_position < 0) {
     core::raise<CheckpointError>("the checkpoint's world_size ({}) or position ({}) is invalid",
                                  saved_world, saved_position);
   }
   const bool same_world = saved_world == world;
   const bool mid_epoch = saved_position != 0 || !stretches.empty();
-  if (state.optimizer && checkpoint.contains("optimizer_type")) {
-    const std::string saved = checkpoint.at("optimizer_type").toStringRef();
-    const std::string mine = optimizer_type_name(*state.optimizer);
-    if (saved != mine) {
-      core::raise<CheckpointError>(
-          "the checkpoint's optimizer is {} and this run's is {}; resume with the same optimizer "
-          "type",
-          saved, mine);
-    }
-  }
-  if (state.lr_scheduler && !checkpoint.contains("lr_scheduler")) {
-    core::raise<CheckpointError>(
-        "the checkpoint has no learning-rate scheduler state (it was saved without "
-        "TrainingState::lr_scheduler); resuming would restart the schedule. Leave lr_scheduler "
-        "unset to resume without it");
-  }
-  if (!state.lr_scheduler && checkpoint.contains("lr_scheduler")) {
-    io::note(
-        core::message("note: the checkpoint holds a learning-rate scheduler state that this run "
-                      "does not restore (TrainingState::lr_scheduler is unset): the learning rates "
-                      "come back as saved, but a scheduler made now starts its count at 0"));
-  }
-  if (state.model) load_state_dict(*state.model, to_state_dict(checkpoint.at("model")));
-  if (state.optimizer) load_optimizer_state_dict(*state.optimizer, checkpoint.at("optimizer"));
-  if (state.lr_scheduler) {
-    load_lr_scheduler_state_dict(*state.lr_scheduler, checkpoint.at("lr_scheduler"));
-  }
-  state.step = integer(checkpoint, "step");
-  state.epoch = integer(checkpoint, "epoch");
-  state.position = saved_position;
-  state.epoch_stretches = stretches;
-  state.extras.clear();
-  for (const auto& entry : checkpoint.at("extras").toGenericDict()) {
-    state.extras[entry.key().toStringRef()] = entry.value();
-  }
+  check_optimizer_and_scheduler(checkpoint, state);
+  restore_replicated(checkpoint, state, saved_position, std::move(stretches));
   // At an epoch end a new world size is accepted: the model, optimizer and
   // counters carry over; per-rank RNG and metric states (one per old rank) do not.
   if (!same_world && !mid_epoch) return;
 
-  const auto& rank_states = checkpoint.at("rank_states");
-  const bool valid = rank_states.isList() &&
-                     rank_states.toListRef().size() == static_cast<std::size_t>(saved_world) &&
-                     std::all_of(rank_states.toListRef().begin(), rank_states.toListRef().end(),
-                                 [](const c10::IValue& v) {
-                                   return v.isGenericDict() && v.toGenericDict().contains("rng") &&
-                                          v.toGenericDict().contains("metrics") &&
-                                          v.toGenericDict().at("metrics").isGenericDict();
-                                 });
-  if (!valid) {
-    core::raise<CheckpointError>(
-        "checkpoint entry 'rank_states' is not a list of {} per-rank states", saved_world);
-  }
-  const auto& saved_ranks = rank_states.toListRef();
+  const auto saved_ranks = saved_rank_states(checkpoint, saved_world);
   if (same_world) {
-    const auto& mine = saved_ranks[static_cast<std::size_t>(my_rank)];
-    set_rng_state(mine.toGenericDict().at("rng"));
-    for (const auto& [name, collection] : state.metrics) {
-      if (collection) load_metric_state(*collection, name, saved_metric_state(mine, name));
-    }
-    return;
+    restore_own_rank(saved_ranks[static_cast<std::size_t>(my_rank)], state);
+  } else {
+    restore_at_other_world(saved_ranks, saved_position, state);
   }
-
-  // Mid-epoch at another world size: the epoch goes on from what the
-  // earlier stretches left (DistributedSampler::resume_epoch).
-  state.epoch_stretches.push_back({static_cast<int>(saved_world), saved_position});
-  state.position = 0;
-  // Metric states: every old rank's, merged, on rank 0; reset elsewhere.
-  for (const auto& [name, collection] : state.metrics) {
-    if (!collection) continue;
-    std::vector<c10::Dict<std::string, torch::Tensor>> parts;
-    for (const auto& saved : saved_ranks) parts.push_back(saved_metric_state(saved, name));
-    c10::Dict<std::string, torch::Tensor> merged;
-    try {
-      merged = collection->merge_states(parts);
-    } catch (const ConfigError& e) {
-      core::raise<CheckpointError>("restoring metric collection '{}': {}", name, e.what());
-    }
-    if (my_rank == 0) {
-      load_metric_state(*collection, name, merged);
-    } else {
-      collection->reset();
-    }
-  }
-  // RNG: rank r takes old rank r's generators where there is one.
-  if (my_rank < saved_world) {
-    set_rng_state(saved_ranks[static_cast<std::size_t>(my_rank)].toGenericDict().at("rng"));
-  }
-  io::note(core::message(
-      "note: the checkpoint was written mid-epoch at world size {} and this run has {}: the epoch "
-      "continues with the samples not yet seen, metric states are merged, and {} (randomness does "
-      "not continue bitwise at another world size)",
-      saved_world, world,
-      (world <= saved_world
-           ? std::string("each rank takes the RNG state of the old rank of its number")
-           : "ranks 0-" + std::to_string(saved_world - 1) +
-                 " take the RNG states of the old ranks of their number, the others keep "
-                 "their own")));
 }
 
 }  // namespace rankwise::checkpoint
