@@ -29,10 +29,7 @@ c10::impl::GenericDict new_dict() {
 }
 
 std::string describe(const torch_save::FileIdentity& id) {
-  char crc[16];
-  std::snprintf(crc, sizeof(crc), "%08x", static_cast<unsigned>(id.crc));
-  return std::to_string(id.size) + " bytes, CRC-32 " + crc +
-         (id.recorded ? " (recorded)" : " (computed)");
+  return fmt::format("{} bytes, CRC-32 {:08x} ({})", id.size, id.crc, id.recorded ? "recorded" : "computed");
 }
 
 // The first line of a CheckpointError's message, without the "rankwise: " prefix.
@@ -72,19 +69,14 @@ std::string broadcast_file(dist::ProcessGroup& group, const std::string& path) {
   return bytes;
 }
 
-}  // namespace
+// Rank 0's file, as every rank learns it.
+struct Decided {
+  std::string path;
+  torch_save::FileIdentity identity;
+};
 
-std::optional<AgreedFile> read_agreed(const std::function<std::optional<std::string>()>& choose,
-                                      const CollectiveLoadOptions& options) {
-  if (!dist::is_initialized() || dist::process_group().world_size() == 1) {
-    auto path = choose();
-    if (!path) return std::nullopt;
-    return AgreedFile{*path, torch_save::read_checkpoint_file(*path)};
-  }
-  auto& group = dist::process_group();
-  const int me = group.rank();
-
-  // 1. Rank 0 chooses the file and announces its identity (or an error, or none).
+// Step 1: rank 0 chooses the file and announces its identity (or an error, or none).
+std::optional<Decided> decide(const std::function<std::optional<std::string>()>& choose) {
   const auto decided = decided_on_rank_zero([&](c10::impl::GenericDict& decided) {
     const auto path = choose();
     if (!path) return;
@@ -95,32 +87,39 @@ std::optional<AgreedFile> read_agreed(const std::function<std::optional<std::str
     decided.insert("recorded", id.recorded);
   });
   if (!decided.contains("path")) return std::nullopt;
-  const std::string path = decided.at("path").toStringRef();
-  const torch_save::FileIdentity expected{static_cast<uint64_t>(decided.at("size").toInt()),
-                              static_cast<uint32_t>(decided.at("crc").toInt()),
-                              decided.at("recorded").toBool()};
+  return Decided{decided.at("path").toStringRef(),
+                 torch_save::FileIdentity{static_cast<uint64_t>(decided.at("size").toInt()),
+                                          static_cast<uint32_t>(decided.at("crc").toInt()),
+                                          decided.at("recorded").toBool()}};
+}
 
-  // 2. Every other rank waits, within the bound, for its view to be rank 0's file.
-  bool have = me == 0;
-  std::string seen;
-  if (!have) {
-    const auto deadline =
-        std::chrono::steady_clock::now() +
-        (options.node_local() ? std::chrono::milliseconds(0) : options.stale_timeout());
-    for (;;) {
-      try {
-        const torch_save::FileIdentity mine = torch_save::identify_checkpoint_file(path);
-        have = mine == expected;
-        if (!have) seen = "another file (" + describe(mine) + ")";
-      } catch (const CheckpointError& e) {
-        seen = short_reason(e.what());
-      }
-      if (have || std::chrono::steady_clock::now() >= deadline) break;
-      std::this_thread::sleep_for(kRetryInterval);
+// How long a rank waits for its view to be rank 0's file.
+std::chrono::milliseconds wait_bound(const CollectiveLoadOptions& options) {
+  return options.node_local() ? std::chrono::milliseconds(0) : options.stale_timeout();
+}
+
+// Step 2 (every rank but 0): whether this rank's view is rank 0's file within the bound; what
+// it saw instead goes to `seen`.
+bool wait_for_view(const Decided& file, const CollectiveLoadOptions& options, std::string& seen) {
+  const auto deadline = std::chrono::steady_clock::now() + wait_bound(options);
+  for (;;) {
+    bool have = false;
+    try {
+      const torch_save::FileIdentity mine = torch_save::identify_checkpoint_file(file.path);
+      have = mine == file.identity;
+      if (!have) seen = fmt::format("another file ({})", describe(mine));
+    } catch (const CheckpointError& e) {
+      seen = short_reason(e.what());
     }
+    if (have || std::chrono::steady_clock::now() >= deadline) return have;
+    std::this_thread::sleep_for(kRetryInterval);
   }
+}
 
-  // 3. Who lacks it; rank 0 sends it to them.
+// Step 3: who lacks the file (an all_gather of every rank's view); rank 0 notes them and sends
+// them its bytes. Returns the bytes received ("" when every rank has the file).
+std::string send_to_lacking(dist::ProcessGroup& group, const Decided& file, const CollectiveLoadOptions& options,
+                            bool have, const std::string& seen) {
   auto view = new_dict();
   view.insert("have", have);
   view.insert("seen", seen);
@@ -132,31 +131,46 @@ std::optional<AgreedFile> read_agreed(const std::function<std::optional<std::str
     const auto v = views.get(r).toGenericDict();
     if (v.at("have").toBool()) continue;
     lacking.push_back(static_cast<int>(r));
-    by_reason["on host " + v.at("host").toStringRef() + ": " + v.at("seen").toStringRef()]
+    by_reason[fmt::format("on host {}: {}", v.at("host").toStringRef(), v.at("seen").toStringRef())]
         .push_back(static_cast<int>(r));
   }
-  std::string bytes;
-  if (!lacking.empty()) {
-    std::string reasons;
-    for (const auto& [reason, ranks] : by_reason) {
-      reasons += (reasons.empty() ? "" : "; ") + util::rank_list(ranks) + " " + reason;
-    }
-    const auto waited = options.node_local() ? std::chrono::milliseconds(0) : options.stale_timeout();
-    io::note(core::message(
-        "note: {} did not see checkpoint '{}' as rank 0 reads it ({}){} [{}]; rank 0 sends them "
-        "its bytes{}",
-        util::rank_list(lacking), path, describe(expected),
-        (waited.count() > 0 ? " after waiting " + std::to_string(waited.count()) + " ms" : ""),
-        reasons,
-        (options.node_local() ? ""
-                              : ". If the checkpoint directory is on each node's own disk, set "
-                                "node_local to skip the wait")));
-    bytes = broadcast_file(group, path);
-  }
+  if (lacking.empty()) return {};
+  std::vector<std::string> reasons;
+  for (const auto& [reason, ranks] : by_reason) reasons.push_back(fmt::format("{} {}", util::rank_list(ranks), reason));
+  const auto waited = wait_bound(options);
+  io::note(core::message(
+      "note: {} did not see checkpoint '{}' as rank 0 reads it ({}){} [{}]; rank 0 sends them "
+      "its bytes{}",
+      util::rank_list(lacking), file.path, describe(file.identity),
+      (waited.count() > 0 ? fmt::format(" after waiting {} ms", waited.count()) : ""),
+      util::join_strings(reasons, "; "),
+      (options.node_local() ? ""
+                            : ". If the checkpoint directory is on each node's own disk, set "
+                              "node_local to skip the wait")));
+  return broadcast_file(group, file.path);
+}
 
+}  // namespace
+
+std::optional<AgreedFile> read_agreed(const std::function<std::optional<std::string>()>& choose,
+                                      const CollectiveLoadOptions& options) {
+  if (!dist::is_initialized() || dist::process_group().world_size() == 1) {
+    auto path = choose();
+    if (!path) return std::nullopt;
+    return AgreedFile{*path, torch_save::read_checkpoint_file(*path)};
+  }
+  auto& group = dist::process_group();
+  // 1. Rank 0 chooses the file and announces its identity (or an error, or none).
+  const auto file = decide(choose);
+  if (!file) return std::nullopt;
+  // 2. Every other rank waits, within the bound, for its view to be rank 0's file.
+  std::string seen;
+  const bool have = group.rank() == 0 || wait_for_view(*file, options, seen);
+  // 3. Who lacks it; rank 0 sends it to them.
+  const std::string bytes = send_to_lacking(group, *file, options, have, seen);
   // 4. Verified before anything is unpickled, on every rank.
-  if (have) return AgreedFile{path, torch_save::read_checkpoint_file(path)};
-  return AgreedFile{path, torch_save::read_checkpoint_bytes(bytes, path + " (as received from rank 0)")};
+  if (have) return AgreedFile{file->path, torch_save::read_checkpoint_file(file->path)};
+  return AgreedFile{file->path, torch_save::read_checkpoint_bytes(bytes, file->path + " (as received from rank 0)")};
 }
 
 }  // namespace rankwise::checkpoint::ranks

@@ -5,8 +5,10 @@
 #include <torch/torch.h>
 
 #include <cstring>
+#include <vector>
 
 #include "dist/all_gather_ivalues.h"
+#include "util/text.h"
 #include "rankwise/error.h"
 #include "rankwise/dist/process_group.h"
 
@@ -51,8 +53,7 @@ void on_rank_zero(const std::function<void()>& work, const std::string& what) {
   if (distributed) error = share_outcome(dist::process_group(), error);
   if (!error.empty() && !distributed) throw CheckpointError(error);  // one process: nothing to add
   if (!error.empty()) {
-    throw CheckpointError(error + " (raised on rank " + std::to_string(my_rank) + " for " + what +
-                          ")");
+    throw CheckpointError(fmt::format("{} (raised on rank {} for {})", error, my_rank, what));
   }
 }
 
@@ -60,13 +61,14 @@ void on_ranks(bool mine, const std::function<void()>& work, const std::string& w
   const int my_rank = dist::is_initialized() ? dist::process_group().rank() : 0;
   const std::string error = mine ? outcome_of(work, what) : std::string();
   const auto outcomes = dist::all_gather_ivalues(c10::IValue(error));
-  std::string failures;
+  std::vector<std::string> failures;
   for (std::size_t r = 0; r < outcomes.size(); ++r) {
     const std::string& text = outcomes.get(r).toStringRef();
-    if (!text.empty()) failures += (failures.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": " + text);
+    if (!text.empty()) failures.push_back(fmt::format("rank {}: {}", r, text));
   }
   if (!failures.empty()) {
-    throw CheckpointError(failures + " (raised on rank " + std::to_string(my_rank) + " for " + what + ")");
+    throw CheckpointError(
+        fmt::format("{} (raised on rank {} for {})", util::join_strings(failures, "; "), my_rank, what));
   }
 }
 
@@ -86,7 +88,7 @@ c10::impl::GenericDict decided_on_rank_zero(const std::function<void(c10::impl::
   }
   if (decided.contains("error")) {
     const std::string error = decided.at("error").toStringRef();
-    throw CheckpointError(me == 0 ? error : error + " (raised on rank 0, which decides)");
+    throw CheckpointError(me == 0 ? error : fmt::format("{} (raised on rank 0, which decides)", error));
   }
   return decided;
 }
