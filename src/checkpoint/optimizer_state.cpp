@@ -2,6 +2,8 @@
 
 #include "core/check.h"
 
+#include <fmt/ranges.h>
+
 #include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -126,15 +128,102 @@ torch::Tensor state_tensor(const c10::IValue& v, const char* key, const torch::T
   }
   const auto& t = v.toTensor();
   if (t.sizes() != param.sizes()) {
-    std::ostringstream msg;
-    msg << "rankwise: optimizer state " << where << ": '" << key << "' has shape " << t.sizes()
-        << " but the parameter has " << param.sizes()
-        << ". Was the state written for another model?";
-    throw CheckpointError(msg.str());
+    core::raise<CheckpointError>(
+        "optimizer state {}: '{}' has shape [{}] but the parameter has [{}]. Was the state written "
+        "for another model?",
+        where, key, fmt::join(t.sizes(), ", "), fmt::join(param.sizes(), ", "));
   }
   auto options = param.options();
   if (!t.is_floating_point()) options = options.dtype(t.scalar_type());
   return t.to(options, /*non_blocking=*/false, /*copy=*/true).detach();
+}
+
+template <class Options, class State>
+void write_options(const Spec<Options, State>& spec, const OptimizerOptions& base, Dict& group) {
+  auto& o = const_cast<Options&>(dynamic_cast<const Options&>(base));
+  for (const auto& [key, field] : spec.doubles) group.insert(key, (o.*field)());
+  if (spec.betas) {
+    const auto& b = (o.*spec.betas)();
+    group.insert("betas", c10::ivalue::Tuple::create({std::get<0>(b), std::get<1>(b)}));
+  }
+  for (const auto& [key, field] : spec.bools) group.insert(key, (o.*field)());
+  group.insert("maximize", false);
+}
+
+// Refuses the update flags PyTorch writes that this optimizer does not do: 'maximize': true,
+// and 'decoupled_weight_decay' other than this type's (`decoupled`: AdamW's).
+void check_update_flags(const Dict& group, const std::string& where, bool decoupled) {
+  auto maximize = group.find("maximize");
+  if (maximize != group.end() && to_bool(maximize->value(), "maximize", where)) {
+    core::raise<CheckpointError>(
+        "optimizer state {} sets 'maximize': true, which libtorch's optimizer does not support; "
+        "continue this run in Python, or save it without it",
+        where);
+  }
+  auto found = group.find("decoupled_weight_decay");
+  if (found != group.end() && to_bool(found->value(), "decoupled_weight_decay", where) != decoupled) {
+    core::raise<CheckpointError>(
+        "optimizer state {} sets 'decoupled_weight_decay': {}", where,
+        (decoupled ? "false (Adam's update), but this optimizer is AdamW; load it into "
+                     "torch::optim::Adam"
+                   : "true (AdamW's update), which this optimizer does not do; load it into "
+                     "torch::optim::AdamW, or continue this run in Python"));
+  }
+}
+
+template <class Options, class State>
+void read_options(const Spec<Options, State>& spec, OptimizerOptions& base, const Dict& group,
+                  const std::string& where) {
+  auto& o = dynamic_cast<Options&>(base);
+  for (const auto& [key, field] : spec.doubles) {
+    (o.*field)() = to_double(require(group, key, where), key, where);
+  }
+  if (spec.betas) {
+    const auto& v = require(group, "betas", where);
+    const auto elements = v.isTuple() ? v.toTupleRef().elements().vec()
+                                      : (v.isList() ? v.toListRef().vec() : std::vector<c10::IValue>{});
+    if (elements.size() != 2) {
+      core::raise<CheckpointError>("optimizer state {}: 'betas' must be a pair of numbers", where);
+    }
+    (o.*spec.betas)() = Betas(to_double(elements[0], "betas", where), to_double(elements[1], "betas", where));
+  }
+  for (const auto& [key, field] : spec.bools) {
+    (o.*field)() = to_bool(require(group, key, where), key, where);
+  }
+  check_update_flags(group, where, spec.decoupled_weight_decay);
+}
+
+template <class Options, class State>
+void write_state(const Spec<Options, State>& spec, const OptimizerParamState& base, Dict& out) {
+  auto& s = const_cast<State&>(dynamic_cast<const State&>(base));
+  if (spec.step) out.insert("step", step_tensor((s.*spec.step)()));
+  for (const auto& t : spec.tensors) {
+    const auto& value = (s.*t.field)();
+    if (value.defined()) out.insert(t.key, value);
+  }
+}
+
+template <class Options, class State>
+std::unique_ptr<OptimizerParamState> read_state(const Spec<Options, State>& spec, const Dict& in,
+                                                const OptimizerOptions& base, const torch::Tensor& param,
+                                                const std::string& where) {
+  if (in.empty()) return nullptr;
+  const auto& options = dynamic_cast<const Options&>(base);
+  auto s = std::make_unique<State>();
+  if (spec.step) (s.get()->*spec.step)() = to_step(require(in, "step", where), where);
+  bool any = spec.step != nullptr;
+  for (const auto& t : spec.tensors) {
+    auto it = in.find(t.key);
+    // Python's SGD records "momentum_buffer": None when momentum is 0.
+    if (it == in.end() || it->value().isNone()) {
+      if (t.needed == nullptr || t.needed(options)) missing(t.key, where);
+      continue;
+    }
+    (s.get()->*t.field)() = state_tensor(it->value(), t.key, param, where);
+    any = true;
+  }
+  if (!any) return nullptr;
+  return s;
 }
 
 template <class Opt, class Options, class State>
@@ -143,82 +232,13 @@ Codec make_codec(std::string name, Spec<Options, State> spec) {
   c.name = std::move(name);
   c.matches = [](const Optimizer& o) { return dynamic_cast<const Opt*>(&o) != nullptr; };
   c.takes_options = [](const OptimizerOptions& o) { return dynamic_cast<const Options*>(&o) != nullptr; };
-  c.write_options = [spec](const OptimizerOptions& base, Dict& group) {
-    auto& o = const_cast<Options&>(dynamic_cast<const Options&>(base));
-    for (const auto& [key, field] : spec.doubles) group.insert(key, (o.*field)());
-    if (spec.betas) {
-      const auto& b = (o.*spec.betas)();
-      group.insert("betas", c10::ivalue::Tuple::create({std::get<0>(b), std::get<1>(b)}));
-    }
-    for (const auto& [key, field] : spec.bools) group.insert(key, (o.*field)());
-    group.insert("maximize", false);
-  };
+  c.write_options = [spec](const OptimizerOptions& base, Dict& group) { write_options(spec, base, group); };
   c.read_options = [spec](OptimizerOptions& base, const Dict& group, const std::string& where) {
-    auto& o = dynamic_cast<Options&>(base);
-    for (const auto& [key, field] : spec.doubles) {
-      (o.*field)() = to_double(require(group, key, where), key, where);
-    }
-    if (spec.betas) {
-      const auto& v = require(group, "betas", where);
-      const auto elements = v.isTuple() ? v.toTupleRef().elements().vec()
-                                        : (v.isList() ? v.toListRef().vec() : std::vector<c10::IValue>{});
-      if (elements.size() != 2) {
-        core::raise<CheckpointError>("optimizer state {}: 'betas' must be a pair of numbers",
-                                     where);
-      }
-      (o.*spec.betas)() = Betas(to_double(elements[0], "betas", where),
-                                to_double(elements[1], "betas", where));
-    }
-    for (const auto& [key, field] : spec.bools) {
-      (o.*field)() = to_bool(require(group, key, where), key, where);
-    }
-    auto maximize = group.find("maximize");
-    if (maximize != group.end() && to_bool(maximize->value(), "maximize", where)) {
-      core::raise<CheckpointError>(
-          "optimizer state {} sets 'maximize': true, which libtorch's optimizer does not support; "
-          "continue this run in Python, or save it without it",
-          where);
-    }
-    auto decoupled = group.find("decoupled_weight_decay");
-    if (decoupled != group.end() &&
-        to_bool(decoupled->value(), "decoupled_weight_decay", where) != spec.decoupled_weight_decay) {
-      core::raise<CheckpointError>(
-          "optimizer state {} sets 'decoupled_weight_decay': {}", where,
-          (spec.decoupled_weight_decay
-               ? "false (Adam's update), but this optimizer is AdamW; load it into "
-                 "torch::optim::Adam"
-               : "true (AdamW's update), which this optimizer does not do; load it into "
-                 "torch::optim::AdamW, or continue this run in Python"));
-    }
+    read_options(spec, base, group, where);
   };
-  c.write_state = [spec](const OptimizerParamState& base, Dict& out) {
-    auto& s = const_cast<State&>(dynamic_cast<const State&>(base));
-    if (spec.step) out.insert("step", step_tensor((s.*spec.step)()));
-    for (const auto& t : spec.tensors) {
-      const auto& value = (s.*t.field)();
-      if (value.defined()) out.insert(t.key, value);
-    }
-  };
+  c.write_state = [spec](const OptimizerParamState& base, Dict& out) { write_state(spec, base, out); };
   c.read_state = [spec](const Dict& in, const OptimizerOptions& base, const torch::Tensor& param,
-                        const std::string& where) -> std::unique_ptr<OptimizerParamState> {
-    if (in.empty()) return nullptr;
-    const auto& options = dynamic_cast<const Options&>(base);
-    auto s = std::make_unique<State>();
-    if (spec.step) (s.get()->*spec.step)() = to_step(require(in, "step", where), where);
-    bool any = spec.step != nullptr;
-    for (const auto& t : spec.tensors) {
-      auto it = in.find(t.key);
-      // Python's SGD records "momentum_buffer": None when momentum is 0.
-      if (it == in.end() || it->value().isNone()) {
-        if (t.needed == nullptr || t.needed(options)) missing(t.key, where);
-        continue;
-      }
-      (s.get()->*t.field)() = state_tensor(it->value(), t.key, param, where);
-      any = true;
-    }
-    if (!any) return nullptr;
-    return s;
-  };
+                        const std::string& where) { return read_state(spec, in, base, param, where); };
   return c;
 }
 
@@ -303,7 +323,7 @@ const Codec& codec_of(const Optimizer& optimizer) {
              : "this optimizer type"));
 }
 
-std::string group_where(std::size_t g) { return "param_groups[" + std::to_string(g) + "]"; }
+std::string group_where(std::size_t g) { return fmt::format("param_groups[{}]", g); }
 
 // The codec of `optimizer`, whose groups must hold options of its own type:
 // libtorch takes a group of any options type and static_casts them at each
@@ -431,8 +451,8 @@ void load_optimizer_state_dict(Optimizer& optimizer, const c10::IValue& state_di
       auto it = saved_state.find(indices[p]);
       if (it == saved_state.end()) continue;
       const std::string param_where =
-          "state[" + (indices[p].isInt() ? std::to_string(indices[p].toInt()) : "?") + "] (" +
-          where + ", parameter " + std::to_string(p) + ")";
+          fmt::format("state[{}] ({}, parameter {})",
+                      indices[p].isInt() ? fmt::format("{}", indices[p].toInt()) : std::string("?"), where, p);
       if (!it->value().isGenericDict()) {
         core::raise<CheckpointError>("optimizer state {} is not a dict", param_where);
       }
