@@ -96,7 +96,7 @@ bool is_object_of(const pickle::PickleRef& v, const std::string& name) {
 
 pickle::PickleRef need(const pickle::PickleRef& object, const std::string& attribute, const std::string& path) {
   auto v = object ? object->attribute(attribute) : nullptr;
-  if (!v) not_metadata(path, "an entry has no '" + attribute + "'");
+  if (!v) not_metadata(path, fmt::format("an entry has no '{}'", attribute));
   return v;
 }
 
@@ -147,11 +147,8 @@ c10::ScalarType read_dtype(const pickle::PickleRef& properties, const std::strin
   return names->type;
 }
 
-}  // namespace
-
-std::string pickle_dcp_metadata(const DcpMetadata& metadata) {
-  pickle::PickleWriter w;
-  begin_dataclass(w, kModule, "Metadata");
+// Metadata.state_dict_metadata: {key: TensorStorageMetadata or BytesStorageMetadata}.
+void write_state_dict_metadata(pickle::PickleWriter& w, const DcpMetadata& metadata) {
   w.string("state_dict_metadata");
   w.empty_dict();
   w.mark();
@@ -182,6 +179,10 @@ std::string pickle_dcp_metadata(const DcpMetadata& metadata) {
     end_dataclass(w);
   }
   w.set_items();
+}
+
+// Metadata.planner_data: {key: (key,)}.
+void write_planner_data(pickle::PickleWriter& w, const DcpMetadata& metadata) {
   w.string("planner_data");
   w.empty_dict();
   w.mark();
@@ -194,46 +195,74 @@ std::string pickle_dcp_metadata(const DcpMetadata& metadata) {
   for (const auto& [key, tensor] : metadata.tensors) planner_entry(key);
   for (const auto& [key, object] : metadata.objects) planner_entry(key);
   w.set_items();
+}
+
+// MetadataIndex(fqn, offset, index): a chunk's (offsets and index) or an object's (None, None).
+void write_metadata_index(pickle::PickleWriter& w, const std::string& key, const std::vector<int64_t>* offsets,
+                          int64_t index) {
+  begin_dataclass(w, kModule, "MetadataIndex");
+  w.string("fqn");
+  w.string(key);
+  w.string("index");
+  if (offsets) {
+    w.integer(index);
+  } else {
+    w.none();
+  }
+  w.string("offset");
+  if (offsets) {
+    write_size(w, *offsets);
+  } else {
+    w.none();
+  }
+  end_dataclass(w);
+}
+
+// Metadata.storage_data: {MetadataIndex: _StorageInfo}, the tensors' chunks, then the objects.
+void write_storage_data(pickle::PickleWriter& w, const DcpMetadata& metadata) {
   w.string("storage_data");
   w.empty_dict();
   w.mark();
   for (const auto& [key, tensor] : metadata.tensors) {
     for (std::size_t i = 0; i < tensor.chunks.size(); ++i) {
       const auto& chunk = tensor.chunks[i];
-      begin_dataclass(w, kModule, "MetadataIndex");
-      w.string("fqn");
-      w.string(key);
-      w.string("index");
-      w.integer(static_cast<int64_t>(i));
-      w.string("offset");
-      write_size(w, chunk.offsets);
-      end_dataclass(w);
+      write_metadata_index(w, key, &chunk.offsets, static_cast<int64_t>(i));
       write_storage_info(w, chunk.relative_path, chunk.offset, chunk.length);
     }
   }
   for (const auto& [key, object] : metadata.objects) {
-    begin_dataclass(w, kModule, "MetadataIndex");
-    w.string("fqn");
-    w.string(key);
-    w.string("index");
-    w.none();
-    w.string("offset");
-    w.none();
-    end_dataclass(w);
+    write_metadata_index(w, key, nullptr, 0);
     write_storage_info(w, object.relative_path, object.offset, object.length);
   }
   w.set_items();
-  w.string("storage_meta");
-  w.none();
-  w.string("version");
-  w.string(kVersion);
-  end_dataclass(w);
-  return w.finish();
 }
 
-DcpMetadata unpickle_dcp_metadata(const std::string& bytes, const std::string& path) {
-  auto root = pickle::read_pickle(bytes.data(), bytes.size(), "'" + path + "'");
-  if (!is_object_of(root, std::string(kModule) + ".Metadata")) not_metadata(path, "its pickle is not a Metadata");
+// A TensorStorageMetadata: dtype, size and chunks (each inside the tensor's shape).
+DcpTensor read_tensor(const pickle::PickleRef& entry, const std::string& key, const std::string& path) {
+  DcpTensor tensor;
+  tensor.dtype = read_dtype(need(entry, "properties", path), key, path);
+  tensor.size = read_size(need(entry, "size", path), path);
+  auto chunks = need(entry, "chunks", path);
+  if (chunks->kind != pickle::PickleValue::Kind::kList) not_metadata(path, fmt::format("chunks of '{}' is not a list", key));
+  for (const auto& c : chunks->items) {
+    DcpChunk chunk;
+    chunk.offsets = read_size(need(c, "offsets", path), path);
+    chunk.sizes = read_size(need(c, "sizes", path), path);
+    if (chunk.offsets.size() != tensor.size.size() || chunk.sizes.size() != tensor.size.size()) {
+      not_metadata(path, fmt::format("a chunk of '{}' has another number of dimensions than the tensor", key));
+    }
+    for (std::size_t d = 0; d < tensor.size.size(); ++d) {
+      if (chunk.offsets[d] + chunk.sizes[d] > tensor.size[d]) {
+        not_metadata(path, fmt::format("a chunk of '{}' reaches past the tensor's shape", key));
+      }
+    }
+    tensor.chunks.push_back(std::move(chunk));
+  }
+  return tensor;
+}
+
+// Metadata.state_dict_metadata: the entries, without where they are stored.
+DcpMetadata read_entries(const pickle::PickleRef& root, const std::string& path) {
   DcpMetadata out;
   auto entries = need(root, "state_dict_metadata", path);
   if (entries->kind != pickle::PickleValue::Kind::kDict) not_metadata(path, "state_dict_metadata is not a dict");
@@ -245,29 +274,16 @@ DcpMetadata unpickle_dcp_metadata(const std::string& bytes, const std::string& p
       continue;
     }
     if (!is_object_of(entry, std::string(kModule) + ".TensorStorageMetadata")) {
-      not_metadata(path, "the entry of '" + key + "' is neither a TensorStorageMetadata nor a BytesStorageMetadata");
+      not_metadata(path, fmt::format("the entry of '{}' is neither a TensorStorageMetadata nor a BytesStorageMetadata",
+                                     key));
     }
-    DcpTensor tensor;
-    tensor.dtype = read_dtype(need(entry, "properties", path), key, path);
-    tensor.size = read_size(need(entry, "size", path), path);
-    auto chunks = need(entry, "chunks", path);
-    if (chunks->kind != pickle::PickleValue::Kind::kList) not_metadata(path, "chunks of '" + key + "' is not a list");
-    for (const auto& c : chunks->items) {
-      DcpChunk chunk;
-      chunk.offsets = read_size(need(c, "offsets", path), path);
-      chunk.sizes = read_size(need(c, "sizes", path), path);
-      if (chunk.offsets.size() != tensor.size.size() || chunk.sizes.size() != tensor.size.size()) {
-        not_metadata(path, "a chunk of '" + key + "' has another number of dimensions than the tensor");
-      }
-      for (std::size_t d = 0; d < tensor.size.size(); ++d) {
-        if (chunk.offsets[d] + chunk.sizes[d] > tensor.size[d]) {
-          not_metadata(path, "a chunk of '" + key + "' reaches past the tensor's shape");
-        }
-      }
-      tensor.chunks.push_back(std::move(chunk));
-    }
-    out.tensors.emplace(key, std::move(tensor));
+    out.tensors.emplace(key, read_tensor(entry, key, path));
   }
+  return out;
+}
+
+// Metadata.storage_data: where each object and each chunk is stored, into `out`.
+void read_storage(const pickle::PickleRef& root, const std::string& path, DcpMetadata& out) {
   auto storage = need(root, "storage_data", path);
   if (storage->kind != pickle::PickleValue::Kind::kDict) not_metadata(path, "storage_data is not a dict");
   for (std::size_t i = 0; i + 1 < storage->items.size(); i += 2) {
@@ -288,7 +304,7 @@ DcpMetadata unpickle_dcp_metadata(const std::string& bytes, const std::string& p
       continue;
     }
     auto it = out.tensors.find(key);
-    if (it == out.tensors.end()) not_metadata(path, "storage_data names '" + key + "', which has no entry");
+    if (it == out.tensors.end()) not_metadata(path, fmt::format("storage_data names '{}', which has no entry", key));
     auto offset = index->attribute("offset");
     const auto offsets = offset && offset->kind != pickle::PickleValue::Kind::kNone ? read_size(offset, path)
                                                                              : std::vector<int64_t>{};
@@ -299,10 +315,14 @@ DcpMetadata unpickle_dcp_metadata(const std::string& bytes, const std::string& p
       chunk.length = read_int(need(info, "length", path), path);
     }
   }
-  for (const auto& [key, object] : out.objects) {
-    if (object.relative_path.empty()) not_metadata(path, "the object '" + key + "' has no storage entry");
+}
+
+// Throws unless every object and every chunk has a storage entry.
+void check_stored(const DcpMetadata& metadata, const std::string& path) {
+  for (const auto& [key, object] : metadata.objects) {
+    if (object.relative_path.empty()) not_metadata(path, fmt::format("the object '{}' has no storage entry", key));
   }
-  for (const auto& [key, tensor] : out.tensors) {
+  for (const auto& [key, tensor] : metadata.tensors) {
     for (const auto& chunk : tensor.chunks) {
       if (chunk.relative_path.empty()) {
         not_metadata(path, fmt::format("the chunk of '{}' at offsets [{}] has no storage entry", key,
@@ -310,6 +330,30 @@ DcpMetadata unpickle_dcp_metadata(const std::string& bytes, const std::string& p
       }
     }
   }
+}
+
+}  // namespace
+
+std::string pickle_dcp_metadata(const DcpMetadata& metadata) {
+  pickle::PickleWriter w;
+  begin_dataclass(w, kModule, "Metadata");
+  write_state_dict_metadata(w, metadata);
+  write_planner_data(w, metadata);
+  write_storage_data(w, metadata);
+  w.string("storage_meta");
+  w.none();
+  w.string("version");
+  w.string(kVersion);
+  end_dataclass(w);
+  return w.finish();
+}
+
+DcpMetadata unpickle_dcp_metadata(const std::string& bytes, const std::string& path) {
+  auto root = pickle::read_pickle(bytes.data(), bytes.size(), fmt::format("'{}'", path));
+  if (!is_object_of(root, std::string(kModule) + ".Metadata")) not_metadata(path, "its pickle is not a Metadata");
+  DcpMetadata out = read_entries(root, path);
+  read_storage(root, path, out);
+  check_stored(out, path);
   return out;
 }
 
