@@ -4,68 +4,13 @@
 
 #include <unistd.h>
 
-#include <algorithm>
-#include <cstring>
-#include <functional>
-
+#include "checkpoint/managers/manager_base.h"
 #include "checkpoint/ranks/agreed_read.h"
-#include "checkpoint/io/atomic_file.h"
-#include "checkpoint/torch_save/checkpoint_file.h"
-#include "checkpoint/io/fault_injection.h"
-#include "checkpoint/io/file_lock.h"
-#include "checkpoint/managers/numbered_checkpoints.h"
 #include "checkpoint/ranks/rank_zero.h"
+#include "checkpoint/torch_save/checkpoint_file.h"
 #include "rankwise/error.h"
-#include "rankwise/dist/process_group.h"
 
 namespace rankwise::checkpoint {
-namespace {
-
-constexpr const char* kSuffix = ".pt";
-
-}  // namespace
-
-CheckpointManager::CheckpointManager(CheckpointManagerOptions options)
-    : options_(std::move(options)) {
-  managers::validate_manager_options(options_, "CheckpointManager");
-  numbered_ = std::make_unique<managers::NumberedCheckpoints>(options_.directory(), options_.prefix(), kSuffix);
-  ranks::on_rank_zero([&] { lock_ = managers::open_checkpoint_directory(options_.directory()); },
-                       "opening the checkpoint directory on rank 0");
-}
-
-CheckpointManager::~CheckpointManager() = default;
-
-bool CheckpointManager::should_save(int64_t step, bool epoch_end) const {
-  return managers::save_is_due(options_, step, epoch_end);
-}
-
-std::vector<std::string> CheckpointManager::checkpoints() const { return numbered_->list(); }
-
-std::string CheckpointManager::save(const Checkpoint& state, int64_t step) {
-  if (step < 0) {
-    core::raise<ConfigError>("CheckpointManager::save step is {}; it must be >= 0", step);
-  }
-  const std::string path = numbered_->path_for(step);
-  ranks::on_rank_zero(
-      [&] {
-        if (!lock_) {
-          core::raise<CheckpointError>("internal error: rank 0 does not hold the lock of '{}'",
-                                       options_.directory());
-        }
-        torch_save::write_checkpoint_file(c10::IValue(state.dict()), path);
-        io::fault_at("before-latest");
-        numbered_->point_latest_to(path);
-        io::fault_at("before-prune");
-        auto all = checkpoints();
-        const auto keep = static_cast<std::size_t>(options_.keep_last());
-        for (std::size_t i = 0; i + keep < all.size(); ++i) {
-          if (all[i] != path) ::unlink(all[i].c_str());
-        }
-      },
-      "the save by rank 0");
-  return path;
-}
-
 namespace {
 
 // Throws CheckpointError unless `path` verifies against its recorded checksum
@@ -79,25 +24,46 @@ void verify_managed(const std::string& path) {
   if (!verify(path)) no_checksum(path);
 }
 
+managers::ManagedKind files() {
+  return {"CheckpointManager", ".pt", "opening the checkpoint directory on rank 0", verify_managed,
+          [](const std::string& path) { ::unlink(path.c_str()); }};
+}
+
 }  // namespace
 
-std::optional<std::string> CheckpointManager::latest() const {
-  return numbered_->newest_usable(verify_managed);
+CheckpointManager::CheckpointManager(CheckpointManagerOptions options)
+    : base_(std::make_unique<managers::ManagerBase>(std::move(options), files())) {}
+
+CheckpointManager::~CheckpointManager() = default;
+
+const CheckpointManagerOptions& CheckpointManager::options() const { return base_->options(); }
+
+bool CheckpointManager::should_save(int64_t step, bool epoch_end) const {
+  return base_->should_save(step, epoch_end);
 }
 
-void CheckpointManager::clear() {
+std::vector<std::string> CheckpointManager::checkpoints() const { return base_->checkpoints(); }
+
+std::string CheckpointManager::save(const Checkpoint& state, int64_t step) {
+  const std::string path = base_->path_for_save(step);
   ranks::on_rank_zero(
       [&] {
-        for (const auto& path : checkpoints()) ::unlink(path.c_str());
-        numbered_->remove_latest();
+        base_->check_lock();
+        torch_save::write_checkpoint_file(c10::IValue(state.dict()), path);
+        base_->point_latest_and_prune(path);
       },
-      "clearing the checkpoint directory on rank 0");
+      "the save by rank 0");
+  return path;
 }
+
+std::optional<std::string> CheckpointManager::latest() const { return base_->latest(); }
+
+void CheckpointManager::clear() { base_->clear(); }
 
 std::optional<Checkpoint> CheckpointManager::load_latest(std::string* path) const {
   // Loading verifies the checksum, so each candidate is read once.
   std::optional<Checkpoint> loaded;
-  auto found = numbered_->newest_usable([&](const std::string& candidate) {
+  auto found = base_->newest_usable([&](const std::string& candidate) {
     torch_save::Integrity integrity;
     c10::IValue value = torch_save::read_checkpoint_file(candidate, &integrity);
     if (integrity != torch_save::Integrity::kVerified) no_checksum(candidate);

@@ -2,9 +2,7 @@
 
 #include <filesystem>
 
-#include "checkpoint/io/fault_injection.h"
-#include "checkpoint/io/file_lock.h"
-#include "checkpoint/managers/numbered_checkpoints.h"
+#include "checkpoint/managers/manager_base.h"
 #include "checkpoint/ranks/rank_zero.h"
 #include "checkpoint/sharded/complete.h"
 #include "checkpoint/sharded/save_leading.h"
@@ -13,61 +11,53 @@
 #include "rankwise/dist/process_group.h"
 
 namespace rankwise::checkpoint {
+namespace {
+
+managers::ManagedKind directories() {
+  return {"ShardedCheckpointManager", "", "opening the sharded checkpoint directory on rank 0",
+          sharded::check_sharded_complete, [](const std::string& path) {
+            std::error_code ignored;
+            std::filesystem::remove_all(path, ignored);
+          }};
+}
+
+}  // namespace
 
 ShardedCheckpointManager::ShardedCheckpointManager(CheckpointManagerOptions options)
-    : options_(std::move(options)) {
-  managers::validate_manager_options(options_, "ShardedCheckpointManager");
-  numbered_ = std::make_unique<managers::NumberedCheckpoints>(options_.directory(), options_.prefix(), "");
-  ranks::on_rank_zero([&] { lock_ = managers::open_checkpoint_directory(options_.directory()); },
-                       "opening the sharded checkpoint directory on rank 0");
+    : base_(std::make_unique<managers::ManagerBase>(std::move(options), directories())) {
   // On node-local disks the other nodes need the directory too (on a shared one it is there).
   if (dist::is_initialized() && dist::process_group().rank() != 0) {
     std::error_code ec;
-    std::filesystem::create_directories(options_.directory(), ec);
+    std::filesystem::create_directories(base_->options().directory(), ec);
   }
 }
 
 ShardedCheckpointManager::~ShardedCheckpointManager() = default;
 
+const CheckpointManagerOptions& ShardedCheckpointManager::options() const { return base_->options(); }
+
 bool ShardedCheckpointManager::should_save(int64_t step, bool epoch_end) const {
-  return managers::save_is_due(options_, step, epoch_end);
+  return base_->should_save(step, epoch_end);
 }
 
-std::vector<std::string> ShardedCheckpointManager::checkpoints() const { return numbered_->list(); }
+std::vector<std::string> ShardedCheckpointManager::checkpoints() const { return base_->checkpoints(); }
 
 std::string ShardedCheckpointManager::save(const ShardedState& state, int64_t step) {
-  if (step < 0) {
-    core::raise<ConfigError>("ShardedCheckpointManager::save step is {}; it must be >= 0", step);
-  }
-  const std::string path = numbered_->path_for(step);
+  const std::string path = base_->path_for_save(step);
   const bool leads = sharded::save_sharded_leading(path, state, sharded::SaveLock::kHeldByCaller);
   // Each storage node's leader moves that node's `latest` and prunes its disk: rank 0 alone on a
   // shared filesystem, one rank per node on node-local disks.
   ranks::on_ranks(
       leads,
       [&] {
-        const bool rank_zero = !dist::is_initialized() || dist::process_group().rank() == 0;
-        if (rank_zero && !lock_) {
-          core::raise<CheckpointError>("internal error: rank 0 does not hold the lock of '{}'",
-                                       options_.directory());
-        }
-        io::fault_at("before-latest");
-        numbered_->point_latest_to(path);
-        io::fault_at("before-prune");
-        const auto all = numbered_->list();
-        const auto keep = static_cast<std::size_t>(options_.keep_last());
-        for (std::size_t i = 0; i + keep < all.size(); ++i) {
-          std::error_code ignored;
-          if (all[i] != path) std::filesystem::remove_all(all[i], ignored);
-        }
+        base_->check_lock();
+        base_->point_latest_and_prune(path);
       },
-      "moving `latest` after the sharded save of step " + std::to_string(step));
+      fmt::format("moving `latest` after the sharded save of step {}", step));
   return path;
 }
 
-std::optional<std::string> ShardedCheckpointManager::latest() const {
-  return numbered_->newest_usable(sharded::check_sharded_complete);
-}
+std::optional<std::string> ShardedCheckpointManager::latest() const { return base_->latest(); }
 
 std::optional<std::string> ShardedCheckpointManager::load_latest_collective(ShardedState& state) const {
   const auto decided = ranks::decided_on_rank_zero([&](c10::impl::GenericDict& decided) {

@@ -24,11 +24,8 @@
 
 #include "rankwise/checkpoint/checkpoint.h"
 
-namespace rankwise::checkpoint::io {
-class FileLock;
-}  // namespace rankwise::checkpoint::io
 namespace rankwise::checkpoint::managers {
-class NumberedCheckpoints;
+class ManagerBase;
 }  // namespace rankwise::checkpoint::managers
 
 namespace rankwise::checkpoint {
@@ -111,12 +108,10 @@ class CheckpointManager {
   /// Collective, like save().
   void clear();
 
-  const CheckpointManagerOptions& options() const { return options_; }
+  const CheckpointManagerOptions& options() const;
 
  private:
-  CheckpointManagerOptions options_;
-  std::unique_ptr<managers::NumberedCheckpoints> numbered_;
-  std::unique_ptr<io::FileLock> lock_;  // rank 0 only
+  std::unique_ptr<managers::ManagerBase> base_;  // what ShardedCheckpointManager shares
 };
 
 }  // namespace rankwise::checkpoint

@@ -91,12 +91,10 @@ class ShardedCheckpointManager {
   /// Paths of the numbered checkpoint directories, oldest first. Any rank.
   std::vector<std::string> checkpoints() const;
 
-  const CheckpointManagerOptions& options() const { return options_; }
+  const CheckpointManagerOptions& options() const;
 
  private:
-  CheckpointManagerOptions options_;
-  std::unique_ptr<managers::NumberedCheckpoints> numbered_;
-  std::unique_ptr<io::FileLock> lock_;  // rank 0 only
+  std::unique_ptr<managers::ManagerBase> base_;  // what CheckpointManager shares
 };
 
 }  // namespace rankwise::checkpoint

@@ -7,10 +7,8 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 
 #include "checkpoint/io/atomic_file.h"
-#include "checkpoint/io/file_lock.h"
 #include "checkpoint/io/note.h"
 #include "rankwise/error.h"
 
@@ -21,49 +19,6 @@ constexpr const char* kLatest = "latest";
 constexpr int kStepDigits = 10;
 
 }  // namespace
-
-void validate_manager_options(const CheckpointManagerOptions& options, const std::string& who) {
-  if (options.directory().empty()) {
-    core::raise<ConfigError>("{} needs a directory (CheckpointManagerOptions(dir))", who);
-  }
-  if (options.keep_last() < 1) {
-    core::raise<ConfigError>("{} keep_last is {}; it must be at least 1", who, options.keep_last());
-  }
-  if (options.every_n_steps() < 0) {
-    core::raise<ConfigError>("{} every_n_steps is {}; use 0 (off) or a positive count", who,
-                             options.every_n_steps());
-  }
-  if (options.prefix().empty() || options.prefix().find('/') != std::string::npos) {
-    core::raise<ConfigError>("{} prefix '{}' must be a non-empty file name without '/'", who,
-                             options.prefix());
-  }
-}
-
-bool save_is_due(const CheckpointManagerOptions& options, int64_t step, bool epoch_end) {
-  if (epoch_end && options.at_epoch_end()) return true;
-  return options.every_n_steps() > 0 && step > 0 && step % options.every_n_steps() == 0;
-}
-
-std::unique_ptr<io::FileLock> open_checkpoint_directory(const std::string& dir) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error || !std::filesystem::is_directory(dir)) {
-    core::raise<CheckpointError>(
-        "cannot create the checkpoint directory '{}': {}. Choose a writable location", dir,
-        (error ? error.message() : "a file of that name exists"));
-  }
-  auto lock = std::make_unique<io::FileLock>(dir + "/" + kDirectoryLockFile, "checkpoint directory '" + dir + "'");
-  // Holding the lock, nobody else writes here: temporary files and
-  // directories are leftovers of a writer that was killed.
-  for (const auto& name : list_directory(dir)) {
-    if (name.find(".rankwise-tmp.") != std::string::npos) {
-      std::filesystem::remove_all(dir + "/" + name, error);
-    } else if (name.find(".tmp.") != std::string::npos) {
-      ::unlink((dir + "/" + name).c_str());
-    }
-  }
-  return lock;
-}
 
 std::vector<std::string> list_directory(const std::string& dir) {
   std::vector<std::string> names;
@@ -130,7 +85,7 @@ std::optional<std::string> NumberedCheckpoints::newest_usable(
       named = io::read_file(dir + "/" + kLatest);
       while (!named.empty() && (named.back() == '\n' || named.back() == ' ')) named.pop_back();
       if (step_of(named) < 0) {
-        pointer_problem = "'" + dir + "/latest' does not name a checkpoint of this directory";
+        pointer_problem = fmt::format("'{}/latest' does not name a checkpoint of this directory", dir);
       } else {
         use(dir + "/" + named);
         return dir + "/" + named;
@@ -149,8 +104,8 @@ std::optional<std::string> NumberedCheckpoints::newest_usable(
       continue;
     }
     if (!pointer_problem.empty()) {
-      io::note("rankwise: the latest checkpoint is unusable (" + pointer_problem + "); using " + *it +
-           ", the newest one that verifies");
+      io::note(core::message("the latest checkpoint is unusable ({}); using {}, the newest one that verifies",
+                             pointer_problem, *it));
     }
     return *it;
   }
@@ -159,9 +114,8 @@ std::optional<std::string> NumberedCheckpoints::newest_usable(
     const bool files = !suffix_.empty();
     const std::string problem =
         pointer_problem.empty()
-            ? "none of its " + std::to_string(all.size()) + (files ? " checkpoint files" : " checkpoint directories") +
-                  " verifies"
-            : pointer_problem + ", and no other " + (files ? "checkpoint file" : "checkpoint directory") + " verifies";
+            ? fmt::format("none of its {} {} verifies", all.size(), files ? "checkpoint files" : "checkpoint directories")
+            : fmt::format("{}, and no other {} verifies", pointer_problem, files ? "checkpoint file" : "checkpoint directory");
     core::raise<CheckpointError>(
         "no usable checkpoint in '{}': {}. Move the directory aside to start afresh", dir, problem);
   }

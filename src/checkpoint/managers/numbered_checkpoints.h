@@ -1,38 +1,19 @@
 #pragma once
-// The numbered checkpoints of a directory and its `latest` pointer, shared by
-// CheckpointManager (files "<prefix>-<step>.pt") and ShardedCheckpointManager
-// (directories "<prefix>-<step>"): naming, listing, the atomic pointer, and
-// the choice of the newest usable one.
+// The numbered checkpoints of a directory and its `latest` pointer, for
+// ManagerBase (manager_base.h), shared by CheckpointManager (files
+// "<prefix>-<step>.pt") and ShardedCheckpointManager (directories
+// "<prefix>-<step>"): naming, listing, the atomic pointer, and the choice of
+// the newest usable one.
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "rankwise/checkpoint/manager.h"
-
-namespace rankwise::checkpoint::io {
-class FileLock;
-}  // namespace rankwise::checkpoint::io
-
 namespace rankwise::checkpoint::managers {
-
-/// Throws ConfigError (naming `who`, e.g. "CheckpointManager") for a missing
-/// directory, keep_last < 1, every_n_steps < 0, or a prefix that is empty or has '/'.
-void validate_manager_options(const CheckpointManagerOptions& options, const std::string& who);
-
-/// Whether `options`' schedule asks for a save after step `step` (1-based), given an epoch end.
-bool save_is_due(const CheckpointManagerOptions& options, int64_t step, bool epoch_end);
 
 /// The lock file of a managed directory, held by rank 0 for the manager's life.
 inline constexpr const char* kDirectoryLockFile = "rankwise.lock";
-
-/// Rank 0's opening of a managed directory: creates it, takes its lock
-/// (`rankwise.lock`; a second holder is refused with a CheckpointError naming
-/// the first) and, holding it, removes what a killed writer left: ".tmp."
-/// files (AtomicFile) and ".rankwise-tmp." directories (save_sharded).
-std::unique_ptr<io::FileLock> open_checkpoint_directory(const std::string& dir);
 
 /// The entries "<prefix>-<10-digit step><suffix>" of `directory`.
 class NumberedCheckpoints {
@@ -52,7 +33,7 @@ class NumberedCheckpoints {
   void remove_latest() const;
   /// The first candidate, newest first (the entry `latest` names, then the
   /// numbered ones from the highest), for which `use` does not throw
-  /// CheckpointError; skipped ones are noted on stderr (detail::note), and a
+  /// CheckpointError; skipped ones are noted on stderr (io::note), and a
   /// fallback past an unusable pointer says so. nullopt when there is no
   /// pointer and no entry; CheckpointError when there are some but none is usable.
   std::optional<std::string> newest_usable(const std::function<void(const std::string&)>& use) const;
