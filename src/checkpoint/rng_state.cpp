@@ -61,8 +61,8 @@ void set_rng_state(const c10::IValue& value) {
   const auto states = cuda.toListRef();
   const auto devices = static_cast<std::size_t>(torch::cuda::device_count());
   if (states.size() > devices) {
-    bad("it has " + std::to_string(states.size()) + " CUDA generator states but this process sees " +
-        std::to_string(devices) + " CUDA devices");
+    bad(fmt::format("it has {} CUDA generator states but this process sees {} CUDA devices", states.size(),
+                    devices));
   }
   for (std::size_t i = 0; i < states.size(); ++i) {
     if (!states[i].isTensor()) bad("a \"cuda\" entry is not a tensor");

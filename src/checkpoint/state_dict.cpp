@@ -2,10 +2,10 @@
 
 #include "core/check.h"
 
+#include <fmt/ranges.h>
+
 #include <torch/serialize.h>
 #include <torch/torch.h>
-
-#include <sstream>
 
 #include "util/text.h"
 #include "rankwise/error.h"
@@ -13,11 +13,7 @@
 namespace rankwise::checkpoint {
 namespace {
 
-std::string shape(const torch::Tensor& t) {
-  std::ostringstream out;
-  out << t.sizes();
-  return out.str();
-}
+std::string shape(const torch::Tensor& t) { return fmt::format("[{}]", fmt::join(t.sizes(), ", ")); }
 
 std::string strip_wrapper(const std::string& key) {
   const std::string prefix = "module.";

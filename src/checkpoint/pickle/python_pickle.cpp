@@ -2,7 +2,6 @@
 
 #include "core/check.h"
 
-#include <cstdio>
 #include <cstring>
 #include <algorithm>
 #include <set>
@@ -104,7 +103,7 @@ class Rewriter {
   // (16 bytes an entry), so a corrupt one could make it allocate 64 GiB.
   uint32_t memo_id(std::size_t n) {
     const uint32_t id = le(n);
-    if (id > kMaxMemoId) fail("memo index " + std::to_string(id) + " is out of range");
+    if (id > kMaxMemoId) fail(fmt::format("memo index {} is out of range", id));
     return id;
   }
   void skip_line() {
@@ -118,7 +117,7 @@ class Rewriter {
     return stack_.size() - (marks_.empty() ? 0 : marks_.back().stack_size);
   }
   const Item& top(const char* op) const {
-    if (frame_size() == 0) fail(std::string(op) + " on an empty stack");
+    if (frame_size() == 0) fail(fmt::format("{} on an empty stack", op));
     return stack_.back();
   }
   // The item that opcode `op` changes in place (a list, dict or object):
@@ -147,7 +146,7 @@ class Rewriter {
   // must be key-value pairs; `into_container`: an item below the MARK
   // receives them.
   std::size_t pop_to_mark(const char* name, bool pairs, bool into_container) {
-    if (marks_.empty()) fail(std::string(name) + " without a MARK");
+    if (marks_.empty()) fail(fmt::format("{} without a MARK", name));
     if (pairs && frame_size() % 2 != 0) fail("a key without a value");
     while (frame_size() > 0) pop();
     const Mark mark = marks_.back();
@@ -160,8 +159,8 @@ class Rewriter {
   int nested_depth() const {
     const int depth = popped_depth_ < 0 ? 0 : popped_depth_ + 1;
     if (depth > kMaxDepth) {
-      fail("its values are nested deeper than " + std::to_string(kMaxDepth) +
-           " levels (Python's pickler cannot write them)");
+      fail(fmt::format("its values are nested deeper than {} levels (Python's pickler cannot write them)",
+                       kMaxDepth));
     }
     return depth;
   }
@@ -177,8 +176,7 @@ class Rewriter {
       case 0x80: le(1); copy(op_start); return true;                 // PROTO
       case '.':                                                      // STOP
         if (!marks_.empty() || stack_.size() != 1) {
-          fail("STOP leaves " + std::to_string(stack_.size()) + " items and " +
-               std::to_string(marks_.size()) + " MARKs, not one item");
+          fail(fmt::format("STOP leaves {} items and {} MARKs, not one item", stack_.size(), marks_.size()));
         }
         pop();
         copy(op_start);
@@ -287,7 +285,7 @@ class Rewriter {
         // Python writes the fewest bytes (2**40: 6); libtorch reads exactly 8: sign-extend.
         const uint32_t n = le(1);
         need(n);
-        if (n > 8) fail("an int of " + std::to_string(n) + " bytes does not fit in int64, libtorch's int");
+        if (n > 8) fail(fmt::format("an int of {} bytes does not fit in int64, libtorch's int", n));
         const bool negative = n > 0 && (static_cast<unsigned char>(in_[at_ + n - 1]) & 0x80) != 0;
         out_ += "\x8a\x08";
         out_.append(in_ + at_, n);
@@ -299,7 +297,7 @@ class Rewriter {
       case 0x8b: {                                                   // LONG4
         const uint32_t n = le(4);
         need(n);
-        fail("an int of " + std::to_string(n) + " bytes (LONG4) does not fit in int64, libtorch's int");
+        fail(fmt::format("an int of {} bytes (LONG4) does not fit in int64, libtorch's int", n));
       }
       case 'X': case 'T': case 'B': { const uint32_t n = le(4); need(n); at_ += n; break; }
       case 'U': case 'C': case 0x8c: { const uint32_t n = le(1); need(n); at_ += n; break; }
@@ -348,11 +346,7 @@ class Rewriter {
               "Python, save it again with torch.save's default protocol (pickle_protocol=2)",
               path_);
         }
-        fail("unsupported opcode 0x" + [op] {
-          char hex[3];
-          std::snprintf(hex, sizeof hex, "%02x", op);
-          return std::string(hex);
-        }());
+        fail(fmt::format("unsupported opcode 0x{:02x}", op));
     }
     copy(op_start);
     push(here);

@@ -16,9 +16,9 @@ namespace rankwise::checkpoint::pickle {
 namespace {
 
 std::string key_text(const c10::IValue& key) {
-  if (key.isString()) return "'" + key.toStringRef() + "'";
-  if (key.isInt()) return std::to_string(key.toInt());
-  return "<" + std::string(key.tagKind()) + " key>";
+  if (key.isString()) return fmt::format("'{}'", key.toStringRef());
+  if (key.isInt()) return fmt::format("{}", key.toInt());
+  return fmt::format("<{} key>", key.tagKind());
 }
 
 }  // namespace
@@ -44,14 +44,10 @@ void check_saveable(const c10::IValue& root) {
       }
     } else if (value.isList()) {
       const auto items = value.toListRef();
-      for (std::size_t i = 0; i < items.size(); ++i) {
-        pending.emplace_back(items[i], where + "[" + std::to_string(i) + "]");
-      }
+      for (std::size_t i = 0; i < items.size(); ++i) pending.emplace_back(items[i], fmt::format("{}[{}]", where, i));
     } else if (value.isTuple()) {
       const auto& items = value.toTupleRef().elements();
-      for (std::size_t i = 0; i < items.size(); ++i) {
-        pending.emplace_back(items[i], where + "[" + std::to_string(i) + "]");
-      }
+      for (std::size_t i = 0; i < items.size(); ++i) pending.emplace_back(items[i], fmt::format("{}[{}]", where, i));
     }
   }
 }

@@ -2,9 +2,10 @@
 
 #include "core/check.h"
 
+#include <fmt/ranges.h>
+
 #include <ATen/core/Tensor.h>
 
-#include <sstream>
 #include <unordered_set>
 #include <vector>
 
@@ -52,10 +53,9 @@ bool bytes_needed(const at::Tensor& t, uint64_t& needed) {
 }
 
 std::string describe(const at::Tensor& t) {
-  std::ostringstream text;
-  text << "a " << t.dtype() << " tensor of shape " << t.sizes() << ", strides " << t.strides()
-       << " and offset " << t.storage_offset();
-  return text.str();
+  const auto dtype = t.dtype().name();  // what operator<< of a TypeMeta prints
+  return fmt::format("a {} tensor of shape [{}], strides [{}] and offset {}", std::string(dtype.data(), dtype.size()),
+                     fmt::join(t.sizes(), ", "), fmt::join(t.strides(), ", "), t.storage_offset());
 }
 
 }  // namespace

@@ -24,8 +24,8 @@ void check_sharded_complete(const std::string& dir) {
   if (::stat(dir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) fail("it is not a directory");
   const std::string metadata = dir + "/" + kMetadataName;
   const std::string manifest_path = dir + "/" + kManifestName;
-  if (::access(metadata.c_str(), F_OK) != 0) fail("it has no " + std::string(kMetadataName));
-  if (::access(manifest_path.c_str(), F_OK) != 0) fail("it has no " + std::string(kManifestName));
+  if (::access(metadata.c_str(), F_OK) != 0) fail(fmt::format("it has no {}", kMetadataName));
+  if (::access(manifest_path.c_str(), F_OK) != 0) fail(fmt::format("it has no {}", kManifestName));
   const std::string bytes = io::read_file(metadata);
   const Manifest manifest = manifest_from_json(io::read_file(manifest_path), manifest_path);
   if (crc32_of(bytes.data(), bytes.size()) != manifest.metadata_crc32) {
@@ -49,14 +49,13 @@ void check_sharded_complete(const std::string& dir) {
   }
   for (const auto& [file, end] : needed) {
     if (file.find('/') != std::string::npos || file == "." || file == "..") {
-      fail("its manifest names the data file '" + file + "', which is not a file name inside the directory");
+      fail(fmt::format("its manifest names the data file '{}', which is not a file name inside the directory", file));
     }
     if (::stat((dir + "/" + file).c_str(), &info) != 0) {
-      fail("data file '" + file + "': " + std::strerror(errno));
+      fail(fmt::format("data file '{}': {}", file, std::strerror(errno)));
     }
     if (static_cast<int64_t>(info.st_size) < end) {
-      fail("data file '" + file + "' has " + std::to_string(info.st_size) + " bytes, its chunks reach byte " +
-           std::to_string(end) + " (truncated)");
+      fail(fmt::format("data file '{}' has {} bytes, its chunks reach byte {} (truncated)", file, info.st_size, end));
     }
   }
 }

@@ -261,13 +261,10 @@ Trailer read_trailer(const ByteSource& source) {
 // Throws CheckpointError unless the bytes before the trailer have the CRC-32 it records.
 void check_crc(const ByteSource& source, const Trailer& trailer, uint32_t actual) {
   if (actual != trailer.recorded) {
-    char text[96];
-    std::snprintf(text, sizeof(text), "recorded CRC-32 %08x, content has %08x", trailer.recorded,
-                  actual);
     core::raise<CheckpointError>(
-        "checkpoint '{}' is corrupt: {} (the file was altered or torn after it was written); do "
-        "not use it: load the previous checkpoint",
-        source.path(), text);
+        "checkpoint '{}' is corrupt: recorded CRC-32 {:08x}, content has {:08x} (the file was "
+        "altered or torn after it was written); do not use it: load the previous checkpoint",
+        source.path(), trailer.recorded, actual);
   }
 }
 
