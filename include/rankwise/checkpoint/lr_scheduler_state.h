@@ -1,19 +1,9 @@
 #pragma once
 /// \file lr_scheduler_state.h
 /// The state of a libtorch learning-rate scheduler (`torch::optim::LRScheduler`
-/// subclasses such as `torch::optim::StepLR`), so a resumed run continues the
-/// schedule where it stopped.
-///
-/// A libtorch scheduler's state is its step count (how often `step()` was
-/// called); the learning rates themselves live in the optimizer's
-/// param_groups, which optimizer_state_dict() saves. Layout:
-/// `{"step_count": int}`. (Python's schedulers count differently: their
-/// constructor already takes one step, so this is not Python's state_dict.)
-///
-/// A hand-written schedule that computes the learning rate from the epoch or
-/// step (e.g. `lr = base * 0.5^epoch`, set at each epoch start) needs nothing
-/// more: TrainingState restores epoch, step and every param_group's lr. A
-/// schedule with state of its own keeps it in TrainingState::extras.
+/// subclasses such as `torch::optim::StepLR`): `{"step_count": int}`, so a
+/// resumed run continues the schedule where it stopped (not Python's
+/// state_dict; see docs/checkpoints.md#exact-resume).
 
 #include <ATen/core/ivalue.h>
 #include <torch/optim/schedulers/lr_scheduler.h>

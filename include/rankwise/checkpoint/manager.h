@@ -8,10 +8,8 @@
 ///   dir/latest                     "checkpoint-0000000200.pt\n"
 ///   dir/rankwise.lock              held by rank 0 while the manager lives
 ///
-/// Order of a save, so that a crash at any point leaves a loadable latest
-/// checkpoint: (1) the new file is written atomically and durably, (2) the
-/// `latest` pointer is replaced atomically, (3) only then are files beyond
-/// keep_last removed.
+/// A crash at any point of a save leaves a loadable latest checkpoint (the
+/// order of a save: docs/checkpoints.md#what-the-guarantees-are).
 
 #include <torch/arg.h>
 
@@ -88,14 +86,11 @@ class CheckpointManager {
   std::optional<Checkpoint> load_latest(std::string* path = nullptr) const;
 
   /// The checkpoint rank 0's latest() names, loaded onto the CPU on every
-  /// rank from the same bytes (rankwise::checkpoint::load_collective(): a rank whose
-  /// view of the directory is stale waits for it within
-  /// `options.stale_timeout`, one that does not see the file, as on a
-  /// node-local disk, receives it from rank 0), or nullopt on every rank when
-  /// rank 0 finds none; the path goes to `path` when given. Use it to resume
-  /// on several nodes: latest() on each rank could name different files when
-  /// the nodes' views of the directory differ. Collective: every rank, same
-  /// order. Throws CheckpointError as latest() does, on every rank.
+  /// rank from the same bytes (as load_collective(): stale views waited for
+  /// up to `options.stale_timeout`, node-local disks sent to), or nullopt on
+  /// every rank when rank 0 finds none; the path goes to `path` when given.
+  /// Use it to resume on several nodes. Collective: every rank, same order.
+  /// Throws CheckpointError as latest() does, on every rank.
   std::optional<Checkpoint> load_latest_collective(std::string* path = nullptr,
                                                    CollectiveLoadOptions options = {}) const;
 

@@ -7,20 +7,9 @@
 ///   root/latest                    "checkpoint-0000000200\n"
 ///   root/rankwise.lock             held by rank 0 while the manager lives
 ///
-/// Order of a save, so that a crash (kill -9 of any rank) at any point leaves
-/// a loadable latest checkpoint: (1) save_sharded() publishes the step's
-/// directory atomically (every rank's file fsynced, then one rename), (2)
-/// rank 0 replaces `latest` atomically and durably (temporary file, fsync,
-/// rename, directory fsync), (3) only then are directories beyond keep_last
-/// removed. A crash before (2) leaves `latest` naming the previous step,
-/// which is still there; a save killed mid-way leaves a `.rankwise-tmp.`
-/// directory that the next manager's rank 0 removes.
-///
-/// On node-local disks (save_sharded() finds them out by itself) every node's
-/// disk gets this layout: each node's `root/checkpoint-<step>/` holds its own
-/// ranks' data files, and steps (2) and (3) are done on each disk by that
-/// node's leader (the rank that published it); rank 0's disk alone has the
-/// lock. Loads take rank 0's latest() and read across nodes.
+/// A crash at any point of a save leaves a loadable latest checkpoint; on
+/// node-local disks every node's disk gets this layout. The order of a save
+/// and the node-local case: docs/sharded-checkpoints.md.
 
 #include <cstdint>
 #include <memory>
@@ -42,12 +31,11 @@ namespace rankwise::checkpoint {
 /// \endcode
 class ShardedCheckpointManager {
  public:
-  /// Collective (every rank, same order). The options are CheckpointManager's
-  /// (directory, keep_last, every_n_steps, at_epoch_end, prefix), checked
-  /// alike. Rank 0 creates the directory, takes its lock (a second run using
-  /// it at the same time is refused with a CheckpointError naming the
-  /// holder) and removes leftovers of a killed save. Throws ConfigError for
-  /// bad options, CheckpointError for directory problems, on every rank.
+  /// Collective (every rank, same order): rank 0 creates the directory, takes
+  /// its lock and removes leftovers of a killed save. The options are
+  /// CheckpointManager's, checked alike. Throws ConfigError for bad options,
+  /// CheckpointError for directory problems (a second run holding the lock
+  /// is named), on every rank.
   explicit ShardedCheckpointManager(CheckpointManagerOptions options);
   ~ShardedCheckpointManager();
   ShardedCheckpointManager(const ShardedCheckpointManager&) = delete;
@@ -57,35 +45,26 @@ class ShardedCheckpointManager {
   bool should_save(int64_t step, bool epoch_end) const;
 
   /// save_sharded(`<directory>/<prefix>-<step, 10 digits>`, state), then
-  /// rank 0 (on node-local disks, each node's leader, on its disk) moves
-  /// `latest` to it and removes the oldest directories beyond keep_last. Collective: every rank, same order (as save_sharded). A
-  /// failure on any rank throws CheckpointError on every surviving rank
-  /// (naming the rank) and leaves `latest` and the kept checkpoints as they
-  /// were. Returns the new directory's path. Saving a step that exists
-  /// replaces it atomically.
+  /// moves `latest` to it and removes the oldest directories beyond
+  /// keep_last; returns the new directory's path (an existing step is
+  /// replaced atomically). Collective: every rank, same order. Throws
+  /// CheckpointError on every rank when any rank fails, leaving `latest` and
+  /// the kept checkpoints as they were.
   std::string save(const ShardedState& state, int64_t step);
 
-  /// The newest complete checkpoint: the one `latest` names, or, when the
-  /// pointer is missing or names an incomplete one, the highest-numbered one
-  /// that is complete (noted on stderr). Complete means: `.metadata` matches
-  /// the manifest's CRC-32 and every data file the manifest names holds the
-  /// bytes of its chunks (saved to node-local disks: every file of the
-  /// storage nodes whose files are on this disk) (the chunks' own CRC-32s are checked when they are
-  /// loaded). nullopt when there is none. Any rank; reads the directory.
+  /// The newest complete checkpoint (`.metadata` matches the manifest, every
+  /// data file there is long enough; chunks' CRC-32s are left to the load):
+  /// the one `latest` names, else the highest-numbered complete one (noted on
+  /// stderr); nullopt when there is none. Any rank; reads the directory.
   /// Throws CheckpointError when checkpoints exist but none is complete.
   std::optional<std::string> latest() const;
 
-  /// Loads into `state` (load_sharded_collective, at this world size) the
-  /// checkpoint rank 0's latest() names, on every rank; returns its path, or
-  /// nullopt on every rank when there is none (then `state` is untouched).
-  /// A rank gets the bytes of data files its disk lacks (node-local disks)
-  /// from a rank that has them, and waits out a stale view of a shared one.
-  /// When the load fails on any rank (a chunk's checksum, a file no rank
-  /// has, keys or shapes that differ from `state`), every rank throws
-  /// CheckpointError naming the checkpoint, the failed rank and its error; nothing older is tried silently (move the damaged directory
-  /// aside to resume from the one before). Use it rather than latest() +
-  /// load_sharded() on each rank, whose views of the directory may differ
-  /// across nodes. Collective: every rank, same order.
+  /// Loads the checkpoint rank 0's latest() names into `state` on every rank
+  /// (load_sharded_collective()); returns its path, or nullopt on every rank
+  /// when there is none (`state` untouched). Collective: every rank, same
+  /// order. Throws CheckpointError on every rank, naming the checkpoint, the
+  /// failed rank and its error, when the load fails anywhere; nothing older
+  /// is tried (move a damaged directory aside to resume from the one before).
   std::optional<std::string> load_latest_collective(ShardedState& state) const;
 
   /// Paths of the numbered checkpoint directories, oldest first. Any rank.

@@ -2,28 +2,9 @@
 /// \file training_state.h
 /// Everything a run needs to continue as if it had never stopped, gathered
 /// into one replicated Checkpoint (written by rank 0) and restored on every
-/// rank.
-///
-/// Layout of the checkpoint (readable in Python with torch.load):
-///   "format"      "rankwise.training_state/2"
-///   "model"       the unwrapped module's state_dict (dict of tensors, no "module.")
-///   "optimizer"   the optimizer's state_dict in Python's layout
-///                 (checkpoint/state/optimizer_state.h): per-parameter state and
-///                 every param_group's options (lr, momentum, betas, ...)
-///   "optimizer_type"  its Python class name ("SGD", "Adam", "AdamW", ...)
-///   "lr_scheduler"    the scheduler's state, when one is given
-///                 (checkpoint/state/lr_scheduler_state.h)
-///   "step", "epoch", "position", "world_size"   integers
-///   "epoch_stretches"  the current epoch's earlier stretches at other world
-///                 sizes: a list of {"world_size", "position"} dicts (absent
-///                 or empty when the epoch ran at one world size)
-///   "rank_states" one dict per rank, rank order: {"rng": rng_state(),
-///                 "metrics": {collection name: MetricCollection::state()}}
-///   "extras"      the user's entries (tensor, integer, double, string, ...)
-///
-/// Checkpoints of format 1 (rankwise before optimizer state_dicts) still
-/// load: their optimizer entry is libtorch's archive, which restores the
-/// per-parameter state but not the options (a note says so).
+/// rank. Its entries ("format": "rankwise.training_state/2", "model",
+/// "optimizer", ...) and what restore() does with each:
+/// docs/checkpoints.md#exact-resume.
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
@@ -86,30 +67,15 @@ struct TrainingState {
 /// step. Throws CheckpointError.
 Checkpoint capture(const TrainingState& state);
 
-/// Restores everything capture() saved into `state`: module parameters and
-/// buffers (copied onto their current device), optimizer state and options,
-/// the learning-rate scheduler's step count, step, epoch,
-/// position, epoch_stretches, this rank's RNG and metric states, and extras.
-/// Every rank, with the checkpoint loaded onto the CPU (no communication).
-///
-/// Another world size than the checkpoint's W:
-///   - at an epoch end (position 0, no stretches) everything but the per-rank
-///     RNG and metric states is restored (the next epoch starts afresh);
-///   - mid-epoch, the epoch continues at the new world size: epoch_stretches
-///     gets the checkpoint's stretches plus {W, position}, position becomes 0
-///     (DistributedSampler::resume_epoch() then deals each sample the earlier
-///     stretches did not consume exactly once); every tracked metric
-///     collection's per-rank states are merged (MetricCollection::
-///     merge_states) into rank 0's, the other ranks' reset, so the epoch's
-///     metrics still count every sample once; rank r < W takes old rank r's
-///     RNG states and the ranks beyond keep their own (rank 0 prints a note
-///     naming both world sizes: randomness cannot continue bitwise at
-///     another world size, where each rank sees other samples anyway).
-///
-/// Throws CheckpointError when the checkpoint is not a training state, does
-/// not match the model (missing/unexpected keys, shapes), was written by
-/// another optimizer type, lacks a scheduler state that `state.lr_scheduler`
-/// asks for, or has per-rank states that are not W dicts.
+/// Restores everything capture() saved into `state`: parameters and buffers
+/// (onto their current devices), optimizer state and options, the
+/// scheduler's step count, step, epoch, position, epoch_stretches, this
+/// rank's RNG and metric states, extras. At another world size, per-rank
+/// states are left at an epoch end and merged mid-epoch (the epoch goes on
+/// through epoch_stretches). Every rank, with the checkpoint on the CPU; no
+/// communication. Throws CheckpointError when it is not a training state,
+/// does not match the model, optimizer type or scheduler, or its per-rank
+/// states are not one per saved rank. Details: docs/checkpoints.md.
 void restore(const Checkpoint& checkpoint, TrainingState& state);
 
 }  // namespace rankwise::checkpoint
