@@ -21,6 +21,7 @@
 #include "compat/gloo_group.h"
 #include "compat/nccl_group.h"
 #include "dist/gloo_interfaces.h"
+#include "dist/monitored_barrier.h"
 #include "wire/hang_diagnosis.h"
 #include "util/text.h"
 #include "diag/collective_clock.h"
@@ -69,10 +70,10 @@ std::optional<torch::Device> nccl_device(const LaunchEnv& env, const std::string
         core::At{env.rank, env.world_size},
         "InitOptions().backend(\"nccl\"): {}; use \"gloo\" (CPU tensors, and CUDA tensors where "
         "libtorch has CUDA) or \"auto\" (NCCL when every rank has its own GPU, else Gloo)",
-        (compiled ? "this rank has no GPU of its own (rankwise::device() is the CPU: CUDA is not "
-                    "available, or LOCAL_WORLD_SIZE=" +
-                        std::to_string(env.local_world_size) +
-                        " processes share fewer visible GPUs; NCCL needs one GPU per rank)"
+        (compiled ? fmt::format("this rank has no GPU of its own (rankwise::device() is the CPU: "
+                                "CUDA is not available, or LOCAL_WORLD_SIZE={} processes share "
+                                "fewer visible GPUs; NCCL needs one GPU per rank)",
+                                env.local_world_size)
                   : std::string("this build of rankwise has no NCCL (its libtorch " TORCH_VERSION
                                 " was built without CUDA)")));
   }
@@ -162,7 +163,8 @@ std::vector<std::optional<wire::CollectiveProgress>> read_progress(c10d::Store& 
       const std::string key = wire::progress_key(r);
       if (!store.check({key})) continue;
       const auto bytes = store.get(key);
-      all[static_cast<std::size_t>(r)] = wire::decode_progress(std::string(bytes.begin(), bytes.end()));
+      all[static_cast<std::size_t>(r)] =
+          wire::decode_progress(std::string(bytes.begin(), bytes.end()));
     } catch (const std::exception&) {
       // The store is gone: report what was read.
     }
@@ -395,94 +397,19 @@ void ProcessGroup::monitored_barrier(const std::string& name, std::chrono::milli
   const uint64_t instance = ++monitored_barriers_;
   recorded(call, [&](uint64_t sequence) {
     if (env_.world_size == 1) return;
-    const std::string key = "monitored_barrier/" + std::to_string(instance);
-    const auto arrived_key = [&](int r) { return key + "/arrived/" + std::to_string(r); };
-    const std::string mine = name + "\n" + diag::short_call_site(call.file, call.line);
-    store_->set(arrived_key(env_.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
-    if (store_->add(key + "/count", 1) == env_.world_size) store_->set(key + "/done", std::vector<uint8_t>{'1'});
-    const auto start = std::chrono::steady_clock::now();
-    const auto deadline = start + timeout;
-    auto next_progress_check = start + std::chrono::milliseconds(200);
-    const std::string what = "monitored_barrier '" + name + "' (#" + std::to_string(sequence) +
-                             " at " + diag::short_call_site(call.file, call.line) + ")";
-    const auto missing_ranks = [&] {
-      std::vector<int> missing;
-      for (int r = 0; r < env_.world_size; ++r) {
-        if (!store_->check({arrived_key(r)})) missing.push_back(r);
-      }
-      return missing;
-    };
-    while (!store_->check({key + "/done"})) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) {
-        const auto missing = missing_ranks();
-        if (missing.empty()) break;  // the last one arrived just now
-        publisher_->flush(std::chrono::milliseconds(500));
-        const auto progress = read_progress(*store_, env_.world_size);
-        std::vector<std::string> doing;
-        for (int r : missing) {
-          const auto& p = progress[static_cast<std::size_t>(r)];
-          doing.push_back("rank " + std::to_string(r) + ": " +
-                          (!p ? std::string("no progress published")
-                              : p->entered == 0 ? std::string("in no collective yet")
-                                                : "last in " + p->last));
-        }
-        core::raise<TimeoutError>(
-            core::at(*this),
-            "{} did not reach {} within {} s ({}). Every rank must reach the same barriers; a "
-            "barrier inside a branch that only some ranks take is the usual cause",
-            util::rank_list(missing), what,
-            fmt::format("{:g}", static_cast<double>(timeout.count()) / 1000.0),
-            util::join_strings(doing, "; "));
-      }
-      if (!wait_all_ranks && now >= next_progress_check) {
-        next_progress_check = now + std::chrono::milliseconds(200);
-        const auto missing = missing_ranks();
-        const auto progress = read_progress(*store_, env_.world_size);
-        std::vector<int> exited;
-        for (int r : missing) {
-          const auto& p = progress[static_cast<std::size_t>(r)];
-          if (p && p->exited) exited.push_back(r);
-        }
-        if (!exited.empty()) {
-          core::raise<PeerError>(core::at(*this),
-                                 "{} exited (destroyed {} process group) without reaching {}; "
-                                 "every rank must reach the same barriers",
-                                 util::rank_list(exited), (exited.size() == 1 ? "its" : "their"),
-                                 what);
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    // Every rank arrived: do they agree on the barrier?
-    std::map<std::string, std::vector<int>> by_name;
-    std::vector<std::string> order;
-    for (int r = 0; r < env_.world_size; ++r) {
-      const auto bytes = store_->get(arrived_key(r));
-      const std::string value(bytes.begin(), bytes.end());
-      const std::string barrier = value.substr(0, value.find('\n'));
-      if (by_name.find(barrier) == by_name.end()) order.push_back(value);
-      by_name[barrier].push_back(r);
-    }
-    if (by_name.size() > 1) {
-      std::vector<std::string> parts;
-      for (const auto& value : order) {
-        const auto newline = value.find('\n');
-        const auto& ranks = by_name[value.substr(0, newline)];
-        parts.push_back(util::rank_list(ranks) +
-                        " reached monitored_barrier '" + value.substr(0, newline) + "' at " +
-                        value.substr(newline + 1));
-      }
-      core::raise<CollectiveMismatchError>(core::at(*this),
-                                           "the ranks reached different barriers: {}",
-                                           util::join_strings(parts, "; "));
-    }
+    MonitoredBarrier barrier(*store_, core::at(*this), name,
+                             diag::short_call_site(call.file, call.line), instance, sequence);
+    barrier.arrive();
+    barrier.wait(
+        timeout, wait_all_ranks, [&] { return read_progress(*store_, env_.world_size); },
+        [&] { publisher_->flush(std::chrono::milliseconds(500)); });
   });
 }
 
 ProcessGroup& init(const InitOptions& options) {
   struct sigaction pipe {};
-  if (::sigaction(SIGPIPE, nullptr, &pipe) == 0 && pipe.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+  if (::sigaction(SIGPIPE, nullptr, &pipe) == 0 && pipe.sa_handler == SIG_DFL)
+    ::signal(SIGPIPE, SIG_IGN);
   auto& group = global_group();
   if (!group) {
     group = std::make_unique<ProcessGroup>(LaunchEnv::from_environment(), options);
