@@ -164,48 +164,37 @@ struct DataParallelEngine::Impl {
       all_reduce(torch::zeros_like(reducer->get_local_used_map_on_device()));
     }
   }
-};
-
-DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module,
-                                       DistributedDataParallelOptions options, dist::ProcessGroup& group)
-    : impl_(std::make_unique<Impl>()) {
-  dist::route_c10_messages(core::where(core::at(group)));  // this thread's TORCH_WARNs, e.g. the Reducer's
-  if (!(options.bucket_cap_mb() >= 0)) {
-    core::raise<ConfigError>(
-        "DistributedDataParallelOptions::bucket_cap_mb must be >= 0 (0: one bucket per parameter), "
-        "got {}",
-        options.bucket_cap_mb());
-  }
-  auto& d = *impl_;
-  d.module = std::move(module);
-  d.options = options;
-  d.group = &group;
-  for (const auto& item : d.module->named_parameters(true)) {
-    if (item.value().requires_grad()) {
-      d.params.push_back(item.value());
-      d.names.push_back(item.key());
+  // The parameters that require a gradient, with their names.
+  void collect_parameters() {
+    for (const auto& item : module->named_parameters(true)) {
+      if (item.value().requires_grad()) {
+        params.push_back(item.value());
+        names.push_back(item.key());
+      }
     }
+    if (params.empty()) {
+      core::raise<ConfigError>(
+          "DistributedDataParallel: the module has no parameter that requires a gradient; there "
+          "is nothing to train");
+    }
+    buffers = module->buffers(true);
   }
-  if (d.params.empty()) {
-    core::raise<ConfigError>(
-        "DistributedDataParallel: the module has no parameter that requires a gradient; there is "
-        "nothing to train");
-  }
-  d.buffers = d.module->buffers(true);
-  if (group.world_size() > 1) {
-    check_same_parameter_layout(group, d.params, d.names);
+
+  // Every rank must build the same model: same names, then c10d's check of
+  // number, shape and dtype.
+  void check_same_model() const {
+    if (group->world_size() == 1) return;
+    check_same_parameter_layout(*group, params, names);
     try {
-      c10d::verify_params_across_processes(group.c10d_group(), d.params, c10::nullopt);
+      c10d::verify_params_across_processes(group->c10d_group(), params, c10::nullopt);
     } catch (const std::exception& e) {
       core::raise<ConfigError>(
-          core::at(group),
+          core::at(*group),
           "DistributedDataParallel: the model differs across ranks (number, shape or dtype of "
           "parameters). Build the same model on every rank. Original error: {}",
           dist::message_of(e));
     }
   }
-  // Every rank starts from rank 0's replica.
-  d.broadcast_states(d.module_states());
 
   // Buckets by size in reverse parameter order, the order in which the
   // Reducer's own rebuild (after the first backward) lays them out when
@@ -216,48 +205,71 @@ DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module
   // bucket, and a process restarted from a checkpoint would otherwise add its
   // first step differently (the last bit) from the run that never stopped.
   // (PyTorch's DDP starts from ascending order within each bucket.)
-  const auto cap_bytes = static_cast<int64_t>(options.bucket_cap_mb() * kMiB);
-  const bool default_cap = options.bucket_cap_mb() == 25.0;
-  std::vector<bool> expect_sparse(d.params.size(), false);
-  std::vector<at::Tensor> ready_order(d.params.rbegin(), d.params.rend());
-  std::vector<int64_t> ready_indices(d.params.size());
-  for (size_t i = 0; i < ready_indices.size(); ++i) {
-    ready_indices[i] = static_cast<int64_t>(d.params.size() - 1 - i);
+  void build_reducer() {
+    const auto cap_bytes = static_cast<int64_t>(options.bucket_cap_mb() * kMiB);
+    const bool default_cap = options.bucket_cap_mb() == 25.0;
+    std::vector<bool> expect_sparse(params.size(), false);
+    std::vector<at::Tensor> ready_order(params.rbegin(), params.rend());
+    std::vector<int64_t> ready_indices(params.size());
+    for (size_t i = 0; i < ready_indices.size(); ++i) {
+      ready_indices[i] = static_cast<int64_t>(params.size() - 1 - i);
+    }
+    // The first bucket's limit is the Reducer's (its last argument below).
+    const int64_t first_bucket_bytes = default_cap ? kFirstBucketBytes : cap_bytes;
+    auto assignment = c10d::compute_bucket_assignment_by_size(
+        ready_order, {static_cast<size_t>(first_bucket_bytes), static_cast<size_t>(cap_bytes)},
+        expect_sparse, ready_indices);
+    std::unordered_map<size_t, std::string> param_names;
+    for (size_t i = 0; i < names.size(); ++i) param_names[i] = names[i];
+    recorded_group = make_recorded_group(*group, [name = step_name] {
+      return name->shadowing
+                 ? fmt::format("DistributedDataParallel join after step {}: zero gradients",
+                               name->step.load())
+                 : fmt::format("DistributedDataParallel step {}: gradients", name->step.load());
+    });
+    reducer = compat::make_reducer({params, std::get<0>(assignment), std::get<1>(assignment),
+                                    recorded_group, expect_sparse, cap_bytes,
+                                    options.find_unused_parameters(),
+                                    options.gradient_as_bucket_view(), param_names,
+                                    first_bucket_bytes});
+    // As in PyTorch's DDP, the Reducer gets a Logger: it records errors and
+    // graph statistics (and prints nothing); the Reducer calls it without
+    // checking on some paths.
+    logger = std::make_shared<c10d::Logger>(reducer);
+    reducer->set_logger(logger);
+    if (options.static_graph()) {
+      reducer->set_static_graph();
+      logger->set_static_graph();
+    }
   }
-  // The first bucket's limit is the Reducer's (its last argument below).
-  const int64_t first_bucket_bytes = default_cap ? kFirstBucketBytes : cap_bytes;
-  auto assignment = c10d::compute_bucket_assignment_by_size(
-      ready_order, {static_cast<size_t>(first_bucket_bytes), static_cast<size_t>(cap_bytes)},
-      expect_sparse, ready_indices);
-  auto bucket_indices = std::get<0>(assignment);
-  auto size_limits = std::get<1>(assignment);
-  std::unordered_map<size_t, std::string> param_names;
-  for (size_t i = 0; i < d.names.size(); ++i) param_names[i] = d.names[i];
-  d.recorded_group = make_recorded_group(group, [name = d.step_name] {
-    return name->shadowing
-               ? fmt::format("DistributedDataParallel join after step {}: zero gradients",
-                             name->step.load())
-               : fmt::format("DistributedDataParallel step {}: gradients", name->step.load());
-  });
-  d.reducer = compat::make_reducer(
-      {d.params, bucket_indices, size_limits, d.recorded_group, expect_sparse, cap_bytes,
-       options.find_unused_parameters(), options.gradient_as_bucket_view(), param_names,
-       first_bucket_bytes});
-  // As in PyTorch's DDP, the Reducer gets a Logger: it records errors and
-  // graph statistics (and prints nothing); the Reducer calls it without
-  // checking on some paths.
-  d.logger = std::make_shared<c10d::Logger>(d.reducer);
-  d.reducer->set_logger(d.logger);
-  if (options.static_graph()) {
-    d.reducer->set_static_graph();
-    d.logger->set_static_graph();
+};
+
+DataParallelEngine::DataParallelEngine(std::shared_ptr<torch::nn::Module> module,
+                                       DistributedDataParallelOptions options,
+                                       dist::ProcessGroup& group)
+    : impl_(std::make_unique<Impl>()) {
+  dist::route_c10_messages(
+      core::where(core::at(group)));  // this thread's TORCH_WARNs, e.g. the Reducer's
+  if (!(options.bucket_cap_mb() >= 0)) {
+    core::raise<ConfigError>(
+        "DistributedDataParallelOptions::bucket_cap_mb must be >= 0 (0: one bucket per parameter), "
+        "got {}",
+        options.bucket_cap_mb());
   }
+  auto& d = *impl_;
+  d.module = std::move(module);
+  d.options = options;
+  d.group = &group;
+  d.collect_parameters();
+  d.check_same_model();
+  // Every rank starts from rank 0's replica.
+  d.broadcast_states(d.module_states());
+  d.build_reducer();
   using Expect = GradientArrivals::Expect;
   d.arrivals = std::make_unique<GradientArrivals>(
       d.params, options.static_graph()            ? Expect::kFirstStep
                 : options.find_unused_parameters() ? Expect::kReachable
                                                   : Expect::kEvery);
-
   d.uneven.emplace(group, options.uneven_inputs());
 }
 
@@ -289,7 +301,8 @@ void DataParallelEngine::after_forward(const std::vector<torch::Tensor>& outputs
     // kError: the count launched before this forward has run beside it; a
     // peer that ran out makes this rank raise before its gradients are
     // all_reduced, so no rank applies a step with missing gradients.
-    if (d.options.uneven_inputs() == UnevenInputs::kError) d.uneven->check_inputs_count(d.iterations);
+    if (d.options.uneven_inputs() == UnevenInputs::kError)
+      d.uneven->check_inputs_count(d.iterations);
     d.require_forward_param_sync = true;
     try {
       const bool find_unused = d.options.find_unused_parameters() && !d.options.static_graph();
@@ -355,7 +368,8 @@ void DataParallelEngine::check_replicas() {
   for (size_t i = 0; i < d.params.size(); ++i) {
     std::vector<int> ranks;
     for (int r = 1; r < d.group->world_size(); ++r) {
-      if (!all[r][static_cast<int64_t>(i)].equal(all[0][static_cast<int64_t>(i)])) ranks.push_back(r);
+      if (!all[r][static_cast<int64_t>(i)].equal(all[0][static_cast<int64_t>(i)]))
+        ranks.push_back(r);
     }
     if (!ranks.empty()) {
       differences.push_back(d.names[i] + " (ranks " + util::join_strings(ranks) +
