@@ -1,5 +1,6 @@
 #include "rankwise/device.h"
 
+#include <fmt/format.h>
 #include <torch/cuda.h>
 
 #include <algorithm>
@@ -40,7 +41,8 @@ std::string entry_problem(const std::string& e) {
     return all_of(e, 4, is_uuid_char) ? "" : "a GPU UUID must be GPU- followed by hex digits";
   }
   if (e.rfind("MIG-", 0) == 0) {
-    return all_of(e, 4, is_mig_char) ? "" : "a MIG name must be MIG-<uuid> or MIG-GPU-<uuid>/<gi>/<ci>";
+    return all_of(e, 4, is_mig_char) ? ""
+                                     : "a MIG name must be MIG-<uuid> or MIG-GPU-<uuid>/<gi>/<ci>";
   }
   if (all_of(e, 0, is_digit)) return "";
   return "not a device index, GPU-<uuid> or MIG-<uuid>";
@@ -74,8 +76,8 @@ std::optional<std::vector<std::string>> parse_cuda_visible_devices(
         trim(whole.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
     const std::string problem = entry_problem(entry);
     if (!problem.empty()) {
-      throw bad_value(*value, "entry " + std::to_string(entries.size() + 1) + " ('" + entry +
-                                  "') is " + problem);
+      throw bad_value(*value,
+                      fmt::format("entry {} ('{}') is {}", entries.size() + 1, entry, problem));
     }
     // Indices compare by value ("01" is GPU 1), UUIDs textually.
     std::string key = entry;
@@ -100,7 +102,7 @@ std::optional<std::vector<std::string>> parse_cuda_visible_devices(
 }
 
 std::string DeviceAssignment::device_string() const {
-  return is_cuda() ? "cuda:" + std::to_string(visible_index) : "cpu";
+  return is_cuda() ? fmt::format("cuda:{}", visible_index) : "cpu";
 }
 
 torch::Device DeviceAssignment::torch_device() const {
@@ -145,7 +147,8 @@ DeviceAssignment device_assignment(DeviceKind kind) {
 }
 
 DeviceAssignment device_assignment(const LaunchEnv& env, DeviceKind kind) {
-  if (kind == DeviceKind::kCpu) return assign_device(env.local_rank, env.local_world_size, 0, {}, kind);
+  if (kind == DeviceKind::kCpu)
+    return assign_device(env.local_rank, env.local_world_size, 0, {}, kind);
   const auto visible = parse_cuda_visible_devices(get_env(kVariable));
   const int count =
       torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;

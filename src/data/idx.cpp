@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 #include <zlib.h>
 
@@ -98,8 +99,8 @@ torch::Tensor read_idx(const std::string& path) {
         "IDX file '{}' is truncated or corrupt: its header declares {} = {} bytes of data, {}. "
         "Re-download or reinstall it",
         path, shape, total,
-        (gzipped ? "more than a gzip file of " + std::to_string(file_size) + " bytes can hold"
-                 : "the file holds " + std::to_string(can_hold)));
+        (gzipped ? fmt::format("more than a gzip file of {} bytes can hold", file_size)
+                 : fmt::format("the file holds {}", can_hold)));
   }
   auto tensor = torch::empty(dims, torch::kUInt8);
   in.read(tensor.data_ptr<uint8_t>(), static_cast<std::size_t>(total), "the data");

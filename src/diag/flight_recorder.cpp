@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -30,17 +31,17 @@ const char* state_name(CollectiveRecord::State state) {
 
 std::string short_call_site(const std::string& file, uint32_t line) {
   const auto slash = file.find_last_of('/');
-  return (slash == std::string::npos ? file : file.substr(slash + 1)) + ":" + std::to_string(line);
+  return fmt::format("{}:{}", (slash == std::string::npos ? file : file.substr(slash + 1)), line);
 }
 
 std::string describe(const CollectiveRecord& r) {
   std::string text = r.operation;
   if (!r.name.empty()) text += " '" + r.name + "'";
-  text += " #" + std::to_string(r.sequence);
+  text += fmt::format(" #{}", r.sequence);
   std::vector<std::string> details;
   if (!r.dtype.empty()) details.push_back(r.dtype + " [" + util::join_strings(r.sizes) + "]");
   if (!r.reduce_op.empty()) details.push_back(r.reduce_op);
-  if (r.root >= 0) details.push_back("root " + std::to_string(r.root));
+  if (r.root >= 0) details.push_back(fmt::format("root {}", r.root));
   if (!details.empty()) text += " (" + util::join_strings(details) + ")";
   if (!r.file.empty()) text += " at " + short_call_site(r.file, r.line);
   return text;
@@ -79,7 +80,8 @@ std::vector<CollectiveRecord> FlightRecorder::entries() const {
   std::vector<CollectiveRecord> out;
   const uint64_t recorded = next_ - 1;
   const uint64_t count = std::min<uint64_t>(recorded, ring_.size());
-  for (uint64_t s = recorded - count + 1; s <= recorded; ++s) out.push_back(ring_[s % ring_.size()]);
+  for (uint64_t s = recorded - count + 1; s <= recorded; ++s)
+    out.push_back(ring_[s % ring_.size()]);
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include "core/check.h"
 
+#include <fmt/format.h>
 #include <cstring>
 #include <map>
 
@@ -71,7 +72,7 @@ std::string describe_call(const torch::Tensor& record) {
   const auto* r = record.data_ptr<int64_t>();
   const bool known = r[1] >= 0 && r[1] < 4;
   std::string text = known ? kOperations[r[1]] : "unknown collective";
-  text += " #" + std::to_string(r[0]);
+  text += fmt::format(" #{}", r[0]);
   std::vector<std::string> details;
   if (r[3] >= 0) {
     std::string shape = c10::toString(static_cast<c10::ScalarType>(r[2]));
@@ -79,15 +80,16 @@ std::string describe_call(const torch::Tensor& record) {
     for (int64_t d = 0; d < std::min(r[3], kMaxSizes); ++d) {
       shape += (d == 0 ? "" : ", ") + std::to_string(r[6 + d]);
     }
-    if (r[3] > kMaxSizes) shape += ", ... (" + std::to_string(r[5]) + " elements)";
+    if (r[3] > kMaxSizes) shape += fmt::format(", ... ({} elements)", r[5]);
     details.push_back(shape + "]");
   }
-  if (r[kReduceOpSlot] >= 0 && r[kReduceOpSlot] < 4) details.push_back(kReduceOps[r[kReduceOpSlot]]);
-  if (r[4] >= 0) details.push_back("root " + std::to_string(r[4]));
+  if (r[kReduceOpSlot] >= 0 && r[kReduceOpSlot] < 4)
+    details.push_back(kReduceOps[r[kReduceOpSlot]]);
+  if (r[4] >= 0) details.push_back(fmt::format("root {}", r[4]));
   if (!details.empty()) text += " (" + util::join_strings(details) + ")";
   char file[kFileBytes + 1] = {};
   std::memcpy(file, r + kFileSlot, kFileBytes);
-  if (file[0] != 0) text += std::string(" at ") + file + ":" + std::to_string(r[kLineSlot]);
+  if (file[0] != 0) text += fmt::format(" at {}:{}", file, r[kLineSlot]);
   return text;
 }
 

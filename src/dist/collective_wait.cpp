@@ -1,4 +1,5 @@
 #include "dist/collective_wait.h"
+#include "util/text.h"
 
 #include "core/check.h"
 
@@ -21,11 +22,10 @@ void run_collective(const std::string& where, const std::string& operation,
     // c10d's first line: the rest is c10's C++ stack trace (libtorch 1.13).
     const std::string original = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
     if (waited >= timeout) {
-      throw TimeoutError(message + " after a timeout of " + std::to_string(timeout.count()) +
-                         " ms: not every rank reached this collective" +
-                         (why.empty() ? "" : ": " + why) +
-                         ". Check that every rank calls the same collectives in the same order. "
-                         "Original error: " + original);
+      throw TimeoutError(fmt::format(
+          "{} after a timeout of {} ms: not every rank reached this collective{}. Check that every "
+          "rank calls the same collectives in the same order. Original error: {}",
+          message, timeout.count(), (why.empty() ? "" : ": " + why), original));
     }
     throw PeerError(message + ": a peer rank probably exited or crashed; see its output" +
                     (why.empty() ? "" : ". " + why) + ". Original error: " + original);

@@ -1,5 +1,7 @@
 #include "rankwise/metrics/aggregation.h"
+#include "util/text.h"
 
+#include <fmt/format.h>
 #include <cmath>
 #include <limits>
 
@@ -55,7 +57,8 @@ void Mean::update(const torch::Tensor& values, const PaddingMask& is_padding) {
 
 void Mean::update(double value, double weight) {
   if (!std::isfinite(weight) || weight < 0) {
-    fail(context(name(), "update"), "weight must be finite and >= 0, got " + std::to_string(weight));
+    fail(context(name(), "update"),
+         fmt::format("weight must be finite and >= 0, got {:f}", weight));
   }
   if (weight == 0) return;  // 0 * inf would poison the sum
   state_tensor("sum").add_(value * weight);

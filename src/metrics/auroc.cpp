@@ -1,5 +1,7 @@
 #include "rankwise/metrics/auroc.h"
+#include "util/text.h"
 
+#include <fmt/format.h>
 #include <limits>
 
 #include "metrics/common.h"
@@ -12,7 +14,8 @@ namespace {
 std::pair<torch::Tensor, torch::Tensor> check_binary(const torch::Tensor& scores,
                                                      const torch::Tensor& target,
                                                      const std::string& where) {
-  if (!scores.defined() || !target.defined()) fail(where, "scores or target is an undefined tensor");
+  if (!scores.defined() || !target.defined())
+    fail(where, "scores or target is an undefined tensor");
   if (scores.dim() != 1 || target.dim() != 1 || scores.size(0) != target.size(0)) {
     fail(where, "scores and target must both have shape [N], got " + shape_of(scores) + " and " +
                     shape_of(target));
@@ -28,9 +31,8 @@ std::pair<torch::Tensor, torch::Tensor> check_binary(const torch::Tensor& scores
   auto s = scores.detach().to(torch::kCPU, torch::kDouble);
   auto t = target.detach().to(torch::kCPU, torch::kLong);
   if (t.numel() > 0 && (t.min().item<int64_t>() < 0 || t.max().item<int64_t>() > 1)) {
-    fail(where, "binary AUROC needs targets 0 or 1, got values in [" +
-                    std::to_string(t.min().item<int64_t>()) + ", " +
-                    std::to_string(t.max().item<int64_t>()) + "]");
+    fail(where, fmt::format("binary AUROC needs targets 0 or 1, got values in [{}, {}]",
+                            t.min().item<int64_t>(), t.max().item<int64_t>()));
   }
   if (s.isnan().any().item<bool>()) fail(where, "scores hold NaN; AUROC is undefined for them");
   return {s, t};

@@ -1,4 +1,5 @@
 #include "rankwise/metrics/classification.h"
+#include "util/text.h"
 
 #include "metrics/common.h"
 
@@ -8,8 +9,9 @@ namespace {
 
 void check_options(const ClassificationOptions& options, const std::string& where) {
   if (options.num_classes() <= 0) {
-    fail(where, "num_classes must be > 0, got " + std::to_string(options.num_classes()) +
-                    "; pass the number of classes, e.g. ClassificationOptions(10)");
+    fail(where, fmt::format("num_classes must be > 0, got {}; pass the number of classes, e.g. "
+                            "ClassificationOptions(10)",
+                            options.num_classes()));
   }
 }
 
@@ -32,9 +34,9 @@ torch::Tensor check_labels(const torch::Tensor& labels, int64_t num_classes, con
   if (l.numel() > 0) {
     const int64_t lo = l.min().item<int64_t>(), hi = l.max().item<int64_t>();
     if (lo < 0 || hi >= num_classes) {
-      fail(where, std::string(what) + " holds label " + std::to_string(lo < 0 ? lo : hi) +
-                      ", outside [0, " + std::to_string(num_classes) +
-                      "); labels must be class indices 0..num_classes-1 (check num_classes)");
+      fail(where, fmt::format("{} holds label {}, outside [0, {}); labels must be class indices "
+                              "0..num_classes-1 (check num_classes)",
+                              std::string(what), lo < 0 ? lo : hi, num_classes));
     }
   }
   return l;
@@ -53,11 +55,13 @@ std::pair<torch::Tensor, torch::Tensor> check_inputs(const torch::Tensor& preds,
   torch::Tensor p;
   if (preds.dim() == 2) {
     if (!preds.is_floating_point()) {
-      fail(where, "preds of shape [N, C] must be floating-point scores, got dtype " + dtype_of(preds));
+      fail(where,
+           "preds of shape [N, C] must be floating-point scores, got dtype " + dtype_of(preds));
     }
     if (preds.size(1) != num_classes) {
-      fail(where, "preds has shape " + shape_of(preds) + " but num_classes is " +
-                      std::to_string(num_classes) + "; scores must be [N, num_classes]");
+      fail(where,
+           fmt::format("preds has shape {} but num_classes is {}; scores must be [N, num_classes]",
+                       shape_of(preds), num_classes));
     }
     p = preds.detach().to(torch::kCPU);
   } else if (preds.dim() == 1) {
@@ -66,9 +70,8 @@ std::pair<torch::Tensor, torch::Tensor> check_inputs(const torch::Tensor& preds,
     fail(where, "preds must be scores [N, C] or labels [N], got shape " + shape_of(preds));
   }
   if (p.size(0) != n) {
-    fail(where, "preds has " + std::to_string(p.size(0)) + " samples but target has " +
-                    std::to_string(n) + " (shapes " + shape_of(preds) + " and " +
-                    shape_of(target) + ")");
+    fail(where, fmt::format("preds has {} samples but target has {} (shapes {} and {})", p.size(0),
+                            n, shape_of(preds), shape_of(target)));
   }
   if (!is_padding.empty()) {
     auto keep = is_padding.keep(n, where);
@@ -89,8 +92,8 @@ Accuracy::Accuracy(ClassificationOptions options) : Metric("Accuracy"), options_
   const std::string where = context(name(), "Accuracy");
   check_options(options_, where);
   if (options_.top_k() < 1 || options_.top_k() > options_.num_classes()) {
-    fail(where, "top_k must be in [1, num_classes = " + std::to_string(options_.num_classes()) +
-                    "], got " + std::to_string(options_.top_k()));
+    fail(where, fmt::format("top_k must be in [1, num_classes = {}], got {}",
+                            options_.num_classes(), options_.top_k()));
   }
   add_state("correct", torch::zeros({}, torch::kLong), Reduction::kSum);
   add_state("total", torch::zeros({}, torch::kLong), Reduction::kSum);
@@ -105,8 +108,8 @@ void Accuracy::update(const torch::Tensor& preds, const torch::Tensor& target,
     correct = predicted_labels(p).eq(t);
   } else {
     if (p.dim() != 2) {
-      fail(where, "top_k = " + std::to_string(options_.top_k()) +
-                      " needs scores [N, C], got labels of shape " + shape_of(preds));
+      fail(where, fmt::format("top_k = {} needs scores [N, C], got labels of shape {}",
+                              options_.top_k(), shape_of(preds)));
     }
     auto top = std::get<1>(p.topk(options_.top_k(), 1));  // [n, k]
     correct = top.eq(t.unsqueeze(1)).any(1);

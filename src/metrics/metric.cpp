@@ -1,6 +1,8 @@
 // Metric: registered states, reset, state()/load_state(), compute().
 #include "rankwise/metrics/metric.h"
+#include "util/text.h"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <set>
 
@@ -134,7 +136,8 @@ void Metric::load_state(const c10::Dict<std::string, torch::Tensor>& state) {
   std::map<std::string, torch::Tensor> loaded;
   for (const auto& spec : specs_) {
     if (!state.contains(spec.name)) {
-      fail(where, "state '" + spec.name + "' is missing; pass what state() of the same metric returned");
+      fail(where,
+           "state '" + spec.name + "' is missing; pass what state() of the same metric returned");
     }
     loaded[spec.name] = checked_state(where, spec, state.at(spec.name), "").clone();
   }
@@ -156,8 +159,10 @@ c10::Dict<std::string, torch::Tensor> Metric::merge_states(
       const bool known = std::any_of(specs_.begin(), specs_.end(),
                                      [&](const StateSpec& s) { return s.name == entry.key(); });
       if (!known) {
-        fail(where, "unexpected state '" + entry.key() + "' in part " + std::to_string(i) +
-                        "; was the state saved from a different metric?");
+        fail(where,
+             fmt::format(
+                 "unexpected state '{}' in part {}; was the state saved from a different metric?",
+                 entry.key(), i));
       }
     }
   }
@@ -165,7 +170,7 @@ c10::Dict<std::string, torch::Tensor> Metric::merge_states(
   for (const auto& spec : specs_) {
     std::vector<torch::Tensor> parts;
     for (std::size_t i = 0; i < states.size(); ++i) {
-      const std::string part = " of part " + std::to_string(i) + " of " + std::to_string(states.size());
+      const std::string part = fmt::format(" of part {} of {}", i, states.size());
       if (!states[i].contains(spec.name)) {
         fail(where, "state '" + spec.name + "' is missing" + part +
                         "; pass what state() of the same metric returned on each rank");

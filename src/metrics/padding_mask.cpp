@@ -1,5 +1,6 @@
 // PaddingMask: which samples of a batch a metric leaves out.
 #include "rankwise/metrics/padding_mask.h"
+#include "util/text.h"
 
 #include "metrics/common.h"
 #include "rankwise/error.h"
@@ -36,9 +37,9 @@ PaddingMask::PaddingMask(const std::vector<bool>& shard_is_padding, int64_t offs
   const auto size = static_cast<int64_t>(shard_is_padding.size());
   if (offset < 0 || length < 0 || offset + length > size) {
     fail(context("PaddingMask", "PaddingMask"),
-         "range [" + std::to_string(offset) + ", " + std::to_string(offset + length) +
-             ") is outside the mask of " + std::to_string(size) +
-             " entries; pass the batch's offset and length within the shard");
+         fmt::format("range [{}, {}) is outside the mask of {} entries; pass the batch's offset "
+                     "and length within the shard",
+                     offset, offset + length, size));
   }
   mask_ = torch::empty({length}, torch::kBool);
   auto* data = mask_.data_ptr<bool>();
@@ -48,10 +49,11 @@ PaddingMask::PaddingMask(const std::vector<bool>& shard_is_padding, int64_t offs
 torch::Tensor PaddingMask::keep(int64_t n, const std::string& who) const {
   if (empty()) return torch::ones({n}, torch::kBool);
   if (mask_.size(0) != n) {
-    throw ConfigError(who + ": the padding mask has " + std::to_string(mask_.size(0)) +
-                      " entries but the batch has " + std::to_string(n) +
-                      " samples; pass the part of DistributedSampler::is_padding() that "
-                      "matches this batch (PaddingMask(mask, offset, length))");
+    throw ConfigError(
+        fmt::format("{}: the padding mask has {} entries but the batch has {} samples; pass the "
+                    "part of DistributedSampler::is_padding() that matches this batch "
+                    "(PaddingMask(mask, offset, length))",
+                    who, mask_.size(0), n));
   }
   return mask_.logical_not();
 }

@@ -18,7 +18,9 @@ std::string ago(int64_t then_ms, int64_t now_ms) {
 // What rank `p` was doing instead of collective `sequence`; with `timed`
 // false the same without times, to group ranks that did the same thing.
 std::string whereabouts(const std::optional<CollectiveProgress>& p, int64_t now_ms, bool timed) {
-  const auto ago = [&](int64_t then_ms, int64_t now) { return timed ? wire::ago(then_ms, now) : ""; };
+  const auto ago = [&](int64_t then_ms, int64_t now) {
+    return timed ? wire::ago(then_ms, now) : "";
+  };
   if (!p) return "no progress published (not started, or no process group created)";
   std::string last;
   if (p->entered == 0) {
@@ -81,8 +83,8 @@ std::string describe_missing_ranks(int my_rank, uint64_t sequence,
       entered.push_back(r);
     }
   }
-  std::string text = util::rank_list(missing) + " never entered it (#" + std::to_string(sequence) +
-                     "): " + util::join_strings(parts, "; ");
+  std::string text = fmt::format("{} never entered it (#{}): {}", util::rank_list(missing),
+                                 sequence, util::join_strings(parts, "; "));
   if (!entered.empty()) text += "; " + util::rank_list(entered) + " had entered it";
   return text;
 }

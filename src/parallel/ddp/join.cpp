@@ -14,15 +14,16 @@ namespace rankwise::parallel::ddp {
 
 DdpJoin::DdpJoin(dist::ProcessGroup& group, UnevenInputs mode) : group_(&group), mode_(mode) {
   // Keys that join() sets; unique per DDP instance (every rank builds them in the same order).
-  auto counter = group.store()->add("rankwise/ddp/instances/" + std::to_string(group.rank()), 1);
-  key_prefix_ = "rankwise/ddp/" + std::to_string(counter) + "/joined/";
+  auto counter = group.store()->add(fmt::format("rankwise/ddp/instances/{}", group.rank()), 1);
+  key_prefix_ = fmt::format("rankwise/ddp/{}/joined/", counter);
 }
 
 void DdpJoin::start_training_step(int64_t iterations) {
   check_inputs_count(iterations);
   inputs_count_ = torch::ones({1}, torch::kInt64);
   inputs_work_ = launch_count(
-      inputs_count_, fmt::format("DistributedDataParallel step {}: ranks with inputs", iterations + 1));
+      inputs_count_,
+      fmt::format("DistributedDataParallel step {}: ranks with inputs", iterations + 1));
 }
 
 // One all_reduce (sum) of `count` on c10d's group, recorded in the flight
@@ -66,7 +67,8 @@ void DdpJoin::check_inputs_count(int64_t iterations) {
 int64_t DdpJoin::joined_inputs_count(int64_t iterations) {
   auto count = torch::zeros({1}, torch::kInt64);
   auto work = launch_count(
-      count, fmt::format("DistributedDataParallel join after step {}: ranks with inputs", iterations));
+      count,
+      fmt::format("DistributedDataParallel join after step {}: ranks with inputs", iterations));
   wait_for(*work, "the all_reduce of the ranks that still have inputs");
   return count.item<int64_t>();
 }

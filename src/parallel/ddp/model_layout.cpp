@@ -1,5 +1,6 @@
 #include "parallel/ddp/model_layout.h"
 
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <cctype>
@@ -29,7 +30,8 @@ std::string describe(const torch::Tensor& row) {
 
 }  // namespace
 
-void check_same_parameter_layout(dist::ProcessGroup& group, const std::vector<torch::Tensor>& params,
+void check_same_parameter_layout(dist::ProcessGroup& group,
+                                 const std::vector<torch::Tensor>& params,
                                  const std::vector<std::string>& names) {
   const std::string prefix =
       core::message(core::at(group), "DistributedDataParallel: the model differs across ranks: ");
@@ -39,12 +41,13 @@ void check_same_parameter_layout(dist::ProcessGroup& group, const std::vector<to
   std::vector<std::string> ranks;
   for (int r = 1; r < group.world_size(); ++r) {
     if (!counts[r].equal(counts[0])) {
-      ranks.push_back(std::to_string(r) + " has " + std::to_string(counts[r].item<int64_t>()));
+      ranks.push_back(fmt::format("{} has {}", r, counts[r].item<int64_t>()));
     }
   }
   if (!ranks.empty()) {
-    throw ConfigError(prefix + "rank 0 has " + std::to_string(counts[0].item<int64_t>()) +
-                      " parameters that require a gradient, rank " + util::join_strings(ranks) + advice);
+    throw ConfigError(fmt::format("{}rank 0 has {} parameters that require a gradient, rank {}{}",
+                                  prefix, counts[0].item<int64_t>(), util::join_strings(ranks),
+                                  advice));
   }
   auto layout = torch::zeros({count, kRow}, torch::kInt64);
   auto rows = layout.accessor<int64_t, 2>();
@@ -62,13 +65,13 @@ void check_same_parameter_layout(dist::ProcessGroup& group, const std::vector<to
     std::vector<std::string> differ;
     for (int r = 1; r < group.world_size(); ++r) {
       if (!all[r][i].equal(all[0][i])) {
-        differ.push_back("rank " + std::to_string(r) + ": " + describe(all[r][i]));
+        differ.push_back(fmt::format("rank {}: {}", r, describe(all[r][i])));
       }
     }
     if (!differ.empty()) {
-      throw ConfigError(prefix + "parameter " + std::to_string(i) + " ('" +
-                        names[static_cast<std::size_t>(i)] + "' on this rank) is " +
-                        describe(all[0][i]) + " on rank 0 but " + util::join_strings(differ) + advice);
+      throw ConfigError(fmt::format("{}parameter {} ('{}' on this rank) is {} on rank 0 but {}{}",
+                                    prefix, i, names[static_cast<std::size_t>(i)],
+                                    describe(all[0][i]), util::join_strings(differ), advice));
     }
   }
 }
