@@ -1,7 +1,6 @@
 #include "rankwise/dist/consensus.h"
 
 #include <cmath>
-#include <sstream>
 
 #include "core/check.h"
 #include "rankwise/error.h"
@@ -87,13 +86,12 @@ bool EarlyStopping::step(double value) {
       const double hi = t[0].item<double>(), lo = -t[1].item<double>();
       const bool some_nan = t[2].item<double>() > 0, some_number = t[3].item<double>() > 0;
       if (hi != lo || (some_nan && some_number)) {
-        std::ostringstream text;
-        text.precision(17);
-        text << "rankwise: " << core::where(core::here()) << ": EarlyStopping::step: the ranks passed different "
-             << "values (from " << lo << " to " << hi << (some_nan ? ", and NaN" : "")
-             << ") at epoch " << epochs_ << ", so they could stop in different epochs and hang. "
-             << "Pass a value reduced across ranks (e.g. Metric::compute()), not a rank-local one.";
-        throw CollectiveMismatchError(text.str());
+        core::raise<CollectiveMismatchError>(
+            core::here(),
+            "EarlyStopping::step: the ranks passed different values (from {:.17g} to {:.17g}{}) "
+            "at epoch {}, so they could stop in different epochs and hang. Pass a value reduced "
+            "across ranks (e.g. Metric::compute()), not a rank-local one.",
+            lo, hi, some_nan ? ", and NaN" : "", epochs_);
       }
     }
   }

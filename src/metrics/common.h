@@ -20,7 +20,7 @@ inline std::string context(const std::string& metric, const std::string& operati
   } catch (const std::exception&) {
     where = "rank ?/?";
   }
-  return "rankwise: " + where + ": " + metric + "::" + operation;
+  return core::message("{}: {}::{}", where, metric, operation);
 }
 
 inline std::string shape_of(const torch::Tensor& t) {
