@@ -1,6 +1,7 @@
 #pragma once
 /// \file options.h
-/// The launcher's configuration, parsed from its command line (see cli.cpp).
+/// The launcher's configuration, parsed from its command line (flags: cli/flags.cpp;
+/// validation: cli/parse.cpp).
 
 #include <chrono>
 #include <optional>
@@ -103,7 +104,7 @@ struct LaunchOptions {
   /// fraction over the median for --straggler-window is a straggler.
   double straggler_threshold = 0.2;
   std::chrono::milliseconds straggler_window{5000};  ///< --straggler-window
-  /// Workers' scheduling policy (--cpu-sched; default: see cli.cpp).
+  /// Workers' scheduling policy (--cpu-sched; default: see cli/flags.cpp).
   CpuSched cpu_sched = CpuSched::kInherit;
   std::string program;            ///< resolved path of the program to execute
   std::vector<std::string> program_argv;  ///< argv of the program, [0] as given

@@ -34,7 +34,7 @@ std::vector<int> parse_index_list(const std::string& text, const std::string& fl
     if (!index || *index < 0 || *index >= bound) {
       throw UsageError(fmt::format(
           "{} '{}': '{}' is not a {} in [0, {}){}; give a comma-separated list such as {} 0,1",
-          flag, text, item, what, bound, bound_note.empty() ? "" : " (" + bound_note + ")",
+          flag, text, item, what, bound, bound_note.empty() ? "" : fmt::format(" ({})", bound_note),
           flag));
     }
     const int i = static_cast<int>(*index);

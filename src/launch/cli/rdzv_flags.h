@@ -2,7 +2,7 @@
 /// \file rdzv_flags.h
 /// torchrun's rendezvous flags, parsed: `--rdzv-backend`, `--rdzv-endpoint`
 /// and `--rdzv-conf`. Both backends accepted mean rankwise's own rendezvous
-/// over node 0's c10d TCPStore (rendezvous.h); cli.cpp maps the values onto
+/// over node 0's c10d TCPStore (node_rendezvous.h); parse.cpp maps the values onto
 /// LaunchOptions. Every function throws UsageError naming the flag, the value
 /// at fault and what is accepted.
 

@@ -149,7 +149,8 @@ std::function<void()> add_torchrun_only_flags(CLI::App& app) {
             "--signals-to-handle '{}': {} not supported: rankwise-run forwards SIGINT, SIGTERM, "
             "SIGHUP and SIGQUIT to every worker, and no other signal; have the scheduler send one "
             "of those (Slurm: --signal=TERM@120)",
-            v->signals_to_handle, name.empty() ? std::string("an empty entry is") : name + " is"));
+            v->signals_to_handle,
+            name.empty() ? std::string("an empty entry is") : fmt::format("{} is", name)));
       }
     }
   };

@@ -5,7 +5,7 @@
 /// --start-method, --event-log-handler null, --signals-to-handle naming
 /// signals rankwise-run forwards anyway) and those refused with what to use
 /// instead (-m, --run-path, --numa-binding, ...). docs/launcher.md
-/// lists every torchrun flag; the ones rankwise supports live in cli.cpp.
+/// lists every torchrun flag; the ones rankwise supports live in flags.cpp.
 
 #include <functional>
 
