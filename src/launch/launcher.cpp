@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <set>
 
@@ -168,17 +169,129 @@ std::string temporary_log_dir() {
   return templ;
 }
 
+// --log-dir, or the temporary one --redirects/--tee need: created now.
+void prepare_log_dir(LaunchOptions& o) {
+  if (o.log_dir.empty() && output::redirects_to_files(o)) o.log_dir = temporary_log_dir();
+  if (o.log_dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(o.log_dir, ec);
+  if (ec) {
+    throw UsageError(fmt::format("--log-dir '{}': cannot create it: {}", o.log_dir, ec.message()));
+  }
+}
+
+// --master-port given: hosts the store there or reaches it (see open_store).
+bool open_store_at_port(const LaunchOptions& o, const std::string& key,
+                        std::chrono::milliseconds store_timeout,
+                        std::unique_ptr<rendezvous::NodeRendezvous>& rdzv) {
+  // Who hosts: --rdzv-conf is_host when given, else node 0; with node ranks
+  // assigned by the rendezvous, as torchrun's c10d backend, a node whose
+  // address the store's is, unless another launcher on this machine already
+  // listens there (or binds first: then this one joins as a client). Looking
+  // first matters: c10d's own bind may take another address family's socket.
+  bool host_store = o.is_host.value_or(o.node_rank == 0);
+  const bool may_fall_back = o.assign_node_rank && !o.is_host;
+  if (may_fall_back) host_store = rendezvous::can_listen_on(o.master_addr, *o.master_port);
+  try {
+    rendezvous::check_resolves(o.master_addr);  // at once, not after the whole timeout
+  } catch (const std::runtime_error& e) {
+    throw UsageError(e.what());
+  }
+  try {
+    rdzv = std::make_unique<rendezvous::NodeRendezvous>(o.master_addr, *o.master_port, host_store,
+                                                        store_timeout, key);
+  } catch (const RendezvousError& e) {
+    if (!host_store) throw;
+    if (!may_fall_back) throw UsageError(e.what());  // port in use: configuration
+    host_store = false;
+    rdzv = std::make_unique<rendezvous::NodeRendezvous>(o.master_addr, *o.master_port, false,
+                                                        store_timeout, key);
+  }
+  return host_store;
+}
+
+// No --master-port (one node): hosts the store on a free port.
+void host_store_on_free_port(const LaunchOptions& o, const std::string& key,
+                             std::chrono::milliseconds store_timeout,
+                             std::unique_ptr<rendezvous::NodeRendezvous>& rdzv) {
+  for (int tries = 0; !rdzv; ++tries) {
+    int port = 0;
+    try {
+      port = rendezvous::find_free_port(o.master_addr);
+    } catch (const std::runtime_error& e) {
+      throw UsageError(e.what());  // --master-addr names no address of this node
+    }
+    try {
+      rdzv = std::make_unique<rendezvous::NodeRendezvous>(o.master_addr, port, true, store_timeout,
+                                                          key);
+    } catch (const RendezvousError&) {
+      if (tries >= 4) throw;  // someone took the port between the probe and the bind
+    }
+  }
+}
+
+// Hosts the rendezvous store or connects to it, into `rdzv`; returns whether
+// this launcher hosts it.
+bool open_store(const LaunchOptions& o, const std::string& key,
+                std::chrono::milliseconds store_timeout,
+                std::unique_ptr<rendezvous::NodeRendezvous>& rdzv) {
+  if (o.master_port) return open_store_at_port(o, key, store_timeout, rdzv);
+  host_store_on_free_port(o, key, store_timeout, rdzv);
+  return true;
+}
+
+// Several nodes: node 0 says which job it is; every other node checks
+// that before it writes any key, so that a node of another job (or with
+// another job key) is refused without touching this one. Returns false when
+// `stop_requested` returned true.
+bool agree_on_job(const LaunchOptions& o, const std::string& key, bool host_store,
+                  std::chrono::milliseconds store_timeout, rendezvous::NodeRendezvous& rdzv,
+                  const std::function<bool()>& stop_requested) {
+  const rendezvous::JobIdentity identity{o.run_id, rendezvous::job_key_fingerprint(key), o.nnodes,
+                                         o.min_nnodes, o.nproc_per_node};
+  if (host_store) {
+    rdzv.publish_identity(identity, store_timeout);
+    return true;
+  }
+  try {
+    return rdzv.check_identity(identity, o.rendezvous_timeout, stop_requested);
+  } catch (const rendezvous::JobMismatchError& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// Every node registers and waits for the others. Returns false when
+// `stop_requested` returned true.
+bool join_nodes(const LaunchOptions& o, const std::string& host, rendezvous::NodeRendezvous& rdzv,
+                const std::function<bool()>& stop_requested) {
+  try {
+    return rdzv.join(o.node_rank, o.nnodes, host, o.rendezvous_timeout, stop_requested);
+  } catch (const rendezvous::JobMismatchError& e) {
+    throw UsageError(e.what());  // e.g. a --node-rank given to two nodes
+  }
+}
+
+// The attempts, then, on several nodes, the exit barrier: the exit code.
+int run_job(const LaunchOptions& o, bool host_store, workers::AttemptConfig& config,
+            rendezvous::NodeRendezvous& rdzv) {
+  int code = kExitWorkerFailed;
+  try {
+    code = run_attempts(o, config, rdzv);
+  } catch (const RendezvousError& e) {  // a restart's rendezvous
+    if (o.nnodes == 1) throw;
+    output::say(fmt::format("error: {}", e.what()));
+    rdzv.close(o.node_rank, config.host,
+               fmt::format("its rendezvous for restart {} failed", config.attempt + 1), false,
+               config.attempt);
+  }
+  if (o.nnodes > 1) code = rendezvous::exit_barrier(o, host_store, code, config, rdzv);
+  return code;
+}
+
 int run(LaunchOptions o) {
   workers::install_signal_pipe();
   const std::string host = host_name();
-  if (o.log_dir.empty() && output::redirects_to_files(o)) o.log_dir = temporary_log_dir();
-  if (!o.log_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(o.log_dir, ec);
-    if (ec) {
-      throw UsageError(fmt::format("--log-dir '{}': cannot create it: {}", o.log_dir, ec.message()));
-    }
-  }
+  prepare_log_dir(o);
   ErrorDir error_dir;
   std::vector<std::string> base_env = base_environment();
 
@@ -195,68 +308,16 @@ int run(LaunchOptions o) {
     std::unique_ptr<rendezvous::NodeRendezvous>& rdzv;
     ~LeftToExit() { static_cast<void>(rdzv.release()); }
   } left_to_exit{rdzv};
-  // Who hosts: --rdzv-conf is_host when given, else node 0; with node ranks
-  // assigned by the rendezvous, as torchrun's c10d backend, a node whose
-  // address the store's is, unless another launcher on this machine already
-  // listens there (or binds first: then this one joins as a client). Looking
-  // first matters: c10d's own bind may take another address family's socket.
-  bool host_store = o.is_host.value_or(o.node_rank == 0);
-  const bool may_fall_back = o.assign_node_rank && !o.is_host;
-  if (may_fall_back && o.master_port) host_store = rendezvous::can_listen_on(o.master_addr, *o.master_port);
-  if (o.master_port) {
-    try {
-      rendezvous::check_resolves(o.master_addr);  // at once, not after the whole timeout
-    } catch (const std::runtime_error& e) {
-      throw UsageError(e.what());
-    }
-    try {
-      rdzv = std::make_unique<rendezvous::NodeRendezvous>(o.master_addr, *o.master_port, host_store,
-                                              store_timeout, key);
-    } catch (const RendezvousError& e) {
-      if (!host_store) throw;
-      if (!may_fall_back) throw UsageError(e.what());  // port in use: configuration
-      host_store = false;
-      rdzv = std::make_unique<rendezvous::NodeRendezvous>(o.master_addr, *o.master_port, false, store_timeout,
-                                              key);
-    }
-  } else {
-    for (int tries = 0; !rdzv; ++tries) {
-      int port = 0;
-      try {
-        port = rendezvous::find_free_port(o.master_addr);
-      } catch (const std::runtime_error& e) {
-        throw UsageError(e.what());  // --master-addr names no address of this node
-      }
-      try {
-        rdzv = std::make_unique<rendezvous::NodeRendezvous>(o.master_addr, port, true, store_timeout, key);
-      } catch (const RendezvousError&) {
-        if (tries >= 4) throw;  // someone took the port between the probe and the bind
-      }
-    }
-  }
+  const bool host_store = open_store(o, key, store_timeout, rdzv);
   int pending_signal = 0;
   const auto stop_requested = [&] { return (pending_signal = workers::drain_stop_signal()) != 0; };
   const auto signaled = [&] {
-    output::say(fmt::format("received {} during the rendezvous; exiting", workers::signal_name(pending_signal)));
+    output::say(fmt::format("received {} during the rendezvous; exiting",
+                            workers::signal_name(pending_signal)));
     return 128 + pending_signal;
   };
-  // Several nodes: node 0 says which job it is; every other node checks
-  // that before it writes any key, so that a node of another job (or with
-  // another job key) is refused without touching this one.
   if (o.nnodes > 1) {
-    const rendezvous::JobIdentity identity{o.run_id, rendezvous::job_key_fingerprint(key), o.nnodes, o.min_nnodes,
-                               o.nproc_per_node};
-    if (host_store) {
-      rdzv->publish_identity(identity, store_timeout);
-    } else {
-      try {
-        if (!rdzv->check_identity(identity, o.rendezvous_timeout, stop_requested)) {
-          return signaled();
-        }
-      } catch (const rendezvous::JobMismatchError& e) {
-        throw UsageError(e.what());
-      }
-    }
+    if (!agree_on_job(o, key, host_store, store_timeout, *rdzv, stop_requested)) return signaled();
     if (o.elastic()) {
       ElasticSetup setup{host, error_dir.path(), std::move(base_env), key, host_store,
                          store_timeout};
@@ -266,13 +327,7 @@ int run(LaunchOptions o) {
       o.node_rank = host_store ? 0 : rdzv->take_node_rank(o.nnodes, store_timeout);
     }
   }
-  try {
-    if (!rdzv->join(o.node_rank, o.nnodes, host, o.rendezvous_timeout, stop_requested)) {
-      return signaled();
-    }
-  } catch (const rendezvous::JobMismatchError& e) {
-    throw UsageError(e.what());  // e.g. a --node-rank given to two nodes
-  }
+  if (!join_nodes(o, host, *rdzv, stop_requested)) return signaled();
   // From here to the exit, the other nodes can tell this launcher is alive.
   std::optional<rendezvous::LauncherHeartbeat> heartbeat;
   if (o.nnodes > 1) heartbeat.emplace(o.master_addr, rdzv->port(), key, o.node_rank);
@@ -285,18 +340,7 @@ int run(LaunchOptions o) {
   config.base_env = std::move(base_env);
   config.hang_check = o.hang_timeout.count() > 0 && o.world_size() > 1;
   config.job_key = key;
-
-  int code = kExitWorkerFailed;
-  try {
-    code = run_attempts(o, config, *rdzv);
-  } catch (const RendezvousError& e) {  // a restart's rendezvous
-    if (o.nnodes == 1) throw;
-    output::say(fmt::format("error: {}", e.what()));
-    rdzv->close(o.node_rank, host, fmt::format("its rendezvous for restart {} failed", config.attempt + 1), false,
-                config.attempt);
-  }
-  if (o.nnodes > 1) code = rendezvous::exit_barrier(o, host_store, code, config, *rdzv);
-  return code;
+  return run_job(o, host_store, config, *rdzv);
 }
 
 // The attempts of this node's workers. On a multi-node job every node runs
@@ -315,7 +359,7 @@ int run_attempts(const LaunchOptions& o, workers::AttemptConfig& config, rendezv
   for (int attempt = 0;; ++attempt) {
     if (const int sig = workers::drain_stop_signal()) {
       output::say(fmt::format("received {} between attempts; exiting", workers::signal_name(sig)));
-      return leave_job(128 + sig, "it received " + workers::signal_name(sig));
+      return leave_job(128 + sig, fmt::format("it received {}", workers::signal_name(sig)));
     }
     if (attempt > 0 && o.nnodes > 1) {
       int pending = 0;
@@ -324,7 +368,8 @@ int run_attempts(const LaunchOptions& o, workers::AttemptConfig& config, rendezv
       if (!joined) {
         output::say(fmt::format("received {} during the rendezvous for restart {}; exiting",
                         workers::signal_name(pending), attempt));
-        return leave_job(128 + pending, "it received " + workers::signal_name(pending));
+        return leave_job(128 + pending,
+                         fmt::format("it received {}", workers::signal_name(pending)));
       }
     }
     config.attempt = last_attempt = attempt;
@@ -335,7 +380,8 @@ int run_attempts(const LaunchOptions& o, workers::AttemptConfig& config, rendezv
       case workers::AttemptResult::Outcome::kSignaled:
         output::say(fmt::format("stopped every worker after {}; exit code {}", workers::signal_name(result.signal),
                         128 + result.signal));
-        return leave_job(128 + result.signal, "it received " + workers::signal_name(result.signal));
+        return leave_job(128 + result.signal,
+                         fmt::format("it received {}", workers::signal_name(result.signal)));
       case workers::AttemptResult::Outcome::kMembershipChanged:  // elastic rounds only (elastic_agent.h)
         continue;
       case workers::AttemptResult::Outcome::kFailed:
