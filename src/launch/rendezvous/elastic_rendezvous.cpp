@@ -90,7 +90,8 @@ std::string describe_member(int node_rank, const ElasticMember& m) {
 std::string describe_members(const std::vector<ElasticMember>& members) {
   std::string text;
   for (std::size_t n = 0; n < members.size(); ++n) {
-    text += (n == 0 ? "" : ", ") + describe_member(static_cast<int>(n), members[n]);
+    text +=
+        fmt::format("{}{}", n == 0 ? "" : ", ", describe_member(static_cast<int>(n), members[n]));
   }
   return text;
 }
@@ -127,128 +128,201 @@ int ElasticRendezvous::take_member_id(bool host_store, std::chrono::milliseconds
   return static_cast<int>(*id);
 }
 
+namespace {
+
+// What join()'s thread found.
+struct JoinOutcome {
+  std::optional<ElasticRound> round;
+  std::string ended;              // the job ended: why
+  int stuck_round = -1;           // timed out in this round ...
+  std::int64_t stuck_joined = 0;  // ... with this many joined ...
+  bool previous_running = false;  // ... while the round before still ran
+};
+
+// join()'s wait, on a thread of its own (which owns it): enters the first
+// open round, closes it when it may close, and moves on to the next round
+// when one closed without this launcher.
+class RoundWaiter {
+ public:
+  RoundWaiter(std::shared_ptr<c10d::TCPStore> store, std::string prefix, ElasticLimits limits,
+              ElasticMember me, std::shared_ptr<JoinOutcome> out)
+      : store_(std::move(store)),
+        prefix_(std::move(prefix)),
+        limits_(limits),
+        me_(std::move(me)),
+        out_(std::move(out)) {}
+
+  void run(int first_round, const std::atomic<bool>& cancel) {
+    round_ = first_round;
+    if (const auto current = read_if_set(*store_, prefix_ + "current")) {
+      round_ = std::max(round_, std::stoi(*current) + 1);
+    }
+    entered_ = SteadyClock::now();
+    // A round that closed already is running: join the next one.
+    while (store_->check({closed_round_key(prefix_, round_)})) ++round_;
+    enter(round_);
+    deadline_ = SteadyClock::now() + limits_.join_timeout;
+    for (;;) {
+      if (cancel) {
+        // Interrupted (a signal): this launcher will not run the round.
+        store_->deleteKey(my_slot_);
+        return;
+      }
+      if (const auto ended = read_if_set(*store_, prefix_ + "ended")) {
+        out_->ended = *ended;
+        return;
+      }
+      if (const auto closed = read_if_set(*store_, closed_round_key(prefix_, round_))) {
+        if (take_closed_round(*closed)) return;
+        continue;
+      }
+      if (!look_at_open_round()) return;
+    }
+  }
+
+ private:
+  void enter(int r) {
+    const std::int64_t slot = store_->add(count_key(prefix_, r), 1) - 1;
+    my_slot_ = slot_key(prefix_, r, slot);
+    store_->set(my_slot_, bytes(to_json(me_).dump()));
+  }
+
+  // The round before `r` is over when each of its nodes ended its
+  // attempt (end_round), or, when one did, after the heartbeat limit
+  // (a node killed with SIGKILL never says so).
+  bool previous_over(int r, SteadyClock::time_point now, std::int64_t* done) {
+    *done = 0;
+    if (r == 0) return true;
+    const auto members = read_if_set(*store_, closed_round_key(prefix_, r - 1));
+    if (!members) return true;  // never closed: nothing runs
+    const auto list = nlohmann::json::parse(*members, nullptr, false);
+    const std::size_t n = list.is_array() ? list.size() : 0;
+    const std::string over = over_key(prefix_, r - 1);
+    *done = store_->check({over}) ? store_->add(over, 0) : 0;
+    if (*done > 0 && !first_over_seen_) first_over_seen_ = now;
+    return static_cast<std::size_t>(*done) >= n ||
+           (first_over_seen_ && now - *first_over_seen_ >= kLauncherSilenceLimit);
+  }
+
+  // The current round closed with membership `closed`: true when this
+  // launcher is in it (out_->round), else it enters the next round.
+  bool take_closed_round(const std::string& closed) {
+    ElasticRound r;
+    r.round = round_;
+    const auto list = nlohmann::json::parse(closed, nullptr, false);
+    for (const auto& j : list.is_array() ? list : nlohmann::json::array()) {
+      if (const auto m = member_from(j)) r.members.push_back(*m);
+    }
+    const auto mine = std::find_if(r.members.begin(), r.members.end(),
+                                   [&](const ElasticMember& m) { return m.id == me_.id; });
+    if (mine != r.members.end()) {
+      r.node_rank = static_cast<int>(mine - r.members.begin());
+      out_->round = std::move(r);
+      return true;
+    }
+    // Closed without this launcher (it came late, or the round
+    // was full): the next round.
+    enter(++round_);
+    min_reached_.reset();
+    first_over_seen_.reset();
+    deadline_ = SteadyClock::now() + limits_.join_timeout;
+    return false;
+  }
+
+  // One look at the open round: closes it when it may close, else waits
+  // 100 ms. Returns false at the join timeout (out_ says where it stuck).
+  bool look_at_open_round() {
+    const std::int64_t joined = store_->add(count_key(prefix_, round_), 0);
+    const auto now = SteadyClock::now();
+    // A round opens only when the one before it is over (one of its
+    // nodes ended it): never two rounds' workers at once. Its last
+    // call starts then, so the nodes of the round before can rejoin.
+    std::int64_t done = 0;
+    const bool over = previous_over(round_, now, &done);
+    if (!over && done == 0 && !said_waiting_ && now - entered_ >= std::chrono::seconds(2)) {
+      // Only a newcomer sees no node of the running round done.
+      output::say(
+          fmt::format("waiting for a place in the job: round {} runs with --nnodes {}:{}; "
+                      "this node joins round {} when round {} ends",
+                      round_ - 1, limits_.min_nodes, limits_.max_nodes, round_, round_ - 1));
+      said_waiting_ = true;
+    }
+    if (joined >= limits_.min_nodes && over && !min_reached_) min_reached_ = now;
+    if (over && elastic_round_closes(static_cast<int>(joined), limits_, min_reached_, now)) {
+      close_round(joined);
+      return true;
+    }
+    if (now >= deadline_) {
+      out_->stuck_round = round_;
+      out_->stuck_joined = joined;
+      out_->previous_running = !over;
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return true;
+  }
+
+  // Writes the round's membership: the first `joined` (at most MAX) by id.
+  void close_round(std::int64_t joined) {
+    std::vector<ElasticMember> members =
+        joined_members(*store_, prefix_, round_, std::min<std::int64_t>(joined, limits_.max_nodes));
+    std::sort(members.begin(), members.end(),
+              [](const ElasticMember& a, const ElasticMember& b) { return a.id < b.id; });
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& m : members) list.push_back(to_json(m));
+    // One closer wins; the loop reads what it wrote.
+    store_->compareSet(closed_round_key(prefix_, round_), {}, bytes(list.dump()));
+    store_->set(prefix_ + "current", bytes(std::to_string(round_)));
+  }
+
+  const std::shared_ptr<c10d::TCPStore> store_;
+  const std::string prefix_;
+  const ElasticLimits limits_;
+  const ElasticMember me_;
+  const std::shared_ptr<JoinOutcome> out_;
+  int round_ = 0;
+  std::string my_slot_;  // removed when this launcher stops waiting
+  SteadyClock::time_point entered_;
+  SteadyClock::time_point deadline_;
+  std::optional<SteadyClock::time_point> min_reached_;
+  std::optional<SteadyClock::time_point> first_over_seen_;
+  bool said_waiting_ = false;
+};
+
+// join() found no round: it timed out (`out`), saying why.
+[[noreturn]] void throw_join_timeout(const JoinOutcome& out, const ElasticLimits& limits,
+                                     const std::string& address) {
+  if (out.previous_running) {
+    throw RendezvousError(fmt::format(
+        "elastic rendezvous: this node waited {} s at {} for a place in round {}, but round {} "
+        "still runs (with --nnodes {}:{}, a running round takes in a new node only while it has "
+        "fewer than {}); start this node again later, or raise --rendezvous-timeout",
+        limits.join_timeout.count() / 1000.0, address, out.stuck_round, out.stuck_round - 1,
+        limits.min_nodes, limits.max_nodes, limits.max_nodes));
+  }
+  throw RendezvousError(fmt::format(
+      "elastic rendezvous round {} timed out after {} s at {}: {} of the {} node(s) needed "
+      "(--nnodes {}:{}) joined; start rankwise-run on more nodes with the same --rdzv-id and "
+      "--rdzv-endpoint, or raise --rendezvous-timeout",
+      out.stuck_round, limits.join_timeout.count() / 1000.0, address, out.stuck_joined,
+      limits.min_nodes, limits.min_nodes, limits.max_nodes));
+}
+
+}  // namespace
+
 std::optional<ElasticRound> ElasticRendezvous::join(int first_round, const ElasticMember& me,
                                                     const std::function<bool()>& interrupted) {
-  struct Outcome {
-    std::optional<ElasticRound> round;
-    std::string ended;           // the job ended: why
-    int stuck_round = -1;        // timed out in this round ...
-    std::int64_t stuck_joined = 0;  // ... with this many joined ...
-    bool previous_running = false;  // ... while the round before still ran
-  };
-  auto out = std::make_shared<Outcome>();
-  const ElasticLimits limits = limits_;
+  auto out = std::make_shared<JoinOutcome>();
+  auto waiter = std::make_shared<RoundWaiter>(store_, prefix_, limits_, me, out);
   Waited waited = Waited::kDone;
   try {
-    waited = run_off_thread(
-        [store = store_, prefix = prefix_, limits, me, first_round, out](
-            const std::atomic<bool>& cancel) {
-          int round = first_round;
-          if (const auto current = read_if_set(*store, prefix + "current")) {
-            round = std::max(round, std::stoi(*current) + 1);
-          }
-          std::string my_slot;  // removed when this launcher stops waiting
-          const auto enter = [&](int r) {
-            const std::int64_t slot = store->add(count_key(prefix, r), 1) - 1;
-            my_slot = slot_key(prefix, r, slot);
-            store->set(my_slot, bytes(to_json(me).dump()));
-          };
-          // The round before `r` is over when each of its nodes ended its
-          // attempt (end_round), or, when one did, after the heartbeat limit
-          // (a node killed with SIGKILL never says so).
-          std::optional<SteadyClock::time_point> first_over_seen;
-          const auto previous_over = [&](int r, SteadyClock::time_point now, std::int64_t* done) {
-            *done = 0;
-            if (r == 0) return true;
-            const auto members = read_if_set(*store, closed_round_key(prefix, r - 1));
-            if (!members) return true;  // never closed: nothing runs
-            const auto list = nlohmann::json::parse(*members, nullptr, false);
-            const std::size_t n = list.is_array() ? list.size() : 0;
-            const std::string over = over_key(prefix, r - 1);
-            *done = store->check({over}) ? store->add(over, 0) : 0;
-            if (*done > 0 && !first_over_seen) first_over_seen = now;
-            return static_cast<std::size_t>(*done) >= n ||
-                   (first_over_seen && now - *first_over_seen >= kLauncherSilenceLimit);
-          };
-          bool said_waiting = false;
-          const auto entered = SteadyClock::now();
-          // A round that closed already is running: join the next one.
-          while (store->check({closed_round_key(prefix, round)})) ++round;
-          enter(round);
-          std::optional<SteadyClock::time_point> min_reached;
-          auto deadline = SteadyClock::now() + limits.join_timeout;
-          for (;;) {
-            if (cancel) {
-              // Interrupted (a signal): this launcher will not run the round.
-              store->deleteKey(my_slot);
-              return;
-            }
-            if (const auto ended = read_if_set(*store, prefix + "ended")) {
-              out->ended = *ended;
-              return;
-            }
-            if (const auto closed = read_if_set(*store, closed_round_key(prefix, round))) {
-              ElasticRound r;
-              r.round = round;
-              const auto list = nlohmann::json::parse(*closed, nullptr, false);
-              for (const auto& j : list.is_array() ? list : nlohmann::json::array()) {
-                if (const auto m = member_from(j)) r.members.push_back(*m);
-              }
-              const auto mine = std::find_if(r.members.begin(), r.members.end(),
-                                             [&](const ElasticMember& m) { return m.id == me.id; });
-              if (mine != r.members.end()) {
-                r.node_rank = static_cast<int>(mine - r.members.begin());
-                out->round = std::move(r);
-                return;
-              }
-              // Closed without this launcher (it came late, or the round
-              // was full): the next round.
-              enter(++round);
-              min_reached.reset();
-              first_over_seen.reset();
-              deadline = SteadyClock::now() + limits.join_timeout;
-              continue;
-            }
-            const std::int64_t joined = store->add(count_key(prefix, round), 0);
-            const auto now = SteadyClock::now();
-            // A round opens only when the one before it is over (one of its
-            // nodes ended it): never two rounds' workers at once. Its last
-            // call starts then, so the nodes of the round before can rejoin.
-            std::int64_t done = 0;
-            const bool over = previous_over(round, now, &done);
-            if (!over && done == 0 && !said_waiting && now - entered >= std::chrono::seconds(2)) {
-              // Only a newcomer sees no node of the running round done.
-              output::say(fmt::format("waiting for a place in the job: round {} runs with --nnodes {}:{}; "
-                              "this node joins round {} when round {} ends",
-                              round - 1, limits.min_nodes, limits.max_nodes, round, round - 1));
-              said_waiting = true;
-            }
-            if (joined >= limits.min_nodes && over && !min_reached) min_reached = now;
-            if (over && elastic_round_closes(static_cast<int>(joined), limits, min_reached, now)) {
-              std::vector<ElasticMember> members = joined_members(
-                  *store, prefix, round, std::min<std::int64_t>(joined, limits.max_nodes));
-              std::sort(members.begin(), members.end(),
-                        [](const ElasticMember& a, const ElasticMember& b) { return a.id < b.id; });
-              nlohmann::json list = nlohmann::json::array();
-              for (const auto& m : members) list.push_back(to_json(m));
-              // One closer wins; the loop reads what it wrote.
-              store->compareSet(closed_round_key(prefix, round), {}, bytes(list.dump()));
-              store->set(prefix + "current", bytes(std::to_string(round)));
-              continue;
-            }
-            if (now >= deadline) {
-              out->stuck_round = round;
-              out->stuck_joined = joined;
-              out->previous_running = !over;
-              return;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-          }
-        },
-        // The thread keeps the join timeout; a store that stops answering
-        // is given 5 s more. A launcher waiting for a full job to make room
-        // may wait several timeouts.
-        SteadyClock::time_point::max(), interrupted);
+    const auto wait = [waiter, first_round](const std::atomic<bool>& cancel) {
+      waiter->run(first_round, cancel);
+    };
+    // The thread keeps the join timeout; a store that stops answering
+    // is given 5 s more. A launcher waiting for a full job to make room
+    // may wait several timeouts.
+    waited = run_off_thread(wait, SteadyClock::time_point::max(), interrupted);
   } catch (const std::exception& e) {
     throw RendezvousError(fmt::format(
         "elastic rendezvous: the store at {} failed ({}): the launcher that hosts it (node 0 of "
@@ -258,20 +332,7 @@ std::optional<ElasticRound> ElasticRendezvous::join(int first_round, const Elast
   if (waited == Waited::kInterrupted) return std::nullopt;
   if (!out->ended.empty()) throw ElasticJobEnded(out->ended);
   if (out->round) return out->round;
-  if (out->previous_running) {
-    throw RendezvousError(fmt::format(
-        "elastic rendezvous: this node waited {} s at {} for a place in round {}, but round {} "
-        "still runs (with --nnodes {}:{}, a running round takes in a new node only while it has "
-        "fewer than {}); start this node again later, or raise --rendezvous-timeout",
-        limits.join_timeout.count() / 1000.0, address_, out->stuck_round, out->stuck_round - 1,
-        limits.min_nodes, limits.max_nodes, limits.max_nodes));
-  }
-  throw RendezvousError(fmt::format(
-      "elastic rendezvous round {} timed out after {} s at {}: {} of the {} node(s) needed "
-      "(--nnodes {}:{}) joined; start rankwise-run on more nodes with the same --rdzv-id and "
-      "--rdzv-endpoint, or raise --rendezvous-timeout",
-      out->stuck_round, limits.join_timeout.count() / 1000.0, address_, out->stuck_joined,
-      limits.min_nodes, limits.min_nodes, limits.max_nodes));
+  throw_join_timeout(*out, limits_, address_);
 }
 
 void ElasticRendezvous::end_round(int round) {

@@ -200,7 +200,7 @@ bool NodeRendezvous::check_identity(const JobIdentity& mine, std::chrono::millis
   const int min_nnodes = j.value("min_nnodes", nnodes);
   const int nproc = j.value("nproc_per_node", mine.nproc_per_node);
   const auto count = [](int min, int max) {
-    return min == max ? std::to_string(max) : fmt::format("{}:{}", min, max);
+    return min == max ? fmt::format("{}", max) : fmt::format("{}:{}", min, max);
   };
   if (nnodes != mine.nnodes || min_nnodes != mine.min_nnodes || nproc != mine.nproc_per_node) {
     throw JobMismatchError(fmt::format(
@@ -239,63 +239,99 @@ int NodeRendezvous::take_node_rank(int nnodes, std::chrono::milliseconds timeout
   return static_cast<int>(*taken);
 }
 
+namespace {
+
+// What join() asks for, copied to its thread.
+struct JoinRequest {
+  std::string job_key;
+  int node_rank = 0;
+  int nnodes = 0;
+  std::string host;
+  int round = 0;
+  SteadyClock::time_point deadline;
+};
+
+// What join()'s thread found (shared with it: it may outlive join()).
+struct JoinFindings {
+  std::vector<int> missing;  // at the timeout: the nodes that never came
+  std::string closed;        // a node left the job: its reason
+  std::string taken_by;      // another launcher claimed this node rank
+};
+
+// Each node rank is claimed once per round, by one launcher (host and
+// pid): a second node given the same --node-rank is told. Returns false
+// when another launcher holds it (`found.taken_by`).
+bool claim_node_rank(c10d::TCPStore& store, const JoinRequest& req, JoinFindings& found) {
+  const std::string me = fmt::format("{} (pid {})", req.host, ::getpid());
+  const std::vector<uint8_t> claim(me.begin(), me.end());
+  const std::vector<uint8_t> holder =
+      store.compareSet(node_key(req.job_key, req.node_rank, req.round) + "/claim", {}, claim);
+  if (holder != claim) {
+    found.taken_by = std::string(holder.begin(), holder.end());
+    return false;
+  }
+  return true;
+}
+
+// A node that left the job (close()), if one did.
+std::optional<NodeFailure> node_that_left(c10d::TCPStore& store, const std::string& job_key) {
+  std::optional<NodeFailure> left;
+  if (auto text = read_if_set(store, closed_key(job_key))) {
+    left = decode_failure(*text);
+    if (!left) left = NodeFailure{-1, "a node left the job", ""};
+  }
+  return left;
+}
+
+// Registers this node and waits until every node has, one left the job
+// (`found.closed`) or the deadline (`found.missing`).
+void register_and_wait(c10d::TCPStore& store, const JoinRequest& req, JoinFindings& found,
+                       const std::atomic<bool>& cancel) {
+  store.set(node_key(req.job_key, req.node_rank, req.round),
+            std::vector<uint8_t>(req.host.begin(), req.host.end()));
+  std::vector<std::string> keys;
+  for (int r = 0; r < req.nnodes; ++r) keys.push_back(node_key(req.job_key, r, req.round));
+  for (;;) {
+    if (cancel) return;
+    // A node that left the job (see close()) before it ran this
+    // round's attempt will not come, or, when it registered before
+    // it left, will not run. One that left after it ran the attempt
+    // took part in this round.
+    const std::optional<NodeFailure> left = node_that_left(store, req.job_key);
+    const bool all = store.check(keys);
+    if (left && !(all && left->attempt >= req.round)) {
+      found.closed = left->root_cause;
+      return;
+    }
+    if (all) return;
+    if (SteadyClock::now() >= req.deadline) {
+      found.missing = missing_nodes(store, req.job_key, req.nnodes, req.round);
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace
+
 bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
                           std::chrono::milliseconds timeout,
                           const std::function<bool()>& interrupted, int round) {
   // One node has nobody to wait for. Touching the store would only expose the
   // launcher to another client's stall (above).
   if (nnodes == 1) return !interrupted();
-  const auto deadline = SteadyClock::now() + timeout;
-  auto missing = std::make_shared<std::vector<int>>();
-  auto closed = std::make_shared<std::string>();
-  const std::string what = round == 0 ? std::string("rendezvous")
-                                      : fmt::format("rendezvous for restart {}", round);
-  auto taken_by = std::make_shared<std::string>();
+  const JoinRequest req{job_key_, node_rank, nnodes, host, round, SteadyClock::now() + timeout};
+  auto found = std::make_shared<JoinFindings>();
+  const std::string what =
+      round == 0 ? std::string("rendezvous") : fmt::format("rendezvous for restart {}", round);
   try {
     const Waited waited = run_off_thread(
-        [store = store_, key = job_key_, node_rank, nnodes, host, deadline, round, missing,
-         closed, taken_by](const std::atomic<bool>& cancel) {
-          // Each node rank is claimed once per round, by one launcher
-          // (host and pid): a second node given the same --node-rank is told.
-          const std::string me = fmt::format("{} (pid {})", host, ::getpid());
-          const std::vector<uint8_t> claim(me.begin(), me.end());
-          const std::vector<uint8_t> holder =
-              store->compareSet(node_key(key, node_rank, round) + "/claim", {}, claim);
-          if (holder != claim) {
-            *taken_by = std::string(holder.begin(), holder.end());
-            return;
-          }
-          store->set(node_key(key, node_rank, round),
-                     std::vector<uint8_t>(host.begin(), host.end()));
-          std::vector<std::string> keys;
-          for (int r = 0; r < nnodes; ++r) keys.push_back(node_key(key, r, round));
-          for (;;) {
-            if (cancel) return;
-            // A node that left the job (see close()) before it ran this
-            // round's attempt will not come, or, when it registered before
-            // it left, will not run. One that left after it ran the attempt
-            // took part in this round.
-            std::optional<NodeFailure> left;
-            if (auto text = read_if_set(*store, closed_key(key))) {
-              left = decode_failure(*text);
-              if (!left) left = NodeFailure{-1, "a node left the job", ""};
-            }
-            const bool all = store->check(keys);
-            if (left && !(all && left->attempt >= round)) {
-              *closed = left->root_cause;
-              return;
-            }
-            if (all) return;
-            if (SteadyClock::now() >= deadline) {
-              *missing = missing_nodes(*store, key, nnodes, round);
-              return;
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-          }
+        [store = store_, req, found](const std::atomic<bool>& cancel) {
+          if (claim_node_rank(*store, req, *found)) register_and_wait(*store, req, *found, cancel);
         },
         // The thread decides the timeout and names the missing nodes; a
         // store that stops answering is given 5 s more.
-        deadline + std::chrono::seconds(5), interrupted);
+        req.deadline + std::chrono::seconds(5), interrupted);
     if (waited == Waited::kInterrupted) return false;
     if (waited == Waited::kDeadline) {
       throw RendezvousError(fmt::format(
@@ -310,22 +346,22 @@ bool NodeRendezvous::join(int node_rank, int nnodes, const std::string& host,
     throw RendezvousError(fmt::format("{}: the store {}:{} failed: {}", what, addr_, port_,
                                       message.substr(0, message.find('\n'))));
   }
-  if (!taken_by->empty()) {
+  if (!found->taken_by.empty()) {
     throw JobMismatchError(fmt::format(
         "{}: node rank {} is already taken by the launcher on {}; give every node its own "
         "--node-rank in [0, {}) (or, with --rdzv-backend c10d, none: nodes are then numbered as "
         "they join)",
-        what, node_rank, *taken_by, nnodes));
+        what, node_rank, found->taken_by, nnodes));
   }
-  if (!closed->empty()) {
-    throw RendezvousError(fmt::format("{} cannot complete: {}", what, *closed));
+  if (!found->closed.empty()) {
+    throw RendezvousError(fmt::format("{} cannot complete: {}", what, found->closed));
   }
-  if (missing->empty()) return true;
+  if (found->missing.empty()) return true;
   throw RendezvousError(fmt::format(
       "{} timed out after {} s at {}:{}: node rank(s) {} of {} never arrived; start "
       "rankwise-run on those nodes with the same --nnodes/--master-addr/--master-port, or "
       "raise --rendezvous-timeout",
-      what, timeout.count() / 1000.0, addr_, port_, rankwise::util::join_strings(*missing),
+      what, timeout.count() / 1000.0, addr_, port_, rankwise::util::join_strings(found->missing),
       nnodes));
 }
 
@@ -357,94 +393,146 @@ std::string finished_key(const std::string& job_key) {
 }
 }  // namespace
 
+namespace {
+
+// What leave() asks for, copied to its thread.
+struct LeaveRequest {
+  std::string job_key;
+  std::string address;     // host:port of the store, for messages
+  bool host = false;       // this launcher hosts the store
+  bool succeeded = false;  // this node's workers succeeded
+  std::string failed;      // the last attempt's failure key ("" not to look)
+  std::string closed;      // the job's closed key ("" not to look)
+  int nnodes = 0;
+  int node_rank = 0;
+  std::vector<int> gone;
+  SteadyClock::time_point start;
+  SteadyClock::time_point deadline;
+  std::function<void(int)> still_waiting;
+};
+
+// "node 2 (host b)", or "node 2" when it never registered.
+std::string node_name(c10d::TCPStore& store, const std::string& job_key, int n) {
+  const auto h = read_if_set(store, node_key(job_key, n));
+  return h ? fmt::format("node {} (host {})", n, *h) : fmt::format("node {}", n);
+}
+
+// Another node's failure, or its leaving without success: it will not
+// finish.
+std::optional<NodeFailure> other_node_failure(c10d::TCPStore& store, const LeaveRequest& req) {
+  for (const std::string& key : {req.failed, req.closed}) {
+    if (key.empty()) continue;
+    const auto text = read_if_set(store, key);
+    if (!text) continue;
+    auto f = decode_failure(*text);
+    if (f && f->node_rank != req.node_rank && !f->succeeded) {
+      f->left = key == req.closed;
+      return f;
+    }
+  }
+  return std::nullopt;
+}
+
+// Marks this node finished and waits until every node not gone did: true
+// then; false at the deadline, on `cancel`, or with `failure` set (another
+// node failed, left, or stopped answering). Throws what the store throws.
+bool wait_for_all_finished(c10d::TCPStore& store, const LeaveRequest& req,
+                           std::optional<NodeFailure>& failure, const std::atomic<bool>& cancel) {
+  // Nodes known gone (they stopped answering) will not finish.
+  const int expected = req.nnodes - static_cast<int>(req.gone.size());
+  std::int64_t done = store.add(finished_key(req.job_key), 1);
+  bool said = false;
+  SilenceTracker silence(kLauncherSilenceLimit);
+  for (;;) {
+    // Another node's failure, or its leaving, ends the wait: it will
+    // not finish. (Looked at once more after the last node finished:
+    // a node that failed marks itself finished too.)
+    if (auto f = other_node_failure(store, req)) {
+      failure = std::move(f);
+      return false;
+    }
+    if (done >= expected) return true;
+    if (SteadyClock::now() >= req.deadline || cancel) return false;
+    if (!said && req.still_waiting && SteadyClock::now() - req.start >= kSayStillWaiting) {
+      req.still_waiting(static_cast<int>(done));
+      said = true;
+    }
+    // A node that can no longer say anything will not finish either.
+    const auto now = SteadyClock::now();
+    if (req.succeeded) {
+      silence.record(read_heartbeats(store, req.job_key, req.nnodes, req.node_rank, req.gone), now);
+    }
+    if (const auto quiet = silence.silent(now)) {
+      failure = silent_launcher_failure(quiet->first, node_name(store, req.job_key, quiet->first),
+                                        quiet->second);
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    done = store.add(finished_key(req.job_key), 0);
+  }
+}
+
+// leave()'s work on a thread of its own (which owns `failure`'s share).
+void finish_and_wait(c10d::TCPStore& store, const LeaveRequest& req,
+                     std::optional<NodeFailure>& failure, const std::atomic<bool>& cancel) {
+  bool all_finished = false;
+  try {
+    all_finished = wait_for_all_finished(store, req, failure, cancel);
+    if (!all_finished || !req.host) return;
+    // The store's host stays until every other node has seen that
+    // all finished and ended (each marks itself exited), at most 2 s.
+    for (auto until = SteadyClock::now() + std::chrono::seconds(2);
+         SteadyClock::now() < until && !cancel;) {
+      const HeartbeatReading reading =
+          read_heartbeats(store, req.job_key, req.nnodes, req.node_rank, req.gone);
+      if (reading.beats.empty()) break;  // every other node marked itself exited
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  } catch (const std::exception& e) {
+    // The store is gone. Node 0 closes it only after every node has
+    // finished, so a node whose workers succeeded and that has not
+    // seen all finish lost node 0.
+    if (req.succeeded && !req.host && !all_finished) {
+      failure = lost_store_failure(
+          "node 0", req.address,
+          fmt::format("its store went away while this node waited for the others to "
+                      "finish ({})",
+                      std::string(e.what()).substr(0, std::string(e.what()).find('\n'))));
+    }
+  }
+}
+
+}  // namespace
+
 std::optional<NodeFailure> NodeRendezvous::leave(int node_rank, int nnodes,
                                                  std::chrono::milliseconds timeout,
                                                  const std::function<bool()>& interrupted,
                                                  const std::string& attempt_prefix,
                                                  const std::function<void(int)>& still_waiting,
                                                  const std::vector<int>& gone) {
-  const auto start = SteadyClock::now(), deadline = start + timeout;
+  const auto start = SteadyClock::now();
   auto failure = std::make_shared<std::optional<NodeFailure>>();
   const bool succeeded = !attempt_prefix.empty();
+  const LeaveRequest req{job_key_,
+                         fmt::format("{}:{}", addr_, port_),
+                         host_store_,
+                         succeeded,
+                         succeeded ? failure_key(attempt_prefix) : std::string(),
+                         succeeded ? closed_key(job_key_) : std::string(),
+                         nnodes,
+                         node_rank,
+                         gone,
+                         start,
+                         start + timeout,
+                         still_waiting};
   try {
     run_off_thread(
-        [store = store_, job_key = job_key_, address = fmt::format("{}:{}", addr_, port_),
-         host = host_store_, succeeded,
-         failed = succeeded ? failure_key(attempt_prefix) : std::string(),
-         closed = succeeded ? closed_key(job_key_) : std::string(), nnodes, node_rank, gone, start,
-         deadline, failure, still_waiting](const std::atomic<bool>& cancel) {
-          const auto name = [&](int n) {
-            const auto h = read_if_set(*store, node_key(job_key, n));
-            return h ? fmt::format("node {} (host {})", n, *h) : fmt::format("node {}", n);
-          };
-          // Nodes known gone (they stopped answering) will not finish.
-          const int expected = nnodes - static_cast<int>(gone.size());
-          bool all_finished = false;
-          try {
-            std::int64_t done = store->add(finished_key(job_key), 1);
-            bool said = false;
-            SilenceTracker silence(kLauncherSilenceLimit);
-            for (;;) {
-              // Another node's failure, or its leaving, ends the wait: it will
-              // not finish. (Looked at once more after the last node finished:
-              // a node that failed marks itself finished too.)
-              for (const std::string& key : {failed, closed}) {
-                if (key.empty()) continue;
-                const auto text = read_if_set(*store, key);
-                if (!text) continue;
-                auto f = decode_failure(*text);
-                if (f && f->node_rank != node_rank && !f->succeeded) {
-                  f->left = key == closed;
-                  *failure = f;
-                  return;
-                }
-              }
-              if (done >= expected) {
-                all_finished = true;
-                break;
-              }
-              if (SteadyClock::now() >= deadline || cancel) return;
-              if (!said && still_waiting && SteadyClock::now() - start >= kSayStillWaiting) {
-                still_waiting(static_cast<int>(done));
-                said = true;
-              }
-              // A node that can no longer say anything will not finish either.
-              const auto now = SteadyClock::now();
-              if (succeeded) {
-                silence.record(read_heartbeats(*store, job_key, nnodes, node_rank, gone), now);
-              }
-              if (const auto quiet = silence.silent(now)) {
-                *failure = silent_launcher_failure(quiet->first, name(quiet->first), quiet->second);
-                return;
-              }
-              std::this_thread::sleep_for(std::chrono::milliseconds(100));
-              done = store->add(finished_key(job_key), 0);
-            }
-            // The store's host stays until every other node has seen that
-            // all finished and ended (each marks itself exited), at most 2 s.
-            for (auto until = SteadyClock::now() + std::chrono::seconds(2);
-                 host && SteadyClock::now() < until && !cancel;) {
-              const HeartbeatReading reading =
-                  read_heartbeats(*store, job_key, nnodes, node_rank, gone);
-              if (reading.beats.empty()) break;  // every other node marked itself exited
-              std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            }
-          } catch (const std::exception& e) {
-            // The store is gone. Node 0 closes it only after every node has
-            // finished, so a node whose workers succeeded and that has not
-            // seen all finish lost node 0.
-            if (succeeded && !host && !all_finished) {
-              *failure = lost_store_failure(
-                  "node 0", address,
-                  fmt::format("its store went away while this node waited for the others to "
-                              "finish ({})",
-                              std::string(e.what()).substr(0, std::string(e.what()).find('\n'))));
-            }
-          }
+        [store = store_, req, failure](const std::atomic<bool>& cancel) {
+          finish_and_wait(*store, req, *failure, cancel);
         },
         // Telling the others this node finished gets 2 s even after a failure
         // (timeout 0); a store that does not answer by then is not waited for.
-        deadline + std::chrono::seconds(4), interrupted);
+        req.deadline + std::chrono::seconds(4), interrupted);
   } catch (const std::exception&) {
     // Node 0 already closed the store: nothing left to wait for.
   }
