@@ -1,7 +1,8 @@
 #pragma once
 /// \file worker_group.h
 /// One attempt: start the local workers, merge their output, watch them, and
-/// stop them all when one fails or the launcher gets a signal.
+/// stop them all when one fails or the launcher gets a signal (run_attempt(),
+/// which runs an AttemptRunner: attempt_runner.h).
 
 #include <functional>
 #include <optional>
@@ -52,5 +53,15 @@ AttemptResult run_attempt(const AttemptConfig& config);
 
 /// The environment of the worker with `local_rank` (exposed for tests).
 std::vector<std::string> worker_environment(const AttemptConfig& config, int local_rank);
+
+/// Where the worker with `rank` writes its error (RANKWISE_ERROR_FILE) and
+/// its stack dumps (RANKWISE_STACK_DUMP_FILE) in this attempt: files in the
+/// launcher's temporary directory.
+std::string worker_error_file(const AttemptConfig& config, int rank);
+std::string worker_stack_dump_file(const AttemptConfig& config, int rank);
+
+/// Sets NAME=value in `env`, replacing every entry of that name.
+void set_environment_variable(std::vector<std::string>& env, const std::string& name,
+                              const std::string& value);
 
 }  // namespace rankwise::launch::workers
