@@ -114,13 +114,13 @@ std::string TagTemplate::render(const TagFields& f) const {
     if (!p.is_field) {
       out += p.text;
     } else if (p.text == "rank") {
-      out += std::to_string(f.rank);
+      out += fmt::format("{}", f.rank);
     } else if (p.text == "local_rank") {
-      out += std::to_string(f.local_rank);
+      out += fmt::format("{}", f.local_rank);
     } else if (p.text == "node_rank") {
-      out += std::to_string(f.node_rank);
+      out += fmt::format("{}", f.node_rank);
     } else if (p.text == "world_size") {
-      out += std::to_string(f.world_size);
+      out += fmt::format("{}", f.world_size);
     } else {
       out += f.host;
     }

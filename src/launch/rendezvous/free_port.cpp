@@ -112,7 +112,7 @@ std::string why_store_cannot_be_hosted(const std::string& addr, int port,
         where, why, port);
   }
   // The address binds here now: the store failed for another reason.
-  return fmt::format("{}: {}{}", where, store_error, why.empty() ? "" : "; " + why);
+  return fmt::format("{}: {}{}", where, store_error, why.empty() ? "" : fmt::format("; {}", why));
 }
 
 void check_resolves(const std::string& addr) {

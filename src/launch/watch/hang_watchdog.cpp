@@ -112,7 +112,7 @@ std::string demangle(const std::string& symbol) {
   std::unique_ptr<char, decltype(&std::free)> name(
       abi::__cxa_demangle(symbol.c_str(), nullptr, nullptr, &status), &std::free);
   std::string text = status == 0 && name ? std::string(name.get()) : symbol;
-  if (text.size() > 200) text = text.substr(0, 197) + "...";
+  if (text.size() > 200) text = fmt::format("{}...", text.substr(0, 197));
   return text;
 }
 
@@ -143,9 +143,10 @@ std::string format_hang_report(const std::vector<RankView>& ranks, int64_t now_m
   for (const RankView& v : ranks) {
     const RankActivity a = activity_of(v);
     const std::string pid =
-        v.progress ? fmt::format("pid {}{}", v.progress->pid,
-                                 v.progress->host.empty() ? "" : " on " + v.progress->host)
-                   : std::string(v.local ? "local" : "remote");
+        v.progress
+            ? fmt::format("pid {}{}", v.progress->pid,
+                          v.progress->host.empty() ? "" : fmt::format(" on {}", v.progress->host))
+            : std::string(v.local ? "local" : "remote");
     out += fmt::format("rankwise-run:   rank {} ({}, {}): {}\n", v.rank, pid, state_word(v, a),
                        wire::describe_progress(v.progress, now_ms));
   }
@@ -165,7 +166,8 @@ std::string format_stack_dump(const std::string& raw, const std::string& prefix)
   while (std::getline(in, line)) {
     if (line == wire::kStackDumpEnd) continue;
     const bool frame = !line.empty() && line.back() == ']' && line.find('(') != std::string::npos;
-    out += prefix + (frame ? "    " + format_frame(line) : line) + "\n";
+    out += frame ? fmt::format("{}    {}\n", prefix, format_frame(line))
+                 : fmt::format("{}{}\n", prefix, line);
   }
   return out;
 }

@@ -16,10 +16,10 @@ constexpr std::array<bool, kColumns> kLeft = {false, true,  true,  false, false,
 
 std::array<std::string, kColumns> cells(const MonitorRow& r) {
   const bool timed = r.step >= 0 && r.step_ms > 0;
-  return {std::to_string(r.rank),
+  return {fmt::format("{}", r.rank),
           r.host.empty() ? "-" : r.host,
           r.device.empty() ? "-" : r.device,
-          r.step >= 0 ? std::to_string(r.step) : "-",
+          r.step >= 0 ? fmt::format("{}", r.step) : "-",
           timed ? fmt::format("{:.0f}", r.samples_per_s) : "-",
           timed ? fmt::format("{:.1f}", std::max(0.0, r.step_ms - r.wait_ms)) : "-",
           timed ? fmt::format("{:.1f}", r.wait_ms) : "-",

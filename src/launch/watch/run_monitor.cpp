@@ -115,7 +115,9 @@ std::vector<std::string> RunMonitor::table(const std::vector<RankView>& views,
       "stalled: no heartbeat for {:g} s)",
       std::chrono::duration<double>(now - start_).count(), options_.straggler_threshold * 100,
       options_.straggler_window.count() / 1000.0, wire::kStaleHeartbeatMs / 1000.0)};
-  for (std::string& line : format_monitor_table(rows)) lines.push_back("rankwise-run:   " + line);
+  for (std::string& line : format_monitor_table(rows)) {
+    lines.push_back(fmt::format("rankwise-run:   {}", line));
+  }
   return lines;
 }
 
@@ -135,7 +137,7 @@ void RunMonitor::draw(const std::vector<std::string>& lines) {
   if (!sized) {  // plain lines (and on a terminal too small for the table)
     release_terminal();
     std::string out;
-    for (const std::string& line : lines) out += line + "\n";
+    for (const std::string& line : lines) out += fmt::format("{}\n", line);
     write(out);
     return;
   }
@@ -158,7 +160,7 @@ void RunMonitor::draw(const std::vector<std::string>& lines) {
   for (int i = 0; i < n; ++i) {
     std::string line = lines[static_cast<std::size_t>(i)];
     if (line.size() >= ws.ws_col) line.resize(ws.ws_col - 1u);  // never wrap
-    out += fmt::format("\x1b[{};1H\x1b[2K", height - n + 1 + i) + line;
+    out += fmt::format("\x1b[{};1H\x1b[2K{}", height - n + 1 + i, line);
   }
   out += kRestoreCursor;
   output::write_all(options_.fd, out);
@@ -186,7 +188,7 @@ void RunMonitor::finish(const std::vector<RankView>* views, std::optional<Clock:
   }
   if (last_.empty()) return;
   std::string out;
-  for (const std::string& line : table(last_, last_time_)) out += line + "\n";
+  for (const std::string& line : table(last_, last_time_)) out += fmt::format("{}\n", line);
   output::write_all(options_.fd, out);
 }
 

@@ -16,7 +16,7 @@ std::optional<double> median(std::vector<double> values) {
 
 std::string format_straggler_event(const StragglerEvent& e) {
   const std::string who =
-      fmt::format("rank {}{}", e.rank, e.host.empty() ? "" : " (host " + e.host + ")");
+      fmt::format("rank {}{}", e.rank, e.host.empty() ? "" : fmt::format(" (host {})", e.host));
   const double seconds = std::round(e.duration.count() / 1000.0);
   if (e.started) {
     const double over = e.median_ms > 0 ? (e.compute_ms / e.median_ms - 1) * 100 : 0;

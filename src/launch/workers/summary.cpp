@@ -128,7 +128,7 @@ std::string fate_of(const WorkerRecord& o) {
   } else if (o.error) {
     const std::string first = split_lines(o.error->message)[0];
     fate += fmt::format(" after an error: {}",
-                        first.size() > 120 ? first.substr(0, 117) + "..." : first);
+                        first.size() > 120 ? fmt::format("{}...", first.substr(0, 117)) : first);
   }
   return fate;
 }

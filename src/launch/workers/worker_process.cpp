@@ -14,6 +14,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <system_error>
 
 namespace rankwise::launch::workers {
@@ -114,7 +116,7 @@ bool signal_worker_group(pid_t pid, int sig) {
 }
 
 bool is_stopped(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
   std::string line;
   if (!std::getline(stat, line)) return false;
   // "PID (COMM) STATE ...": COMM may hold spaces and parentheses.
