@@ -1,4 +1,5 @@
 // rankwise-test-nproc: 2
+// rankwise-test-skippable
 // Two ranks sharing one GPU (cuda:0) through Gloo on CUDA tensors: NCCL
 // needs a GPU per rank, Gloo does not. Collectives and DDP. Skipped without
 // CUDA.

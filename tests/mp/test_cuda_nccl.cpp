@@ -1,4 +1,6 @@
 // rankwise-test-nproc: 1
+// rankwise-test-skippable
+// rankwise-test-part: without_gpu CudaNcclWithoutGpu.*
 // One rank through NCCL on cuda:0 (InitOptions' default "auto" picks NCCL
 // when the rank has a GPU of its own): collectives, barrier, DDP and a
 // checkpoint. Skipped without CUDA, where "auto" is Gloo.

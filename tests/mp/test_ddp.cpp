@@ -1,3 +1,4 @@
+// rankwise-test-part: pytorch2 Ddp.BucketsMatchPyTorch2sOwn
 // DistributedDataParallel on 2 ranks (c10d Reducer): replicas stay bitwise
 // equal, steps equal a single-process step over the union of the ranks'
 // batches, buffers follow rank 0, unused parameters and uneven inputs are
@@ -343,18 +344,12 @@ nlohmann::json pytorch2_buckets(const std::string& caps) {
 
 }  // namespace
 
-TEST_F(Ddp, ZeroBucketCapMeansOneBucketPerParameterAsInPyTorch2) {
-  // Rank 0 runs the reference (seconds of Python) and tells the others
-  // whether there is one, so that every rank skips or none does.
-  const auto reference = rank == 0 ? pytorch2_buckets("0 0.0001 25") : nlohmann::json::object();
-  const auto found = rankwise::dist::all_gather(torch::tensor({reference.empty() ? 0 : 1}))[0];
-  if (found.item<int>() == 0) {
-    GTEST_SKIP() << "no reference Python (" RANKWISE_OTHER_PYTHON " or " RANKWISE_PYTHON
-                    ") with torch 2.x";
-  }
-  // The Reducer's own buckets after 3 steps (rebuilt at the second forward
-  // from the first backward's arrival order) are the all_reduces PyTorch
-  // runs from its second step on, bucket for bucket and in the same order.
+namespace {
+
+// The bucket layout of each cap after 3 steps (the Reducer rebuilds its
+// buckets at the second forward from the first backward's arrival order),
+// and the layout at construction, which must already be that one.
+std::map<std::string, std::vector<std::vector<std::string>>> buckets_after_three_steps(int rank) {
   std::map<std::string, std::vector<std::vector<std::string>>> ours;
   for (const auto& [cap, cap_mb] : {std::pair{"0", 0.0}, {"0.0001", 0.0001}, {"25", 25.0}}) {
     torch::manual_seed(0);
@@ -370,12 +365,14 @@ TEST_F(Ddp, ZeroBucketCapMeansOneBucketPerParameterAsInPyTorch2) {
     ddp.check_replicas();
     ours[cap] = ddp.bucket_parameter_names();
     EXPECT_EQ(initial, ours[cap]) << "bucket_cap_mb " << cap << ": layout at construction";
-    if (rank != 0) continue;
-    const auto& steps = reference[cap];
-    ASSERT_EQ(steps.size(), 3u) << cap;
-    EXPECT_EQ(steps[1], steps[2]) << cap << ": PyTorch's layout changed after its rebuild";
-    EXPECT_EQ(nlohmann::json(ours[cap]), steps[2]) << "bucket_cap_mb " << cap;
   }
+  return ours;
+}
+
+}  // namespace
+
+TEST_F(Ddp, ZeroBucketCapMeansOneBucketPerParameter) {
+  auto ours = buckets_after_three_steps(rank);
   // Cap 0: one bucket per parameter (all 6), last registered first.
   const std::vector<std::vector<std::string>> one_each = {
       {"spare.bias"}, {"spare.weight"}, {"fc2.bias"}, {"fc2.weight"}, {"fc1.bias"}, {"fc1.weight"}};
@@ -384,6 +381,29 @@ TEST_F(Ddp, ZeroBucketCapMeansOneBucketPerParameterAsInPyTorch2) {
   EXPECT_THROW(rankwise::parallel::DistributedDataParallel(
                    Net(), rankwise::parallel::DistributedDataParallelOptions().bucket_cap_mb(-1)),
                rankwise::ConfigError);
+}
+
+// Registered as its own ctest entry (mp.test_ddp.pytorch2): skipped where no
+// Python has torch 2.x.
+TEST_F(Ddp, BucketsMatchPyTorch2sOwn) {
+  // Rank 0 runs the reference (seconds of Python) and tells the others
+  // whether there is one, so that every rank skips or none does.
+  const auto reference = rank == 0 ? pytorch2_buckets("0 0.0001 25") : nlohmann::json::object();
+  const auto found = rankwise::dist::all_gather(torch::tensor({reference.empty() ? 0 : 1}))[0];
+  if (found.item<int>() == 0) {
+    GTEST_SKIP() << "no reference Python (" RANKWISE_OTHER_PYTHON " or " RANKWISE_PYTHON
+                    ") with torch 2.x";
+  }
+  // The Reducer's own buckets after 3 steps are the all_reduces PyTorch runs
+  // from its second step on, bucket for bucket and in the same order.
+  const auto ours = buckets_after_three_steps(rank);
+  if (rank != 0) return;
+  for (const auto& [cap, layout] : ours) {
+    const auto& steps = reference[cap];
+    ASSERT_EQ(steps.size(), 3u) << cap;
+    EXPECT_EQ(steps[1], steps[2]) << cap << ": PyTorch's layout changed after its rebuild";
+    EXPECT_EQ(nlohmann::json(layout), steps[2]) << "bucket_cap_mb " << cap;
+  }
 }
 
 TEST_F(Ddp, FindUnusedParametersCompletesAndReplicasStayEqual) {
