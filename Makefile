@@ -47,8 +47,10 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 600
 
 # The main job (progress on rank 0; metrics.jsonl beside its checkpoints),
-# then its report: build/fashion_mnist_report.html.
-demo: build
+# then its report: build/fashion_mnist_report.html. Builds only what it runs:
+# the launcher and the main job (rankwise-report is copied at configure).
+demo: configure
+	cmake --build $(BUILD) -j$(JOBS) --target rankwise-run fashion_mnist
 	$(BUILD)/rankwise-run --nproc-per-node $(NPROC) $(BUILD)/examples/fashion_mnist \
 	  --checkpoint-dir $(BUILD)/fashion_mnist_checkpoints --overwrite-checkpoints
 	$(BUILD)/rankwise-report $(BUILD)/fashion_mnist_checkpoints/metrics.jsonl -o $(BUILD)/fashion_mnist_report.html
