@@ -14,6 +14,7 @@
 #include "rankwise/dist/process_group.h"
 #include "rankwise/error.h"
 #include "rankwise/log.h"
+#include "util/crc32.h"
 #include "util/host_name.h"
 
 namespace rankwise::monitor {
@@ -47,9 +48,11 @@ void print_header() {
   const bool cuda = torch::cuda::is_available();
   const auto gpus = cuda ? torch::cuda::device_count() : 0;
   std::string backend = dist::is_initialized() ? dist::process_group().backend() : "none";
-  rankwise::print0("rankwise {} | libtorch {} | CUDA available: {} | GPUs visible: {} | world size: {} | "
-         "backend: {}",
-         RANKWISE_VERSION, TORCH_VERSION, cuda ? "yes" : "no", gpus, dist::world_size(), backend);
+  rankwise::print0(
+      "rankwise {} | libtorch {} | CUDA available: {} | GPUs visible: {} | CRC-32: {} | "
+      "world size: {} | backend: {}",
+      RANKWISE_VERSION, TORCH_VERSION, cuda ? "yes" : "no", gpus, util::crc32_implementation(),
+      dist::world_size(), backend);
 
   // This rank's line; a bad CUDA_VISIBLE_DEVICES must not make this rank skip
   // the all_gather below (the others would wait for it), so it is shown as "?".

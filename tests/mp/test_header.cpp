@@ -79,6 +79,8 @@ TEST(Header, RankZeroPrintsEveryRanksLine) {
   // The summary line keeps the format the end-to-end tests grep for.
   EXPECT_TRUE(std::regex_search(lines[0], std::regex("^rankwise .* world size: 2 \\| backend: gloo$")))
       << lines[0];
+  // Which CRC-32 this build has (ISA-L, or zlib where ISA-L was not found).
+  EXPECT_TRUE(std::regex_search(lines[0], std::regex("\\| CRC-32: (ISA-L|zlib) \\|"))) << lines[0];
   int summary = 0;
   for (const auto& l : lines) summary += std::regex_search(l, std::regex("rankwise .*world size"));
   EXPECT_EQ(summary, 1) << out;

@@ -5,9 +5,11 @@
 namespace rankwise::monitor {
 
 /// The sanity header, printed by rank 0 only. First line: rankwise and libtorch
-/// versions, CUDA availability, number of visible GPUs, world size and backend:
+/// versions, CUDA availability, number of visible GPUs, the CRC-32
+/// implementation built (ISA-L, or zlib where ISA-L was not found), world size
+/// and backend:
 ///
-///     rankwise 0.1.0 | libtorch 1.13.0 | CUDA available: no | GPUs visible: 0 | world size: 2 | backend: gloo
+///     rankwise 0.1.0 | libtorch 1.13.0 | CUDA available: no | GPUs visible: 0 | CRC-32: ISA-L | world size: 2 | backend: gloo
 ///
 /// then one line per rank, in rank order, with its local rank, host, pid, the
 /// device as the program sees it (rankwise::device_assignment(): cuda:i or cpu) and the

@@ -1,5 +1,6 @@
-// detail::crc32_update (ISA-L) gives zlib's crc32() values, so checkpoints
-// checksummed before it verify unchanged, and split updates combine.
+// util::crc32_update gives zlib's crc32() values, with ISA-L or with its
+// zlib fallback (the same file built without ISA-L is the binary
+// crc32_zlib_tests), and split updates combine.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -30,4 +31,8 @@ TEST(Crc32, EqualsZlibForEveryLengthAndAlignment) {
   // The check value of CRC-32/ISO-HDLC (the zip and gzip CRC).
   const char check[] = "123456789";
   EXPECT_EQ(rankwise::util::crc32_update(0, check, 9), 0xCBF43926u);
+}
+
+TEST(Crc32, TheImplementationIsTheOneConfigured) {
+  EXPECT_STREQ(rankwise::util::crc32_implementation(), RANKWISE_CRC32_EXPECTED);
 }
