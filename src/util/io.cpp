@@ -1,5 +1,6 @@
 #include "util/io.h"
 
+#include <dirent.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -22,6 +23,15 @@ void write_text(int fd, std::string_view text) {
 }
 
 void write_line(int fd, const std::string& line) { write_text(fd, line + "\n"); }
+
+std::vector<std::string> list_directory(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* handle = ::opendir(dir.c_str());
+  if (!handle) return names;
+  while (const dirent* entry = ::readdir(handle)) names.emplace_back(entry->d_name);
+  ::closedir(handle);
+  return names;
+}
 
 std::size_t pread_all(int fd, void* buffer, std::size_t size, uint64_t offset) {
   auto* out = static_cast<char*>(buffer);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace rankwise::util {
 
@@ -17,6 +18,9 @@ void write_text(int fd, std::string_view text);
 
 /// Writes `line` and "\n" to `fd` in one write_text(); errors are ignored.
 void write_line(int fd, const std::string& line);
+
+/// The names in directory `dir` (with "." and ".."); empty when it cannot be read.
+std::vector<std::string> list_directory(const std::string& dir);
 
 /// Reads up to `size` bytes of `fd` at `offset` into `buffer`. Returns the
 /// bytes read: fewer than `size` only when the file ends first. Throws

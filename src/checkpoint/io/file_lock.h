@@ -3,6 +3,9 @@
 
 namespace rankwise::checkpoint::io {
 
+/// The lock file of a managed directory, held by rank 0 for the manager's life.
+inline constexpr const char* kDirectoryLockFile = "rankwise.lock";
+
 /// An exclusive advisory lock (flock(2)) on `lock_path`, created if needed,
 /// held until destruction. The kernel releases it when the process dies, even
 /// by SIGKILL, so a crashed writer never blocks the next run. The holder

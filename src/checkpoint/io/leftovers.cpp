@@ -7,7 +7,8 @@
 
 #include "checkpoint/io/atomic_file.h"
 #include "checkpoint/io/note.h"
-#include "checkpoint/managers/numbered_checkpoints.h"
+#include "checkpoint/io/file_lock.h"
+#include "util/io.h"
 #include "util/text.h"
 
 namespace rankwise::checkpoint::io {
@@ -37,7 +38,7 @@ std::vector<std::string> remove_leftovers_of(const std::string& path) {
   const std::filesystem::path parent = directory_of(path);
   std::vector<std::string> removed;
   if (base.empty()) return removed;
-  for (const auto& name : managers::list_directory(parent.string())) {
+  for (const auto& name : util::list_directory(parent.string())) {
     std::error_code error;
     const auto status = std::filesystem::symlink_status(parent / name, error);
     if (error) continue;
@@ -53,7 +54,7 @@ std::vector<std::string> remove_leftovers_of(const std::string& path) {
 
 void remove_leftovers_with_note(const std::string& path, const std::string& who, bool holds_directory_lock) {
   std::error_code error;
-  if (!holds_directory_lock && std::filesystem::exists(std::filesystem::path(directory_of(path)) / managers::kDirectoryLockFile, error)) {
+  if (!holds_directory_lock && std::filesystem::exists(std::filesystem::path(directory_of(path)) / kDirectoryLockFile, error)) {
     return;
   }
   const auto removed = remove_leftovers_of(path);

@@ -6,6 +6,7 @@
 
 #include "checkpoint/io/fault_injection.h"
 #include "checkpoint/io/file_lock.h"
+#include "util/io.h"
 #include "checkpoint/ranks/rank_zero.h"
 #include "core/check.h"
 #include "rankwise/dist/process_group.h"
@@ -45,11 +46,11 @@ std::unique_ptr<io::FileLock> open_checkpoint_directory(const std::string& dir) 
         "cannot create the checkpoint directory '{}': {}. Choose a writable location", dir,
         (error ? error.message() : "a file of that name exists"));
   }
-  auto lock = std::make_unique<io::FileLock>(fmt::format("{}/{}", dir, kDirectoryLockFile),
+  auto lock = std::make_unique<io::FileLock>(fmt::format("{}/{}", dir, io::kDirectoryLockFile),
                                              fmt::format("checkpoint directory '{}'", dir));
   // Holding the lock, nobody else writes here: temporary files and
   // directories are leftovers of a writer that was killed.
-  for (const auto& name : list_directory(dir)) {
+  for (const auto& name : util::list_directory(dir)) {
     if (name.find(".rankwise-tmp.") != std::string::npos) {
       std::filesystem::remove_all(dir + "/" + name, error);
     } else if (name.find(".tmp.") != std::string::npos) {

@@ -1,4 +1,5 @@
 #include "checkpoint/managers/numbered_checkpoints.h"
+#include "util/io.h"
 
 #include "core/check.h"
 
@@ -19,15 +20,6 @@ constexpr const char* kLatest = "latest";
 constexpr int kStepDigits = 10;
 
 }  // namespace
-
-std::vector<std::string> list_directory(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* handle = ::opendir(dir.c_str());
-  if (!handle) return names;
-  while (const dirent* entry = ::readdir(handle)) names.emplace_back(entry->d_name);
-  ::closedir(handle);
-  return names;
-}
 
 std::string reason_of(const std::exception& e) {
   std::string text = e.what();
@@ -58,7 +50,7 @@ int64_t NumberedCheckpoints::step_of(const std::string& name) const {
 
 std::vector<std::string> NumberedCheckpoints::list() const {
   std::vector<std::pair<int64_t, std::string>> found;
-  for (const auto& name : list_directory(directory_)) {
+  for (const auto& name : util::list_directory(directory_)) {
     const int64_t step = step_of(name);
     if (step >= 0) found.emplace_back(step, directory_ + "/" + name);
   }

@@ -12,9 +12,6 @@
 
 namespace rankwise::checkpoint::managers {
 
-/// The lock file of a managed directory, held by rank 0 for the manager's life.
-inline constexpr const char* kDirectoryLockFile = "rankwise.lock";
-
 /// The entries "<prefix>-<10-digit step><suffix>" of `directory`.
 class NumberedCheckpoints {
  public:
@@ -45,9 +42,6 @@ class NumberedCheckpoints {
   std::string prefix_;
   std::string suffix_;
 };
-
-/// The names in `dir` (with "." and ".."); empty when it cannot be read.
-std::vector<std::string> list_directory(const std::string& dir);
 
 /// The text of a CheckpointError without its "rankwise: " prefix.
 std::string reason_of(const std::exception& e);
