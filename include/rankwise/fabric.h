@@ -179,7 +179,8 @@ class Fabric {
     auto module = parallel::ddp::as_module(model);
     module->to(device());
     parallel::DistributedDataParallel<ModuleType> ddp(model, ddp_options, dist::process_group());
-    register_model(*module, optimizer, [ddp]() mutable { ddp.join(); });
+    register_model(*module, optimizer, [ddp]() mutable { ddp.join(); },
+                   [ddp] { return ddp.accumulating(); });
     return ddp;
   }
 
@@ -237,13 +238,16 @@ class Fabric {
   EpochRange epochs(int64_t total);
 
   /// The current epoch (0-based) and the steps so far: training batches
-  /// whose loop body finished (the step is counted when the loader moves on,
-  /// so a batch left by `break` is not counted).
+  /// (micro-batches when accumulating) whose loop body finished (the step is
+  /// counted when the loader moves on, so a batch left by `break` is not
+  /// counted). Scheduled checkpoints that fall mid-accumulation wait for the
+  /// optimizer's step (docs/fabric.md).
   int64_t epoch() const;
   int64_t step() const;
 
   /// Saves the whole training state now as the checkpoint of the current
-  /// step. Collective: rank 0 writes, every rank waits; a failure raises the
+  /// step (with a note when gradients accumulated under no_sync() are
+  /// pending: a checkpoint holds none, see docs/fabric.md). Collective: rank 0 writes, every rank waits; a failure raises the
   /// same CheckpointError on every rank and keeps the previous checkpoints.
   /// Returns the file's path. Throws ConfigError without a checkpoint_dir.
   std::string save();
@@ -288,7 +292,7 @@ class Fabric {
  private:
   void start(FabricOptions options);
   void register_model(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                      std::function<void()> join);
+                      std::function<void()> join, std::function<bool()> accumulating);
   void register_training_loader(int64_t dataset_size, int64_t batch_size);
   static void check_batch_size(int64_t batch_size);
 

@@ -141,7 +141,8 @@ torch::Device Fabric::device() const { return core_->device; }
 const FabricOptions& Fabric::options() const { return core_->options; }
 
 void Fabric::register_model(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                            std::function<void()> join) {
+                            std::function<void()> join,
+                            std::function<bool()> accumulating) {
   auto& state = core_->state;
   if (state.model != nullptr) {
     core::raise<ConfigError>(core::here(),
@@ -156,6 +157,7 @@ void Fabric::register_model(torch::nn::Module& model, torch::optim::Optimizer& o
   }
   core_->describe_run();
   core_->join = std::move(join);
+  core_->accumulating = std::move(accumulating);
   if (core_->options.seed_per_rank()) {
     torch::manual_seed(core_->options.seed() + static_cast<uint64_t>(rank()));
   }
@@ -211,7 +213,10 @@ Fabric::EpochRange Fabric::epochs(int64_t total) { return EpochRange(core_, tota
 int64_t Fabric::epoch() const { return core_->state.epoch; }
 int64_t Fabric::step() const { return core_->state.step; }
 
-std::string Fabric::save() { return core_->save(); }
+std::string Fabric::save() {
+  core_->note_pending_gradients("Fabric::save() was called between optimizer steps");
+  return core_->save();
+}
 
 void Fabric::load(const std::string& path) {
   core_->pending = rankwise::checkpoint::load_collective(
@@ -277,7 +282,7 @@ Fabric::EpochRange::Iterator& Fabric::EpochRange::Iterator::operator++() {
                       "warning is shown once)",
                       state.epoch - current_, current_ + 1, state.epoch + 1));
   }
-  core_->save_if_due(/*epoch_end=*/true);
+  core_->save_if_due(/*epoch_end=*/true, /*run_end=*/state.epoch >= total_);
   current_ = state.epoch;
   return *this;
 }

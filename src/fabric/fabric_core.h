@@ -48,6 +48,13 @@ class FabricCore {
   bool resumed = false;  // a checkpoint was restored
   checkpoint::TrainingState state;
   std::function<void()> join;
+  // True while the DDP model holds gradients accumulated under no_sync().
+  std::function<bool()> accumulating;
+  // The step at which a scheduled checkpoint fell mid-accumulation and was
+  // deferred to the next batch that ends synchronized; -1: none pending.
+  int64_t deferred_since = -1;
+  bool noted_deferral = false;
+  bool noted_pending = false;
   bool has_training_loader = false;
   bool warned_passes = false;
   int64_t train_samples = 0;
@@ -153,8 +160,47 @@ class FabricCore {
     }
   }
 
-  void save_if_due(bool epoch_end) {
-    if (checkpoints && checkpoints->should_save(state.step, epoch_end)) save();
+  bool accumulating_now() const { return accumulating && accumulating(); }
+
+  // A scheduled checkpoint (every N steps, epoch end) that falls while
+  // gradients accumulated under no_sync() are pending would lose them on
+  // resume: it is deferred to the next batch whose backward synchronized
+  // (the optimizer's step), so that resume stays exact. At the run's end it
+  // is saved anyway, with a note.
+  void save_if_due(bool epoch_end, bool run_end = false) {
+    if (!checkpoints) return;
+    if (checkpoints->should_save(state.step, epoch_end) && deferred_since < 0) {
+      deferred_since = state.step;
+    }
+    if (deferred_since < 0) return;
+    if (accumulating_now() && !run_end) {
+      note_deferral();
+      return;
+    }
+    note_pending_gradients("the run ended between optimizer steps");
+    deferred_since = -1;
+    save();
+  }
+
+  void note_deferral() {
+    if (noted_deferral) return;
+    noted_deferral = true;
+    print0("note: the checkpoint due at step {} waits for the optimizer step: gradients "
+           "accumulated under no_sync() are pending, and a checkpoint holds none (this note is "
+           "shown once)",
+           deferred_since);
+  }
+
+  // Says once that a checkpoint is taken while accumulated gradients are
+  // pending: a run resumed from it cannot match an uninterrupted one.
+  void note_pending_gradients(const char* why) {
+    if (noted_pending || !accumulating_now()) return;
+    noted_pending = true;
+    print0("note: the checkpoint of step {} is saved while gradients accumulated under no_sync() "
+           "are pending ({}); a checkpoint holds no gradients, so a run resumed from it loses those "
+           "micro-batches' gradients and will not match an uninterrupted run; save after the "
+           "optimizer step",
+           state.step, why);
   }
 
   std::string save() {

@@ -112,6 +112,7 @@ class DataParallelEngine {
   void join();
   void set_require_sync(bool sync) { require_sync_ = sync; }
   bool require_sync() const { return require_sync_; }
+  bool accumulating() const { return accumulating_; }
   void check_replicas();
   std::vector<std::vector<std::string>> bucket_parameter_names() const;
 
@@ -119,6 +120,7 @@ class DataParallelEngine {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   bool require_sync_ = true;
+  bool accumulating_ = false;  // the last training forward ran inside no_sync()
 };
 
 inline void collect_tensors(const torch::Tensor& t, std::vector<torch::Tensor>& out) {
@@ -212,6 +214,11 @@ class DistributedDataParallel {
   };
   /// `{ auto guard = ddp.no_sync(); ddp.forward(x).sum().backward(); }`
   NoSync no_sync() { return NoSync(engine_); }
+  /// True when the last training forward (grad mode) ran inside no_sync():
+  /// this rank holds gradients accumulated locally and not yet averaged; the
+  /// next synced forward/backward clears it. Local. The Fabric defers a
+  /// scheduled checkpoint while it is true (see docs/fabric.md).
+  bool accumulating() const { return engine_->accumulating(); }
 
   /// Call on a rank after its last training batch; returns when every rank
   /// has called it. Collective: every rank, once per epoch, after its loop.

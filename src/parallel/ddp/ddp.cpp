@@ -297,6 +297,7 @@ void DataParallelEngine::before_forward() {
 
 void DataParallelEngine::after_forward(const std::vector<torch::Tensor>& outputs) {
   auto& d = *impl_;
+  if (torch::GradMode::is_enabled()) accumulating_ = !require_sync_;
   if (torch::GradMode::is_enabled() && require_sync_) {
     // kError: the count launched before this forward has run beside it; a
     // peer that ran out makes this rank raise before its gradients are

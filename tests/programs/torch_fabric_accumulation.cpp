@@ -1,0 +1,120 @@
+// torch_fabric_accumulation ACCUM EVERY DIR [KILL_AT_STEP]: a Fabric training
+// run with gradient accumulation, the loop users write: ddp.no_sync() on
+// ACCUM-1 of every ACCUM batches (counted by fabric.step()), Adam and StepLR
+// stepped on the ACCUM-th. 27 samples per rank in batches of 4 make 7
+// batches per epoch, 3 epochs; checkpoints every EVERY steps and at epoch
+// ends in DIR/ckpt, resumed from the latest one (Resume::kLatest). Dropout
+// differs per rank (seed_per_rank). With KILL_AT_STEP the last rank SIGKILLs
+// itself once KILL_AT_STEP batches are done, unless DIR/killed exists (it
+// creates it first), so a restarted job does not die again. At the end every
+// rank joins in writing DIR/final.pt (the captured training state, for
+// tests/e2e/compare_checkpoints.py).
+#include <torch/data/datasets/base.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/schedulers/step_lr.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <string>
+
+#include "rankwise/rankwise.h"
+
+namespace {
+
+constexpr int64_t kPerRank = 27, kBatch = 4, kEpochs = 3;
+
+class Samples : public torch::data::datasets::BatchDataset<Samples, torch::data::Example<>> {
+ public:
+  explicit Samples(int64_t n) : n_(n) {}
+  torch::data::Example<> get_batch(c10::ArrayRef<size_t> indices) override {
+    auto i = torch::tensor(std::vector<int64_t>(indices.begin(), indices.end()));
+    auto x = torch::stack({i.to(torch::kFloat32) / n_, torch::sin(i.to(torch::kFloat32))}, 1);
+    return {x, i.remainder(3)};
+  }
+  c10::optional<size_t> size() const override { return static_cast<size_t>(n_); }
+
+ private:
+  int64_t n_;
+};
+
+struct Net : torch::nn::Module {
+  Net() {
+    fc1 = register_module("fc1", torch::nn::Linear(2, 16));
+    drop = register_module("drop", torch::nn::Dropout(0.2));
+    fc2 = register_module("fc2", torch::nn::Linear(16, 3));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2(drop(torch::relu(fc1(x)))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::Dropout drop{nullptr};
+};
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+int train(int argc, char** argv) {
+  if (argc < 4) {
+    throw rankwise::ConfigError("usage: torch_fabric_accumulation ACCUM EVERY DIR [KILL_AT_STEP]");
+  }
+  const int64_t accum = std::stoll(argv[1]);
+  const int64_t every = std::stoll(argv[2]);
+  const std::string dir = argv[3];
+  const int64_t kill_at = argc > 4 ? std::stoll(argv[4]) : 0;
+  rankwise::Fabric fabric(rankwise::FabricOptions()
+                              .device("cpu")
+                              .seed(3)
+                              .seed_per_rank(true)
+                              .print_header(false)
+                              .checkpoint_dir(dir + "/ckpt")
+                              .checkpoint_every(every)
+                              .keep_last(2)
+                              .resume(rankwise::Resume::kLatest));
+  auto model = std::make_shared<Net>();
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(0.02));
+  torch::optim::StepLR scheduler(optimizer, 2, 0.7);
+  auto ddp = fabric.setup(model, optimizer);
+  fabric.track(scheduler);
+  auto loader = fabric.setup_dataloader(Samples(kPerRank * fabric.world_size()), kBatch);
+  const bool killer = kill_at > 0 && fabric.rank() == fabric.world_size() - 1;
+
+  auto micro_batch = [&](const torch::data::Example<>& batch) {
+    fabric.backward(torch::nn::functional::cross_entropy(ddp.forward(batch.data), batch.target));
+  };
+  for (int64_t epoch : fabric.epochs(kEpochs)) {
+    (void)epoch;
+    for (auto& batch : loader) {
+      if (killer && fabric.step() == kill_at && !exists(dir + "/killed")) {
+        std::ofstream(dir + "/killed") << "killed after step " << kill_at << "\n";
+        ::raise(SIGKILL);
+      }
+      if ((fabric.step() + 1) % accum == 0) {  // the optimizer's step
+        micro_batch(batch);
+        optimizer.step();
+        scheduler.step();
+        optimizer.zero_grad();
+      } else {
+        auto guard = ddp.no_sync();
+        micro_batch(batch);
+      }
+    }
+  }
+  rankwise::checkpoint::TrainingState state;
+  state.model = model.get();
+  state.optimizer = &optimizer;
+  state.lr_scheduler = &scheduler;
+  state.step = fabric.step();
+  state.epoch = fabric.epoch();
+  rankwise::checkpoint::save(dir + "/final.pt", rankwise::checkpoint::capture(state));
+  rankwise::print0("done at step {}", fabric.step());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return rankwise::run_main(argc, argv, train); }
