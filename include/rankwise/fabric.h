@@ -149,11 +149,14 @@ class Fabric {
   explicit Fabric(FabricOptions options = {});
   /// The same with the options from the command line (`--device`, `--seed`,
   /// `--checkpoint-dir`, `--checkpoint-every`, `--keep-last`, `--resume`,
-  /// `--overwrite-checkpoints`; see fabric_cli.h to add them to a program's
-  /// own CLI11 parser instead), starting from `defaults`. Other arguments are
-  /// left to the program. `--help` prints them and exits with 0; a bad value
+  /// `--overwrite-checkpoints`; see fabric/cli.h to add them to a program's
+  /// own CLI11 parser instead), starting from `defaults`. They are removed
+  /// from argc/argv; the other arguments stay, in order, for the program's
+  /// own parser. `--help` prints them on rank 0, starts nothing and stays in
+  /// argv: the program's parser then prints its own flags and exits, or the
+  /// first use of the Fabric (setup(), rank(), ...) exits with 0. A bad value
   /// is a ConfigError that says which flag and why.
-  Fabric(int argc, char** argv, FabricOptions defaults = {});
+  Fabric(int& argc, char** argv, FabricOptions defaults = {});
   ~Fabric();
   Fabric(const Fabric&) = delete;
   Fabric& operator=(const Fabric&) = delete;
@@ -290,6 +293,7 @@ class Fabric {
                          std::source_location site = std::source_location::current());
 
  private:
+  void claim_and_start(FabricOptions options);
   void start(FabricOptions options);
   void register_model(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                       std::function<void()> join, std::function<bool()> accumulating);

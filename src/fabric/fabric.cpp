@@ -32,30 +32,85 @@ std::string device_option_error(const std::string& value) {
 
 namespace {
 
-FabricOptions parse_command_line(int argc, char** argv, FabricOptions options) {
+// Removes from argv what `app` parsed, keeping argv[0] and the other
+// arguments in order; returns the new argc (argv[argc] is null).
+int keep_remaining(const CLI::App& app, int argc, char** argv) {
+  const std::vector<std::string> remaining = app.remaining();
+  int kept = 1;
+  std::size_t next = 0;
+  for (int i = 1; i < argc && next < remaining.size(); ++i) {
+    if (remaining[next] == argv[i]) {
+      argv[kept++] = argv[i];
+      ++next;
+    }
+  }
+  argv[kept] = nullptr;
+  return kept;
+}
+
+bool help_requested(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return false;
+    if (arg == "--help" || arg == "-h") return true;
+  }
+  return false;
+}
+
+// With --help: the Fabric's flags (rank 0); `--help` stays in argv for the
+// program's own parser, which prints its flags and exits.
+void print_fabric_help(const CLI::App& app) {
+  int rank = 0;
+  try {
+    rank = dist::rank();
+  } catch (const std::exception&) {
+  }
+  if (rank != 0) return;
+  std::cout << app.help() << "(the options of rankwise::Fabric; the program's own, if it parses "
+            << "any, follow)\n"
+            << std::flush;
+}
+
+std::optional<FabricOptions> parse_command_line(int& argc, char** argv, FabricOptions options) {
   CLI::App app{"rankwise::Fabric options"};
   app.allow_extras();
+  app.set_help_flag();  // --help is the program's too: handled here
   fabric::add_fabric_options(app, options);
+  const bool help = help_requested(argc, argv);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& help) {
-    std::exit(fabric::exit_after_parse_error(app, help));  // printed on rank 0 only
   } catch (const CLI::ParseError& e) {
-    core::raise<ConfigError>("{} (run with --help for the options)", e.what());
+    if (!help) core::raise<ConfigError>("{} (run with --help for the options)", e.what());
   }
+  if (help) {
+    print_fabric_help(app);
+    return std::nullopt;
+  }
+  argc = keep_remaining(app, argc, argv);
   return options;
 }
 
 }  // namespace
 
-Fabric::Fabric(int argc, char** argv, FabricOptions defaults)
-    : Fabric(parse_command_line(argc, argv, std::move(defaults))) {}
+Fabric::Fabric(int& argc, char** argv, FabricOptions defaults)
+    : core_(std::make_shared<fabric::FabricCore>()) {
+  auto options = parse_command_line(argc, argv, std::move(defaults));
+  if (!options) {
+    core_->help_only = true;  // the program's parser prints its flags, or setup() exits
+    return;
+  }
+  claim_and_start(std::move(*options));
+}
 
 namespace {
 std::atomic<int> live_fabrics{0};
 }  // namespace
 
 Fabric::Fabric(FabricOptions options) : core_(std::make_shared<fabric::FabricCore>()) {
+  claim_and_start(std::move(options));
+}
+
+void Fabric::claim_and_start(FabricOptions options) {
   if (live_fabrics.fetch_add(1) != 0) {
     live_fabrics.fetch_sub(1);
     core::raise<ConfigError>(
@@ -132,17 +187,32 @@ void Fabric::start(FabricOptions options) {
   core.checkpoints->clear();  // collective
 }
 
-Fabric::~Fabric() { live_fabrics.fetch_sub(1); }
+Fabric::~Fabric() {
+  if (!core_->help_only) live_fabrics.fetch_sub(1);
+}
 
-int Fabric::rank() const { return dist::process_group().rank(); }
-int Fabric::world_size() const { return dist::process_group().world_size(); }
-int Fabric::local_rank() const { return dist::process_group().local_rank(); }
-torch::Device Fabric::device() const { return core_->device; }
+int Fabric::rank() const {
+  core_->exit_if_help_only();
+  return dist::process_group().rank();
+}
+int Fabric::world_size() const {
+  core_->exit_if_help_only();
+  return dist::process_group().world_size();
+}
+int Fabric::local_rank() const {
+  core_->exit_if_help_only();
+  return dist::process_group().local_rank();
+}
+torch::Device Fabric::device() const {
+  core_->exit_if_help_only();
+  return core_->device;
+}
 const FabricOptions& Fabric::options() const { return core_->options; }
 
 void Fabric::register_model(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                             std::function<void()> join,
                             std::function<bool()> accumulating) {
+  core_->exit_if_help_only();
   auto& state = core_->state;
   if (state.model != nullptr) {
     core::raise<ConfigError>(core::here(),
@@ -171,6 +241,7 @@ void Fabric::check_batch_size(int64_t batch_size) {
 }
 
 void Fabric::register_training_loader(int64_t dataset_size, int64_t batch_size) {
+  core_->exit_if_help_only();
   check_batch_size(batch_size);
   if (dataset_size == 0) {
     core::raise<ConfigError>(
@@ -208,7 +279,10 @@ void Fabric::backward(const torch::Tensor& loss) {
   if (loss.device().is_cpu() && loss.numel() == 1) core_->last_loss = loss.item<double>();
 }
 
-Fabric::EpochRange Fabric::epochs(int64_t total) { return EpochRange(core_, total); }
+Fabric::EpochRange Fabric::epochs(int64_t total) {
+  core_->exit_if_help_only();
+  return EpochRange(core_, total);
+}
 
 int64_t Fabric::epoch() const { return core_->state.epoch; }
 int64_t Fabric::step() const { return core_->state.step; }

@@ -55,6 +55,8 @@ class FabricCore {
   int64_t deferred_since = -1;
   bool noted_deferral = false;
   bool noted_pending = false;
+  // Built by Fabric(argc, argv) with --help: nothing started; using it exits.
+  bool help_only = false;
   bool has_training_loader = false;
   bool warned_passes = false;
   int64_t train_samples = 0;
@@ -158,6 +160,11 @@ class FabricCore {
              rankwise::dist::is_initialized() ? rankwise::dist::world_size() : 1, earlier,
              state.position);
     }
+  }
+
+  // After --help, once the program's own parser (if any) has had its turn.
+  void exit_if_help_only() const {
+    if (help_only) std::exit(0);
   }
 
   bool accumulating_now() const { return accumulating && accumulating(); }
