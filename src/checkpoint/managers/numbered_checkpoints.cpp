@@ -25,6 +25,13 @@ std::string reason_of(const std::exception& e) {
   std::string text = e.what();
   const std::string prefix(core::kMessagePrefix);
   if (text.compare(0, prefix.size(), prefix) == 0) text.erase(0, prefix.size());
+  // A file's own advice (to load an earlier checkpoint) is the directory's
+  // to give: it says which one, or that none verifies.
+  for (const char* advice : {"; do not use it: load the previous checkpoint",
+                             ". The checkpoint is damaged; load an earlier one"}) {
+    const auto at = text.find(advice);
+    if (at != std::string::npos) text.erase(at, std::string(advice).size());
+  }
   return text;
 }
 

@@ -134,6 +134,31 @@ TEST(CheckpointManager, BadOptionsAndDirectories) {
   }
 }
 
+// Each file's own advice ("load the previous checkpoint") would contradict
+// the verdict that none verifies: the directory's message drops it.
+TEST(CheckpointManager, NothingVerifiesGivesOneAdvice) {
+  auto dir = fresh_dir("all_corrupt");
+  CheckpointManager manager(CheckpointManagerOptions(dir.string()).keep_last(3));
+  manager.save(at_step(1), 1);
+  manager.save(at_step(2), 2);
+  for (const char* name : {"checkpoint-0000000001.pt", "checkpoint-0000000002.pt"}) {
+    std::fstream file(dir / name, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(60);
+    file.put('\x7f');  // inside the first record: the CRC-32 no longer matches
+  }
+  try {
+    manager.latest();
+    FAIL() << "no error";
+  } catch (const rankwise::CheckpointError& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("is corrupt: recorded CRC-32"), std::string::npos) << text;
+    EXPECT_NE(text.find("and no other checkpoint file verifies"), std::string::npos) << text;
+    EXPECT_EQ(text.find("load the previous checkpoint"), std::string::npos) << text;
+    EXPECT_NE(text.find("Move the directory aside"), std::string::npos) << text;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(CheckpointManager, FallsBackPastATruncatedLatestAndRefusesWhenNothingVerifies) {
   auto dir = fresh_dir("truncated");
   CheckpointManager manager(CheckpointManagerOptions(dir.string()).keep_last(3));
