@@ -1,10 +1,14 @@
 #include "rankwise/checkpoint/rng_state.h"
 
 #include "core/check.h"
+#include "util/io.h"
 
 #include <ATen/Context.h>
 #include <torch/cuda.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <mutex>
 
 #include "rankwise/error.h"
@@ -14,6 +18,20 @@ namespace {
 
 at::Generator generator(c10::Device device) {
   return at::globalContext().defaultGenerator(device);
+}
+
+// A run resumed with fewer visible GPUs (on a CPU machine, or with another
+// CUDA_VISIBLE_DEVICES) restores what it can; said once per process.
+void note_dropped_cuda_states(std::size_t saved, std::size_t devices) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    util::write_line(
+        STDERR_FILENO,
+        core::message("note: the checkpoint holds the RNG states of {} CUDA device{} and this "
+                      "process sees {}: restored {}, dropped the rest (random numbers drawn on "
+                      "GPUs differ from the saved run's; on the CPU they are the same)",
+                      saved, saved == 1 ? "" : "s", devices, devices));
+  });
 }
 
 }  // namespace
@@ -60,11 +78,8 @@ void set_rng_state(const c10::IValue& value) {
   if (!cuda.isList()) bad("\"cuda\" is not a list");
   const auto states = cuda.toListRef();
   const auto devices = static_cast<std::size_t>(torch::cuda::device_count());
-  if (states.size() > devices) {
-    bad(fmt::format("it has {} CUDA generator states but this process sees {} CUDA devices", states.size(),
-                    devices));
-  }
-  for (std::size_t i = 0; i < states.size(); ++i) {
+  if (states.size() > devices) note_dropped_cuda_states(states.size(), devices);
+  for (std::size_t i = 0; i < std::min(states.size(), devices); ++i) {
     if (!states[i].isTensor()) bad("a \"cuda\" entry is not a tensor");
     auto gen = generator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
     std::lock_guard<std::mutex> lock(gen.mutex());

@@ -16,8 +16,11 @@ namespace rankwise::checkpoint {
 /// (see capture() in training_state.h).
 c10::IValue rng_state();
 
-/// Restores what rng_state() returned. Throws CheckpointError when the value
-/// is not such a dict or names more CUDA devices than this process sees.
+/// Restores what rng_state() returned: the CPU state, and the CUDA states of
+/// the devices this process sees (states of more devices than it sees are
+/// dropped, with a note on stderr, so a GPU run resumes on a CPU machine or
+/// with another CUDA_VISIBLE_DEVICES). Throws CheckpointError when the value
+/// is not such a dict.
 void set_rng_state(const c10::IValue& state);
 
 }  // namespace rankwise::checkpoint

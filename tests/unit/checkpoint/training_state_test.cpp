@@ -97,6 +97,24 @@ TEST(TrainingState, RngStateRoundTrip) {
   EXPECT_THROW(rankwise::checkpoint::set_rng_state(c10::IValue(int64_t{3})), rankwise::CheckpointError);
 }
 
+// A GPU run resumed where fewer GPUs are visible (here: none, or one fewer
+// than saved) restores the CPU state and the GPUs it sees, and says what it
+// dropped, instead of refusing the checkpoint.
+TEST(TrainingState, RngStatesOfMoreGpusThanVisibleAreDropped) {
+  torch::manual_seed(5);
+  auto saved = rankwise::checkpoint::rng_state().toGenericDict();
+  const auto first = torch::rand({3});
+  auto cuda = saved.at("cuda").toList();
+  cuda.push_back(torch::zeros({16}, torch::kUInt8));  // a device this process does not see
+  saved.insert_or_assign("cuda", cuda);
+  torch::manual_seed(6);
+  testing::internal::CaptureStderr();
+  rankwise::checkpoint::set_rng_state(c10::IValue(saved));
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(torch::equal(torch::rand({3}), first));
+  EXPECT_NE(err.find("dropped the rest"), std::string::npos) << err;
+}
+
 TEST(TrainingState, WrongCheckpointsAreNamed) {
   Net net;
   rankwise::checkpoint::TrainingState target;
