@@ -29,6 +29,7 @@ rankwise::dist::ProcessGroup& group() {
 TEST(ProgressOverRanks, ValuesAreReducedOverEveryRankAndTheSameEverywhere) {
   auto& pg = group();
   const int r = pg.rank(), w = pg.world_size();
+  const auto began = std::chrono::steady_clock::now();
   ProgressBar p(ProgressBarOptions().style(ProgressBarStyle::kOff).every_n_steps(2));
   p.start_epoch(1, 1, 3);
   // Rank r: 2 steps of r + 1 samples with mean loss r (dyadic: exact sums).
@@ -48,12 +49,18 @@ TEST(ProgressOverRanks, ValuesAreReducedOverEveryRankAndTheSameEverywhere) {
   }
   // Per-rank statistics: one per rank, in rank order, the same everywhere.
   ASSERT_EQ(p.rank_stats().size(), static_cast<std::size_t>(w));
+  // Each rank's wait and compute times are parts of the time it has run.
+  auto elapsed = torch::tensor(
+      {std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count()},
+      torch::kFloat64);
+  pg.all_reduce(elapsed, rankwise::dist::ReduceOp::kMax);
   for (int k = 0; k < w; ++k) {
     const auto& s = p.rank_stats()[static_cast<std::size_t>(k)];
     EXPECT_EQ(s.rank, k);
     EXPECT_GT(s.samples_per_s, 0);
     EXPECT_GE(s.wait_ms, 0);
     EXPECT_GE(s.compute_ms, 0);
+    EXPECT_LE(s.wait_ms + s.compute_ms, elapsed.item<double>()) << "rank " << k;
     auto stats = torch::tensor({s.samples_per_s, s.wait_ms, s.compute_ms}, torch::kFloat64);
     for (const auto& other : pg.all_gather(stats)) EXPECT_TRUE(torch::equal(other, stats)) << "rank " << k;
   }

@@ -79,7 +79,18 @@ TEST(UntrustedSharded, EveryTruncationAndByteFlipOfMetadataIsACleanError) {
                             "byte " + std::to_string(i) + " ^ " + std::to_string(mask));
     }
   }
-  // Most flips land in names, numbers and shapes: read, as pickle allows; the sweep is about the rest.
+  // Most flips land in names, numbers and shapes: read, as pickle allows; the
+  // sweep is about the rest. A flip of the first byte (PROTO) or of the last
+  // (STOP) leaves no pickle, and must be refused.
+  for (const std::size_t i : {std::size_t{0}, metadata.size() - 1}) {
+    for (const unsigned char mask : {0x01, 0x80, 0xff}) {
+      std::string m = metadata;
+      m[i] = static_cast<char>(static_cast<unsigned char>(m[i]) ^ mask);
+      EXPECT_FALSE(clean([&] { rankwise::checkpoint::sharded::unpickle_dcp_metadata(m, "m"); },
+                         "byte " + std::to_string(i)))
+          << "byte " << i << " ^ " << int(mask) << " was read";
+    }
+  }
   EXPECT_LT(read_cleanly, static_cast<int>(3 * metadata.size()));
   fs::remove_all(dir.parent_path());
 }
