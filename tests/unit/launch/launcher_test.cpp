@@ -21,6 +21,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -36,6 +37,7 @@ namespace {
 using namespace rankwise::test;
 const std::string kProbe = std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/launch_probe";
 const std::string kPeerFailure = std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/torch_peer_failure";
+const std::string kSizeMismatch = std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/torch_size_mismatch";
 
 /// A fresh temporary directory, removed at the end of the test.
 class TempDir {
@@ -193,17 +195,29 @@ TEST(LaunchRun, KilledWorkerIsNamedWithItsSignal) {
 TEST(LaunchRun, WorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {
   // Rank 1 fails only once rank 0 ignores SIGTERM (else, under load, SIGTERM
   // could arrive before the trap and the test would see SIGTERM, not SIGKILL).
+  // Rank 0's own child (a `sleep 30` that ignores SIGTERM too) is stopped
+  // with it: the README's "processes a worker starts are stopped with it".
   TempDir dir;
   const std::string ready = dir.path() + "/ready";
+  const std::string child = dir.path() + "/child";
   const Result r = run({"--nproc-per-node", "2", "--grace-period", "1", "/bin/sh", "-c",
                         "if [ $RANK = 1 ]; then while [ ! -f " + ready +
-                            " ]; do sleep 0.05; done; exit 3; fi; trap '' TERM; touch " + ready +
-                            "; sleep 30"});
+                            " ]; do sleep 0.05; done; exit 3; fi; trap '' TERM; sleep 30 & echo $! > " +
+                            child + "; touch " + ready + "; wait"});
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_GE(r.seconds, 1.0);
   EXPECT_LT(r.seconds, 10.0);
   EXPECT_TRUE(contains(r.err, "root cause (first failure): rank 1 ")) << r.err;
   EXPECT_TRUE(contains(r.err, ": terminated (SIGKILL)\n")) << r.err;
+  pid_t sleeper = 0;
+  std::ifstream(child) >> sleeper;
+  ASSERT_GT(sleeper, 0) << "rank 0 did not record its child";
+  const auto deadline = Clock::now() + std::chrono::seconds(5);  // SIGKILL takes effect at once
+  while (process_alive(sleeper) && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(process_alive(sleeper)) << "rank 0's child " << sleeper << " outlived the job";
+  if (process_alive(sleeper)) ::kill(sleeper, SIGKILL);
 }
 
 TEST(LaunchRun, SigintReachesEveryWorkerAndExits130) {
@@ -480,9 +494,47 @@ TEST(LaunchRun, SummaryShowsTheErrorFile) {
     EXPECT_EQ(r.code, 1) << r.err;
     EXPECT_TRUE(contains(r.err, "root cause (first failure): rank 1 ")) << r.err;
     EXPECT_TRUE(contains(r.err, "  error:      " + expected)) << r.err;
-    EXPECT_TRUE(contains(r.err, "  error file: /")) << r.err;
-    EXPECT_TRUE(contains(r.err, "error_attempt0_rank1.json (written ")) << r.err;
   }
+}
+
+// The summary names an error file only where it still exists once the
+// launcher has exited: in --log-dir. Without it, the file was in the
+// launcher's temporary directory, and the summary says it is gone.
+TEST(LaunchRun, SummaryNamesTheErrorFileOnlyWhenItIsKept) {
+  const Result gone = run({"--nproc-per-node", "2", kProbe, "errorfile", "disk full"});
+  EXPECT_EQ(gone.code, 1) << gone.err;
+  EXPECT_TRUE(contains(gone.err, "  error:      disk full\n")) << gone.err;
+  EXPECT_TRUE(contains(gone.err, "  error file: removed when rankwise-run exits (written ")) << gone.err;
+  EXPECT_TRUE(contains(gone.err, "give --log-dir DIR to keep it as DIR/attempt_0/error_rank1.json"))
+      << gone.err;
+  TempDir dir;
+  const Result kept =
+      run({"--nproc-per-node", "2", "--log-dir", dir.path(), kProbe, "errorfile", "disk full"});
+  EXPECT_EQ(kept.code, 1) << kept.err;
+  const std::string path = dir.path() + "/attempt_0/error_rank1.json";
+  EXPECT_TRUE(contains(kept.err, "  error file: " + path + " (written ")) << kept.err;
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "disk full") << path;
+}
+
+// Ranks all_reduce tensors of different sizes with the collective check off:
+// Gloo aborts the rank whose tensor is smaller ("[enforce fail at pair.cc]
+// op.preamble.length <= op.nbytes. 1024 vs 12"). The summary says what that
+// means and names the collective, from that rank's flight recorder.
+TEST(LaunchRun, AGlooSizeCheckIsExplainedWithItsCollective) {
+  const Result r = run({"--nproc-per-node", "2", kSizeMismatch});
+  EXPECT_EQ(r.code, 1) << r.err;
+  const std::string summary = failure_summary(r.err);
+  EXPECT_TRUE(contains(summary, "root cause (first failure): rank 1 ")) << r.err;
+  EXPECT_TRUE(contains(summary, "was killed by SIGABRT")) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      summary, std::regex("  error: +rankwise: rank 1/2: Gloo aborted this process in all_reduce "
+                          "#1 \\(Float \\[3\\], sum\\) at torch_size_mismatch\\.cpp:[0-9]+: the "
+                          "ranks sent different sizes to the same collective \\(a peer sent "
+                          "[0-9]+ bytes where this rank expected at most [0-9]+\\)")))
+      << r.err;
+  EXPECT_TRUE(contains(summary, "op.preamble.length <= op.nbytes")) << r.err;
 }
 
 // Rank 1 raises "boom" and is then slow to exit; rank 0, blocked in a
