@@ -118,6 +118,19 @@ struct CollectiveProgressPublisher::State {
     }
   }
 
+  // Something changed: publish soon (never blocks on the store).
+  void notify() {
+    bool wake_thread = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      ++wanted;
+      wake_thread = idle;
+    }
+    // Only an idle thread needs a wake-up; one in its batch interval writes
+    // the latest state when the interval ends.
+    if (wake_thread) wake.notify_one();
+  }
+
   void run() {
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
@@ -164,9 +177,12 @@ CollectiveProgressPublisher::CollectiveProgressPublisher(const std::string& addr
   state_->default_device = std::move(device);
   state_->wanted = 1;  // publish at once: "in no collective yet" is progress too
   thread_ = std::thread([state = state_] { state->run(); });
+  // Each step is published as soon as it is recorded (batched as collectives are).
+  step_listener_ = set_step_listener([state = state_] { state->notify(); });
 }
 
 CollectiveProgressPublisher::~CollectiveProgressPublisher() {
+  remove_step_listener(step_listener_);
   std::unique_lock<std::mutex> lock(state_->mutex);
   state_->stop = true;
   state_->wake.notify_all();
@@ -181,17 +197,7 @@ CollectiveProgressPublisher::~CollectiveProgressPublisher() {
   }
 }
 
-void CollectiveProgressPublisher::notify() {
-  bool wake = false;
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    ++state_->wanted;
-    wake = state_->idle;
-  }
-  // Only an idle thread needs a wake-up; one in its batch interval writes
-  // the latest state when the interval ends.
-  if (wake) state_->wake.notify_one();
-}
+void CollectiveProgressPublisher::notify() { state_->notify(); }
 
 void CollectiveProgressPublisher::flush(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(state_->mutex);

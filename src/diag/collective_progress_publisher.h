@@ -1,12 +1,14 @@
 #pragma once
 // Publishes this rank's progress (wire/collective_progress.h) to the job's
 // store from a background thread, so that a collective costs no store round
-// trip: the collective only wakes the thread, which writes at most every
-// 20 ms (batching a burst of collectives into one write) and at least every
-// second (the heartbeat). It has its own store connection, never shared with
-// the main thread. Not copyable; the destructor publishes `exited`.
+// trip: the collective, or a step counted by monitor::record_step, only
+// wakes the thread, which writes at most every 20 ms (batching a burst of
+// them into one write) and at least every second (the heartbeat). It has its
+// own store connection, never shared with the main thread. Not copyable; the
+// destructor publishes `exited` with the last step: the final heartbeat.
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -41,6 +43,7 @@ class CollectiveProgressPublisher {
  private:
   std::shared_ptr<State> state_;
   std::thread thread_;
+  uint64_t step_listener_ = 0;  // diag::set_step_listener's id
 };
 
 }  // namespace rankwise::diag

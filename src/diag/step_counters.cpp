@@ -33,6 +33,10 @@ Counters& counters() {
 std::mutex device_mutex;  // set_device is rare; the publisher reads it once a second
 std::string device_name;
 
+std::mutex listener_mutex;  // uncontended but at set_step_listener
+std::function<void()> step_listener;
+uint64_t listener_id = 0;  // of step_listener; ids count from 1
+
 int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -55,6 +59,23 @@ void count_step(int64_t samples, std::optional<double> loss) {
     c.has_loss.store(true, std::memory_order_relaxed);
   }
   c.version.fetch_add(1, std::memory_order_acq_rel);
+  std::lock_guard<std::mutex> lock(listener_mutex);
+  if (step_listener) step_listener();
+}
+
+uint64_t set_step_listener(std::function<void()> listener) {
+  static uint64_t ids = 0;
+  std::lock_guard<std::mutex> lock(listener_mutex);
+  step_listener = std::move(listener);
+  listener_id = ++ids;
+  return listener_id;
+}
+
+void remove_step_listener(uint64_t id) {
+  std::lock_guard<std::mutex> lock(listener_mutex);
+  if (id != listener_id) return;
+  step_listener = nullptr;
+  listener_id = 0;
 }
 
 void set_step_device(const std::string& device) {

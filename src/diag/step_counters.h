@@ -4,6 +4,7 @@
 // rates it derives from two readings.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -15,6 +16,15 @@ void count_step(int64_t samples, std::optional<double> loss);
 
 /// Sets the device the step statistics name (monitor::set_device).
 void set_step_device(const std::string& device);
+
+/// Calls `listener` after every count_step(), on the counting thread, so
+/// that the progress publisher can publish a step at once (one listener: a
+/// later call replaces it). `listener` must not block. Returns its id for
+/// remove_step_listener. Any thread.
+uint64_t set_step_listener(std::function<void()> listener);
+
+/// Removes listener `id` unless another replaced it. Any thread.
+void remove_step_listener(uint64_t id);
 
 /// One reading of the counters, as of the last record_step().
 struct StepSample {

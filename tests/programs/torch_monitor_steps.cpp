@@ -5,9 +5,10 @@
 //
 //   torch_monitor_steps SECONDS [SLOW_RANK SLEEP_MS]
 //
-// Every rank prints "pid R PID" first; rank 0 prints "step 1" after its first
-// step. With SLOW_RANK, that rank sleeps SLEEP_MS before each step's forward
-// (a straggler: the others wait for it in DDP's all_reduces). The loop ends
+// Every rank prints "pid R PID" first; rank 0 prints "step N" after its
+// steps 1, 25, 50, 75, ...; every rank prints "steps N" last, N its
+// record_step() calls. With SLOW_RANK, that rank sleeps SLEEP_MS before each
+// step's forward (a straggler: the others wait for it in DDP's all_reduces). The loop ends
 // on every rank at the same step, the first at which some rank has trained
 // SECONDS seconds (one all_reduce of a flag per step).
 #include <unistd.h>
@@ -51,7 +52,8 @@ int run(int argc, char** argv) {
   rankwise::parallel::DistributedDataParallel ddp(Net{});
   torch::optim::SGD optimizer(ddp.parameters(), 0.01);
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t step = 1;; ++step) {
+  int64_t step = 1;
+  for (;; ++step) {
     if (rank == slow_rank) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
     const auto x = torch::randn({64, 128});
     const auto y = torch::randint(0, 10, {64});
@@ -60,8 +62,8 @@ int run(int argc, char** argv) {
     loss.backward();
     optimizer.step();
     rankwise::monitor::record_step(64, loss.item<double>());
-    if (step == 1 && rank == 0) {
-      std::printf("step 1\n");
+    if ((step == 1 || step % 25 == 0) && rank == 0) {
+      std::printf("step %lld\n", static_cast<long long>(step));
       std::fflush(stdout);
     }
     const double elapsed =
@@ -70,6 +72,8 @@ int run(int argc, char** argv) {
     rankwise::dist::all_reduce(done, rankwise::dist::ReduceOp::kMax);
     if (done.item<int>() != 0) break;
   }
+  std::printf("steps %lld\n", static_cast<long long>(step));
+  std::fflush(stdout);
   return 0;
 }
 

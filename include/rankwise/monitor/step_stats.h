@@ -28,8 +28,9 @@ namespace rankwise::monitor {
 /// backward computation they overlap, on every rank alike), the rest is
 /// compute.
 ///
-/// Local: never communicates and never blocks (a few atomic operations and
-/// one read of the steady clock); any rank, from the training thread. Without
+/// Local: never communicates and never blocks (a few atomic operations, one
+/// read of the steady clock, and a wake-up of the thread that publishes the
+/// step within 20 ms); any rank, from the training thread. Without
 /// a process group of several ranks (e.g. one process without a launcher)
 /// nothing is published and the call only counts. Throws nothing.
 void record_step(int64_t samples, std::optional<double> loss = std::nullopt);

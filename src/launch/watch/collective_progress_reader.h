@@ -21,6 +21,8 @@ class CollectiveProgressReader {
   /// One complete read of every rank's record (index = rank; nullopt: none).
   struct Snapshot {
     uint64_t generation = 0;  ///< 0: no read completed yet; then 1, 2, ...
+    /// The last request_read() ticket whose read is done (0: none).
+    uint64_t served = 0;
     std::vector<std::optional<wire::CollectiveProgress>> records;
   };
 
@@ -31,6 +33,16 @@ class CollectiveProgressReader {
 
   /// The latest complete read; never blocks on the store.
   Snapshot latest() const;
+
+  /// Asks for a read that begins after this call, ahead of the next
+  /// interval; never blocks. Its ticket: latest().served reaches it when the
+  /// read is done.
+  uint64_t request_read();
+
+  /// A read that begins after this call, waiting for it at most `timeout`
+  /// (else the latest one): for the end of an attempt, after the workers'
+  /// last heartbeats.
+  Snapshot read_now(std::chrono::milliseconds timeout);
 
   struct State;  // shared with the thread
 

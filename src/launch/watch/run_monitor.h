@@ -61,6 +61,10 @@ class RunMonitor {
   /// prints the straggler and stall lines it causes, and the table when due.
   void observe(std::vector<RankView> views, Clock::time_point now);
 
+  /// Whether observe() at `now` prints the table: the caller then gives it
+  /// a read of the store that began no earlier than now.
+  bool table_due(Clock::time_point now) const { return now >= next_table_; }
+
   /// The attempt ended: gives the terminal's lines back and prints the last
   /// table once, of `views` (every rank at the end) when given, else of the
   /// last observation. Only the first call does anything.

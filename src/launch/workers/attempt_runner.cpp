@@ -22,8 +22,8 @@ AttemptResult AttemptRunner::run() {
 
   loop();
   close_logs();
-  if (monitor_) {
-    const std::vector<watch::RankView> views = observe_ranks(reader_->latest().records);
+  if (monitor_) {  // after the workers' last heartbeats (published as they exit)
+    const std::vector<watch::RankView> views = observe_ranks(reader_->read_now(kFinalRead).records);
     monitor_->finish(&views, Clock::now());
   }
   return result();

@@ -46,6 +46,13 @@ constexpr std::chrono::milliseconds kGroupWait{2000};
 /// --monitor: how often the launcher reads the heartbeats and looks for
 /// stragglers and stalled ranks (the table has its own refresh interval).
 constexpr std::chrono::milliseconds kMonitorTick{500};
+/// --monitor: a due table waits at most this long for a read of the store
+/// that began after it was due (else it shows the latest read), looking
+/// every kTableReadPoll; the last table waits kFinalRead for the workers'
+/// last heartbeats.
+constexpr std::chrono::milliseconds kTableReadWait{500};
+constexpr std::chrono::milliseconds kTableReadPoll{20};
+constexpr std::chrono::milliseconds kFinalRead{2000};
 
 /// One attempt, from spawning the workers to their summary. Used once.
 class AttemptRunner {
@@ -137,6 +144,10 @@ class AttemptRunner {
   std::optional<watch::HangWatchdog> watchdog_;
   std::optional<watch::RunMonitor> monitor_;  // with --monitor
   Clock::time_point next_monitor_;
+  // A due table's read of the store (CollectiveProgressReader::request_read)
+  // and until when it waits for it.
+  std::optional<uint64_t> table_read_;
+  Clock::time_point table_read_deadline_;
   Clock::time_point next_hang_check_;
   std::vector<int> hang_ranks_;  // after a hang: the ranks that held the others up
   std::string hang_;             // ... and the summary's line about it

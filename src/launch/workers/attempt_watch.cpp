@@ -80,9 +80,24 @@ bool AttemptRunner::monitor_due() const {
 }
 
 // --monitor: the latest heartbeats, straggler and stall lines, the table.
+// A due table shows a read of the store that began once it was due, so that
+// it has every step published by then.
 void AttemptRunner::tick_monitor() {
-  next_monitor_ = Clock::now() + kMonitorTick;
-  monitor_->observe(observe_ranks(reader_->latest().records), Clock::now());
+  const Clock::time_point now = Clock::now();
+  next_monitor_ = now + kMonitorTick;
+  watch::CollectiveProgressReader::Snapshot snapshot = reader_->latest();
+  if (monitor_->table_due(now)) {
+    if (!table_read_) {
+      table_read_ = reader_->request_read();
+      table_read_deadline_ = now + kTableReadWait;
+    }
+    if (snapshot.served < *table_read_ && now < table_read_deadline_) {
+      next_monitor_ = now + kTableReadPoll;
+      return;
+    }
+    table_read_.reset();
+  }
+  monitor_->observe(observe_ranks(snapshot.records), now);
 }
 
 void AttemptRunner::check_hang() {

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -254,6 +255,69 @@ TEST(Monitor, TableIsRedrawnInPlaceOnATerminal) {
   EXPECT_EQ(matching(screen, "^rankwise-run: +1 .* ended$").size(), 1u) << screen;
   EXPECT_EQ(matching(screen, "^\\[rank0\\]: step 1$").size(), 1u) << screen;
   EXPECT_EQ(matching(screen, "^\\[rank1\\]: pid 1 [0-9]+$").size(), 1u) << screen;
+}
+
+// Each table's rows (rank -> step; -1 for "-"), in the order printed, with
+// the arrival time of the table's first line.
+struct Table {
+  double seconds = 0;
+  std::map<int, int64_t> steps;
+};
+std::vector<Table> tables(const std::vector<Line>& lines) {
+  const std::regex header("^rankwise-run: monitor at ");
+  const std::regex row("^rankwise-run: +([0-9]+) +[^ ]+ +[^ ]+ +([0-9]+|-) ");
+  std::vector<Table> out;
+  for (const Line& l : lines) {
+    std::smatch m;
+    if (std::regex_search(l.text, header)) {
+      out.push_back({l.seconds, {}});
+    } else if (!out.empty() && std::regex_search(l.text, m, row)) {
+      out.back().steps[std::stoi(m[1])] = m[2] == "-" ? -1 : std::stoll(m[2]);
+    }
+  }
+  return out;
+}
+
+// The table printed when the run ends shows every rank's real step count
+// (what the program printed as it returned), not a heartbeat read earlier.
+TEST(Monitor, TheLastTableShowsEachRanksRealStepCount) {
+  LiveRun run({"--nproc-per-node", "2", "--monitor=1", kSteps, "3"});
+  EXPECT_EQ(run.finish(120), 0) << run.all();
+  std::map<int, int64_t> real;
+  const std::regex done("^\\[rank([01])\\]: steps ([0-9]+)$");
+  for (const Line& l : run.lines()) {
+    std::smatch m;
+    if (std::regex_search(l.text, m, done)) real[std::stoi(m[1])] = std::stoll(m[2]);
+  }
+  ASSERT_EQ(real.size(), 2u) << run.all();
+  const auto all = tables(run.lines());
+  ASSERT_FALSE(all.empty()) << run.all();
+  EXPECT_EQ(all.back().steps, real) << run.all();
+}
+
+// A table shows the steps made before it was due: every step rank 0 printed
+// half a second before a table was printed is in that table (the worker
+// publishes its step at once, the launcher reads the store when a table is
+// due).
+TEST(Monitor, EachTableShowsTheStepsAlreadyMade) {
+  LiveRun run({"--nproc-per-node", "2", "--monitor=1", kSteps, "6"});
+  EXPECT_EQ(run.finish(120), 0) << run.all();
+  const std::regex printed("^\\[rank0\\]: step ([0-9]+)$");
+  int checked = 0;
+  for (const Table& t : tables(run.lines())) {
+    int64_t made = -1;  // the last step printed 0.5 s before the table
+    for (const Line& l : run.lines()) {
+      std::smatch m;
+      if (l.seconds <= t.seconds - 0.5 && std::regex_search(l.text, m, printed)) {
+        made = std::stoll(m[1]);
+      }
+    }
+    if (made < 0) continue;
+    ++checked;
+    ASSERT_TRUE(t.steps.count(0)) << run.all();
+    EXPECT_GE(t.steps.at(0), made) << "table at " << t.seconds << " s\n" << run.all();
+  }
+  EXPECT_GE(checked, 3) << run.all();
 }
 
 // A rank of another node (not local: the launcher cannot see its process)
