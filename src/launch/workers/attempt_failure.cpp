@@ -38,6 +38,7 @@ FailureReport AttemptRunner::failure_report() {
   r.workers = workers_;
   r.job_start = job_start_;
   r.hang = hang_;
+  r.error_files_kept = !o_.log_dir.empty();
   return r;
 }
 

@@ -60,6 +60,10 @@ std::string describe_root_cause(const WorkerRecord& w) {
   return fmt::format("reported an error, then was stopped by the launcher ({})", how);
 }
 
+std::string kept_error_file(const std::string& log_dir, int attempt, int rank) {
+  return fmt::format("{}/attempt_{}/error_rank{}.json", log_dir, attempt, rank);
+}
+
 std::string root_cause_headline(const WorkerRecord& w, const std::string& host, int node_rank) {
   return fmt::format("rank {} (local rank {}) on host {} (node {}) {}", w.rank, w.local_rank, host,
                      node_rank, describe_root_cause(w));
@@ -191,8 +195,15 @@ std::string format_failure_summary(const FailureReport& r) {
   std::vector<std::string> tail(r.root_stderr_tail.begin(), r.root_stderr_tail.end());
   if (w.error) {
     append_field(out, "error:", w.error->message.empty() ? "(empty)" : w.error->message);
-    out += fmt::format("  error file: {} (written {:.2f} s after its start)\n", w.error->path,
-                       seconds_between(w.start, w.error->time));
+    const double written = seconds_between(w.start, w.error->time);
+    if (r.error_files_kept) {
+      out += fmt::format("  error file: {} (written {:.2f} s after its start)\n", w.error->path,
+                         written);
+    } else {  // its path would name a file that is gone
+      out += fmt::format("  error file: removed when rankwise-run exits (written {:.2f} s after "
+                         "its start); give --log-dir DIR to keep it as {}\n",
+                         written, kept_error_file("DIR", r.attempt, w.rank));
+    }
     if (w.error->secondary) {
       out += "  note:       this error only says that a peer exited or closed the connection; "
              "the first error is on another rank: see its output (on another node, that "

@@ -64,6 +64,10 @@ std::string describe_root_cause(const WorkerRecord& w);
 /// repeat (NodeFailure::root_cause).
 std::string root_cause_headline(const WorkerRecord& w, const std::string& host, int node_rank);
 
+/// The error file of rank `rank` in attempt `attempt` under --log-dir
+/// `log_dir`: DIR/attempt_N/error_rankR.json, kept after the launcher exits.
+std::string kept_error_file(const std::string& log_dir, int attempt, int rank);
+
 /// Everything the summary shows.
 struct FailureReport {
   int attempt = 0;
@@ -74,6 +78,9 @@ struct FailureReport {
   std::deque<std::string> root_stderr_tail;  ///< its last stderr lines
   std::vector<WorkerRecord> workers;       ///< every local worker
   std::chrono::steady_clock::time_point job_start;
+  /// The error files are in --log-dir (kept_error_file), which outlives the
+  /// launcher; otherwise in its temporary directory, removed when it exits.
+  bool error_files_kept = false;
   /// When the launcher ended a hang (--hang-timeout): who held the others up.
   std::string hang;
   /// Multi-node: the job's first failure was on another node, whose launcher

@@ -12,6 +12,8 @@
 namespace rankwise::launch::workers {
 
 std::string worker_error_file(const AttemptConfig& c, int rank) {
+  const std::string& log_dir = c.options->log_dir;
+  if (!log_dir.empty()) return kept_error_file(log_dir, c.attempt, rank);
   return fmt::format("{}/error_attempt{}_rank{}.json", c.error_dir, c.attempt, rank);
 }
 

@@ -56,7 +56,8 @@ std::vector<std::string> worker_environment(const AttemptConfig& config, int loc
 
 /// Where the worker with `rank` writes its error (RANKWISE_ERROR_FILE) and
 /// its stack dumps (RANKWISE_STACK_DUMP_FILE) in this attempt: files in the
-/// launcher's temporary directory.
+/// launcher's temporary directory, but the error file in --log-dir when
+/// given (kept_error_file), so that it outlives the launcher.
 std::string worker_error_file(const AttemptConfig& config, int rank);
 std::string worker_stack_dump_file(const AttemptConfig& config, int rank);
 

@@ -64,6 +64,7 @@ launch::workers::FailureReport report_for(const std::vector<launch::workers::Wor
   r.root_stderr_tail = std::move(tail);
   r.workers = workers;
   r.job_start = workers[0].start;
+  r.error_files_kept = true;  // as with --log-dir: the summary names the file
   return r;
 }
 
