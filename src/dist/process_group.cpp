@@ -20,6 +20,7 @@
 #include "compat/barrier.h"
 #include "compat/gloo_group.h"
 #include "compat/nccl_group.h"
+#include "dist/gloo_abort.h"
 #include "dist/gloo_interfaces.h"
 #include "dist/monitored_barrier.h"
 #include "wire/hang_diagnosis.h"
@@ -183,6 +184,8 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
   }
   if (debug_detail(env_)) options_.check_collectives(true);
   recorder_ = std::make_shared<diag::FlightRecorder>(flight_recorder_size(env_));
+  // Gloo's fatal checks abort the process: say first what they mean, and where.
+  install_gloo_abort_report(recorder_, core::At{env_.rank, env_.world_size});
   if (options_.gloo_threads() < 1) {
     core::raise<ConfigError>("InitOptions::gloo_threads is {}; it must be at least 1",
                              options_.gloo_threads());

@@ -114,6 +114,19 @@ std::vector<std::string> tail_without_message(const std::deque<std::string>& tai
   return {tail.begin(), tail.end()};
 }
 
+// For a rank without an error file whose stderr shows Gloo's size check
+// (a program without rankwise's report of it, dist/gloo_abort.h): what the
+// check means; "" otherwise.
+std::string gloo_size_check_note(const std::deque<std::string>& tail) {
+  for (const std::string& line : tail) {
+    if (line.find("op.preamble.length <= op.nbytes") == std::string::npos) continue;
+    return "  meaning:    Gloo's size check failed (op.preamble.length <= op.nbytes): the ranks "
+           "sent different sizes to the same collective; give every rank a tensor of the same "
+           "shape and dtype there\n";
+  }
+  return "";
+}
+
 // What happened to a worker other than the root cause.
 std::string fate_of(const WorkerRecord& o) {
   std::string fate;
@@ -210,6 +223,8 @@ std::string format_failure_summary(const FailureReport& r) {
              "node's summary)\n";
     }
     tail = tail_without_message(r.root_stderr_tail, *w.error, w.error->rank.value_or(w.rank));
+  } else {
+    out += gloo_size_check_note(r.root_stderr_tail);
   }
   if (!r.root_stderr_tail.empty() && tail.empty()) {
     out += "  last lines of stderr: the error above\n";

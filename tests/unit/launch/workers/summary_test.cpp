@@ -137,5 +137,27 @@ TEST(LaunchSummary, SecondaryRootCauseSaysTheFirstErrorIsElsewhere) {
   EXPECT_NE(s.find("  last lines of stderr: (none)\n"), std::string::npos) << s;
 }
 
+// A rank that Gloo's size check aborted, without rankwise's own report of it
+// (no error file: e.g. a Python program under rankwise-run): the summary
+// says what Gloo's text means.
+TEST(LaunchSummary, GlooSizeCheckWithoutAnErrorFileIsExplained) {
+  const auto t0 = Clock::now();
+  std::vector<launch::workers::WorkerRecord> w = {worker(0, launch::workers::WorkerState::kFailed, t0, 100)};
+  w[0].term_signal = 6;
+  const std::string gloo =
+      "  what():  [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:510] "
+      "op.preamble.length <= op.nbytes. 1024 vs 12";
+  const std::string s = launch::workers::format_failure_summary(
+      report_for(w, 0, {"terminate called after throwing an instance of 'gloo::EnforceNotMet'", gloo}));
+  EXPECT_NE(s.find("  meaning:    Gloo's size check failed (op.preamble.length <= op.nbytes): the "
+                   "ranks sent different sizes to the same collective; give every rank a tensor "
+                   "of the same shape and dtype there\n"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(launch::workers::format_failure_summary(report_for(w, 0, {"Segmentation fault"}))
+                .find("meaning:"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace rankwise::launch

@@ -1,0 +1,98 @@
+#include "dist/gloo_abort.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+#include <mutex>
+
+#include "rankwise/diag/flight_recorder.h"
+#include "rankwise/run_main.h"
+#include "wire/error_file.h"
+
+namespace rankwise::dist {
+
+namespace {
+
+constexpr std::string_view kEnforce = "[enforce fail at ";
+constexpr std::string_view kSizeCheck = "op.preamble.length <= op.nbytes.";
+
+std::mutex handler_mutex;
+std::weak_ptr<const diag::FlightRecorder> handler_recorder;
+core::At handler_at;
+std::terminate_handler previous_handler = nullptr;
+bool installed = false;
+
+// The last collective this rank entered, described; "" when none.
+std::string last_collective() {
+  std::shared_ptr<const diag::FlightRecorder> recorder;
+  {
+    std::lock_guard<std::mutex> lock(handler_mutex);
+    recorder = handler_recorder.lock();
+  }
+  if (!recorder) return "";
+  const diag::CollectiveRecord last = recorder->last_entered();
+  return last.sequence == 0 ? "" : diag::describe(last);
+}
+
+[[noreturn]] void on_terminate() {
+  if (const std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      core::At at;
+      {
+        std::lock_guard<std::mutex> lock(handler_mutex);
+        at = handler_at;
+      }
+      const std::string message = explain_gloo_abort(ex.what(), last_collective(), at);
+      if (!message.empty()) {
+        std::fprintf(stderr, "%s\n",
+                     fmt::format(wire::kUncaughtExceptionFormat, at.rank, message).c_str());
+        std::fflush(stderr);
+        record_error(message, false);
+      }
+    } catch (...) {
+    }
+  }
+  if (previous_handler != nullptr) previous_handler();
+  std::abort();
+}
+
+}  // namespace
+
+std::string explain_gloo_abort(const std::string& what, const std::string& collective,
+                               core::At at) {
+  if (what.find(kEnforce) == std::string::npos) return "";
+  const std::string in = collective.empty() ? "" : fmt::format(" in {}", collective);
+  const auto size_check = what.find(kSizeCheck);
+  if (size_check == std::string::npos) {
+    return core::message(at, "a fatal check of Gloo's (or c10's) failed{}: {}", in, what);
+  }
+  long long sent = 0, expected = 0;
+  const std::string sizes = what.substr(size_check + kSizeCheck.size());
+  const bool known = std::sscanf(sizes.c_str(), " %lld vs %lld", &sent, &expected) == 2;
+  return core::message(
+      at,
+      "Gloo aborted this process{}: the ranks sent different sizes to the same collective ({}). "
+      "Give every rank a tensor of the same shape and dtype there; RANKWISE_DEBUG=detail (or "
+      "InitOptions::check_collectives) names each rank's shape before Gloo sees them. Gloo's "
+      "text: {}",
+      in,
+      known
+          ? fmt::format("a peer sent {} bytes where this rank expected at most {}", sent, expected)
+          : "a peer sent more bytes than this rank expected",
+      what);
+}
+
+void install_gloo_abort_report(std::shared_ptr<const diag::FlightRecorder> recorder, core::At at) {
+  std::lock_guard<std::mutex> lock(handler_mutex);
+  handler_recorder = recorder;
+  handler_at = at;
+  if (!installed) {
+    previous_handler = std::set_terminate(on_terminate);
+    installed = true;
+  }
+}
+
+}  // namespace rankwise::dist
