@@ -4,9 +4,12 @@
 // Shared by the unit tests that drive the launcher.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -158,6 +161,24 @@ class Launcher {
 
 inline Result run(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
   return Launcher(args, env).wait();
+}
+
+/// Waits until something listens on 127.0.0.1:`port` (at most 30 s): a
+/// launcher that hosts the rendezvous store is up.
+inline bool wait_for_listener(int port) {
+  const auto start = Clock::now();
+  while (std::chrono::duration<double>(Clock::now() - start).count() < 30) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (up) return true;
+    ::poll(nullptr, 0, 50);  // a poll interval, not a synchronisation
+  }
+  return false;
 }
 
 }  // namespace rankwise::test

@@ -696,23 +696,6 @@ TEST(LaunchRun, RdzvEndpointTakesAnIpv6AddressInBrackets) {
   }
 }
 
-/// Waits until something listens on 127.0.0.1:`port` (at most 30 s).
-bool wait_for_listener(int port) {
-  const auto start = Clock::now();
-  while (since(start) < 30) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(fd);
-    if (up) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
 TEST(LaunchRun, ANodeRankGivenTwiceIsNamed) {
   // --node-rank 1 on two nodes of a 3-node job: the second is refused at
   // once, naming the launcher that holds it. Before: both node-rank-1

@@ -82,7 +82,7 @@ TEST(GroupFailure, TheFirstFailureStaysAndItsFinalDetailsReplaceIt) {
   ASSERT_TRUE(f && f->final);
   EXPECT_EQ(f->root_cause, "rank 2 (local rank 0) on host h1 (node 1) exited with code 3");
   EXPECT_EQ(f->error, "boom");
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a check that nothing follows
   EXPECT_FALSE(other_attempt.first());  // another attempt's keys
 }
 
@@ -110,7 +110,7 @@ TEST(GroupFailure, ANodeThatLeftTheJobIsReadUnlessItSucceeded) {
   NodeFailure done{1, "node 1 (host h1) left the job: its workers succeeded", ""};
   done.succeeded = true;
   close(done);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // 6 polls: no failure reported
   EXPECT_FALSE(watch.first());  // a node whose workers succeeded is no failure
   close({1, "node 1 (host h1) left the job: it received SIGINT", ""});
   const auto f = first_when(watch, [](const auto& f) { return f.has_value(); });
@@ -244,7 +244,7 @@ TEST(GroupFailure, ALauncherThatIsStoppedStopsTheOtherNodesWorkers) {
   // node 0 names node 1. Before, node 0 ran its workers to their end, exit 0.
   const int port = rankwise::launch::rendezvous::find_free_port("127.0.0.1");
   Launcher node0(node_args(port, 0, "echo started; exec sleep 30", {}), kJobKey);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // node 0's store is up
+  ASSERT_TRUE(wait_for_listener(port));  // node 0 hosts the store
   Launcher node1(node_args(port, 1, "echo started; exec sleep 30", {}), kJobKey);
   // Both nodes' workers run (not a fixed sleep: a loaded machine may take
   // longer than that to start a launcher).
@@ -267,10 +267,11 @@ TEST(GroupFailure, ALauncherKilledWithSigkillIsNamedByTheOtherNode) {
   // been still for 15 s, and node 0 names node 1. Before: node 0 ran them to
   // their end and exited 0.
   const int port = rankwise::launch::rendezvous::find_free_port("127.0.0.1");
-  Launcher node0(node_args(port, 0, "exec sleep 60", {}), kJobKey);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  Launcher node1(node_args(port, 1, "exec sleep 60", {}), kJobKey);
-  std::this_thread::sleep_for(std::chrono::milliseconds(3000));  // both nodes' workers run
+  Launcher node0(node_args(port, 0, "echo started; exec sleep 60", {}), kJobKey);
+  ASSERT_TRUE(wait_for_listener(port));  // node 0 hosts the store
+  Launcher node1(node_args(port, 1, "echo started; exec sleep 60", {}), kJobKey);
+  ASSERT_TRUE(node0.wait_for_out("started", 60));  // both nodes' workers run
+  ASSERT_TRUE(node1.wait_for_out("started", 60));
   ::kill(node1.pid(), SIGKILL);
   EXPECT_EQ(node1.wait(20).code, 128 + SIGKILL);  // collected now: its deadline counts from its start
   const Result r0 = node0.wait(90);
@@ -299,9 +300,9 @@ TEST(GroupFailure, ANodeWaitingAtItsEndNamesAKilledPeer) {
   // by default) and exited 0, the job's failure unsaid.
   const int port = rankwise::launch::rendezvous::find_free_port("127.0.0.1");
   Launcher node0(node_args(port, 0, one_node_ends_early(0), {}), kJobKey);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(wait_for_listener(port));  // node 0 hosts the store
   Launcher node1(node_args(port, 1, one_node_ends_early(0), {}), kJobKey);
-  std::this_thread::sleep_for(std::chrono::milliseconds(4000));  // node 0 waits at its end
+  ASSERT_TRUE(node0.wait_for_err("waiting up to", 60));  // node 0 waits at its end
   ::kill(node1.pid(), SIGKILL);
   EXPECT_EQ(node1.wait(20).code, 128 + SIGKILL);
   const Result r0 = node0.wait(60);
@@ -321,9 +322,9 @@ TEST(GroupFailure, ANodeWaitingAtItsEndNamesALostStoreHost) {
   // the store, is SIGKILLed. Before: node 1 exited 0 at once.
   const int port = rankwise::launch::rendezvous::find_free_port("127.0.0.1");
   Launcher node0(node_args(port, 0, one_node_ends_early(1), {}), kJobKey);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(wait_for_listener(port));  // node 0 hosts the store
   Launcher node1(node_args(port, 1, one_node_ends_early(1), {}), kJobKey);
-  std::this_thread::sleep_for(std::chrono::milliseconds(4000));
+  ASSERT_TRUE(node1.wait_for_err("waiting up to", 60));  // node 1 waits at its end
   ::kill(node0.pid(), SIGKILL);
   EXPECT_EQ(node0.wait(20).code, 128 + SIGKILL);
   const Result r1 = node1.wait(60);
@@ -340,7 +341,7 @@ TEST(GroupFailure, ASignalWhileWaitingAtTheEndExits128PlusIt) {
   // Before: exit 0, silently.
   const int port = rankwise::launch::rendezvous::find_free_port("127.0.0.1");
   Launcher node0(node_args(port, 0, one_node_ends_early(0), {}), kJobKey);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(wait_for_listener(port));  // node 0 hosts the store
   Launcher node1(node_args(port, 1, one_node_ends_early(0), {}), kJobKey);
   // Once it waits (said after 2 s of it); a fixed sleep could signal a
   // launcher that a loaded machine had not even started yet.
@@ -358,10 +359,11 @@ TEST(GroupFailure, ASignalWhileWaitingAtTheEndExits128PlusIt) {
 TEST(GroupFailure, ALostStoreHostIsNamedByTheOtherNode) {
   // SIGKILL to node 0's launcher, which hosts the store: node 1 names it.
   const int port = rankwise::launch::rendezvous::find_free_port("127.0.0.1");
-  Launcher node0(node_args(port, 0, "exec sleep 60", {}), kJobKey);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  Launcher node1(node_args(port, 1, "exec sleep 60", {}), kJobKey);
-  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  Launcher node0(node_args(port, 0, "echo started; exec sleep 60", {}), kJobKey);
+  ASSERT_TRUE(wait_for_listener(port));  // node 0 hosts the store
+  Launcher node1(node_args(port, 1, "echo started; exec sleep 60", {}), kJobKey);
+  ASSERT_TRUE(node0.wait_for_out("started", 60));  // both nodes' workers run
+  ASSERT_TRUE(node1.wait_for_out("started", 60));
   ::kill(node0.pid(), SIGKILL);
   EXPECT_EQ(node0.wait(20).code, 128 + SIGKILL);
   const Result r1 = node1.wait(90);
@@ -388,7 +390,7 @@ TEST(GroupFailure, ALauncherThatExitedIsNotReportedSilent) {
   const int port = rankwise::launch::rendezvous::find_free_port("127.0.0.1");
   const std::string script = "if [ \"$GROUP_RANK\" = 0 ]; then exec sleep 24; fi";
   Launcher node0(node_args(port, 0, script, {}), kJobKey);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(wait_for_listener(port));  // node 0 hosts the store
   Launcher node1(node_args(port, 1, script, {"--rendezvous-timeout", "3"}), kJobKey);
   const Result r1 = node1.wait(60), r0 = node0.wait(90);
   EXPECT_EQ(r1.code, 0) << r1.err;
@@ -410,7 +412,7 @@ TEST(GroupFailure, ANodeThatLeavesDuringTheRestartRoundIsNotRestartedWithout) {
       " fi; echo \"rank $RANK attempt $RANKWISE_RESTART_COUNT\"";
   const int port = rankwise::launch::rendezvous::find_free_port("127.0.0.1");
   Launcher node0(node_args(port, 0, script, {"--max-restarts", "1"}, "6"), kJobKey);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // node 0's store is up
+  ASSERT_TRUE(wait_for_listener(port));  // node 0 hosts the store
   Launcher node1(node_args(port, 1, script, {"--max-restarts", "1"}), kJobKey);
   // Node 1 waits in round 1 (once it said so; a fixed sleep could signal it
   // before, on a loaded machine).
