@@ -41,14 +41,23 @@ TEST(StackDump, EveryThreadIsWrittenToTheFile) {
   std::mutex m;
   std::condition_variable cv;
   bool done = false;
+  int waiting = 0;
+  std::condition_variable all_waiting;
   std::vector<std::thread> waiters;
   for (int i = 0; i < 3; ++i) {
     waiters.emplace_back([&] {
       std::unique_lock<std::mutex> lock(m);
+      ++waiting;
+      all_waiting.notify_one();
       cv.wait(lock, [&] { return done; });
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  {
+    // Each waiter counted itself holding `m` and released it only inside
+    // cv.wait: with the count at 3 under `m`, all three are waiting.
+    std::unique_lock<std::mutex> lock(m);
+    all_waiting.wait(lock, [&] { return waiting == 3; });
+  }
   ::raise(rankwise::wire::kStackDumpSignal);
   {
     std::lock_guard<std::mutex> lock(m);
