@@ -5,7 +5,8 @@
 # per-epoch values equal the printed ones; a resumed run appends a segment.
 # (3) rankwise-report's SVG (rendered by rsvg-convert), PNG and HTML (its
 # inline SVG rendered) show the curves, counted in pixels; a log without
-# records shows none. (4) On a terminal (tmux, the launcher under `script`):
+# records shows none. (4) With --monitor, the last table shows each rank's
+# real step count. (5) On a terminal (tmux, the launcher under `script`):
 # one bar per epoch on the final screen, from rank 0 only, updated in place.
 set -uo pipefail
 run=$1; program=$2; report=$3; work=$4
@@ -120,7 +121,18 @@ mkdir -p "$work/dir.html"
 "$report" "$work/nan.jsonl" -o "$work/dir.html" 2>/dev/null && fail "wrote over a directory"
 [ -e "$work/dir.html.tmp" ] && fail "a failed write left dir.html.tmp"
 
-# (4) On a terminal: the launcher in tmux, under `script` to keep the raw bytes.
+# (4) --monitor: the table printed when the run ends shows every rank's
+# real step count, 2 epochs of 16 steps (the workers' last heartbeats).
+mon=$("$run" --nproc-per-node 2 --monitor=1 "$program" --epochs 2 --limit 2000 \
+  --checkpoint-dir "$work/mon" 2>&1) || fail "--monitor run: $mon"
+last=$(awk '/^rankwise-run: monitor at /{table=""} {table=table $0 "\n"} END{printf "%s", table}' <<<"$mon")
+echo "$last"
+for r in 0 1; do
+  grep -qE "^rankwise-run: +$r +[^ ]+ +[^ ]+ +32 .* ended$" <<<"$last" \
+    || fail "the last --monitor table does not show rank $r at step 32"
+done
+
+# (5) On a terminal: the launcher in tmux, under `script` to keep the raw bytes.
 if ! command -v tmux >/dev/null || ! command -v script >/dev/null; then
   echo "tmux or script missing: terminal case skipped"; exit 77
 fi
