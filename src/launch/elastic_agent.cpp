@@ -151,7 +151,8 @@ class ElasticAgent {
     config.host = setup_.host;
     config.error_dir = setup_.error_dir;
     config.base_env = setup_.base_env;
-    config.hang_check = o_.hang_timeout.count() > 0 && ro.world_size() > 1;
+    config.hang_check = (o_.hang_timeout.count() > 0 || o_.deadlock_timeout.count() > 0) &&
+                        ro.world_size() > 1;
     config.job_key = key;
     return config;
   }

@@ -338,7 +338,8 @@ int run(LaunchOptions o) {
   config.host = host;
   config.error_dir = error_dir.path();
   config.base_env = std::move(base_env);
-  config.hang_check = o.hang_timeout.count() > 0 && o.world_size() > 1;
+  config.hang_check =
+      (o.hang_timeout.count() > 0 || o.deadlock_timeout.count() > 0) && o.world_size() > 1;
   config.job_key = key;
   return run_job(o, host_store, config, *rdzv);
 }

@@ -96,6 +96,10 @@ struct LaunchOptions {
   /// blocked (in a collective, stopped or ended) this long with no collective
   /// completed (see hang_watchdog.h); 0 turns the check off.
   std::chrono::milliseconds hang_timeout{300000};
+  /// --deadlock-timeout: report a deadlock and end the job when every rank
+  /// has waited this long in collectives that are not all the same one, with
+  /// none entered or completed meanwhile (collective_mismatch.h); 0: off.
+  std::chrono::milliseconds deadlock_timeout{10000};
   /// --monitor[=SECONDS]: show a live per-rank table of the workers'
   /// heartbeats and flag stragglers and stalled ranks (run_monitor.h).
   /// nullopt: off; 0: the default refresh (1 s on a terminal, 30 s otherwise).

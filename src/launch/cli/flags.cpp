@@ -180,6 +180,13 @@ void add_watch_flags(CLI::App& app, GivenFlags& g) {
                  "last collective and its threads' stacks, then stop the job (default 300; 0: "
                  "off). A rank working outside collectives is never a hang. E.g. "
                  "--hang-timeout 60");
+  app.add_option("--deadlock-timeout,--deadlock_timeout", g.deadlock_s,
+                 "Seconds after which a job whose ranks all wait in collectives that are not "
+                 "all the same one (another sequence number or operation: e.g. a barrier "
+                 "inside `if (rank == 0)`), with none entered or completed meanwhile, is a "
+                 "deadlock: name the rank that entered alone, its call site and what the "
+                 "others wait in, then stop the job (default 10; 0: off). A rank working "
+                 "outside collectives is never one. E.g. --deadlock-timeout 30");
   app.add_flag("--monitor{auto}", g.monitor,
                "Show a live table of every rank's heartbeat (step, samples/s, compute and wait "
                "ms per step, loss, memory, heartbeat age, state) on stderr, redrawn in place on "

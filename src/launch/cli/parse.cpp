@@ -240,6 +240,7 @@ void resolve_run_limits(LaunchOptions& o, const GivenFlags& g) {
   o.grace_period = seconds_to_ms(g.grace_s, "--grace-period", true);
   o.rendezvous_timeout = seconds_to_ms(g.rdzv_s, "--rendezvous-timeout", false);
   o.hang_timeout = seconds_to_ms(g.hang_s, "--hang-timeout", true);
+  o.deadlock_timeout = seconds_to_ms(g.deadlock_s, "--deadlock-timeout", true);
 }
 
 // --monitor[=SECONDS] and the straggler rule.

@@ -9,6 +9,7 @@
 #include <memory>
 #include <sstream>
 
+#include "launch/watch/collective_mismatch.h"
 #include "wire/hang_diagnosis.h"
 #include "util/text.h"
 #include "wire/stack_dump_request.h"
@@ -55,8 +56,15 @@ bool HangWatchdog::observe(std::vector<RankView>& ranks,
     if (a == RankActivity::kInCollective) any_waiting = true;
     completed.push_back(v.progress ? v.progress->completed : 0);
   }
+  std::vector<uint64_t> entered;
+  for (const RankView& v : ranks) entered.push_back(v.progress ? v.progress->entered : 0);
   const bool progressed = completed != completed_;
+  const bool moved = progressed || entered != entered_;
   completed_ = std::move(completed);
+  entered_ = std::move(entered);
+  mismatched_ = mismatch_held(ranks, moved, now);
+  if (mismatched_) return true;
+  if (timeout_.count() <= 0) return false;
   if (ranks.size() > 1 && stopped_too_long) return true;
   if (!all_blocked || !any_waiting) {
     blocked_since_.reset();
@@ -64,6 +72,18 @@ bool HangWatchdog::observe(std::vector<RankView>& ranks,
   }
   if (progressed || !blocked_since_) blocked_since_ = now;
   return now - *blocked_since_ >= timeout_;
+}
+
+// Whether every rank has waited in mismatched collectives, with no rank
+// entering or completing one (`moved`), for the whole mismatch window.
+bool HangWatchdog::mismatch_held(const std::vector<RankView>& ranks, bool moved,
+                                 std::chrono::steady_clock::time_point now) {
+  if (mismatch_window_.count() <= 0 || !find_mismatch(ranks)) {
+    mismatch_since_.reset();
+    return false;
+  }
+  if (moved || !mismatch_since_) mismatch_since_ = now;
+  return now - *mismatch_since_ >= mismatch_window_;
 }
 
 std::vector<int> ranks_holding_up(const std::vector<RankView>& ranks) {
@@ -134,12 +154,8 @@ std::string format_frame(const std::string& line) {
 
 }  // namespace
 
-std::string format_hang_report(const std::vector<RankView>& ranks, int64_t now_ms,
-                               std::chrono::milliseconds timeout) {
-  std::string out = fmt::format(
-      "rankwise-run: hang: no rank can make progress (for {:g} s every rank was blocked with no "
-      "collective completed, or a rank was stopped; --hang-timeout):\n",
-      timeout.count() / 1000.0);
+std::string format_rank_states(const std::vector<RankView>& ranks, int64_t now_ms) {
+  std::string out;
   for (const RankView& v : ranks) {
     const RankActivity a = activity_of(v);
     const std::string pid =
@@ -150,6 +166,16 @@ std::string format_hang_report(const std::vector<RankView>& ranks, int64_t now_m
     out += fmt::format("rankwise-run:   rank {} ({}, {}): {}\n", v.rank, pid, state_word(v, a),
                        wire::describe_progress(v.progress, now_ms));
   }
+  return out;
+}
+
+std::string format_hang_report(const std::vector<RankView>& ranks, int64_t now_ms,
+                               std::chrono::milliseconds timeout) {
+  std::string out = fmt::format(
+      "rankwise-run: hang: no rank can make progress (for {:g} s every rank was blocked with no "
+      "collective completed, or a rank was stopped; --hang-timeout):\n",
+      timeout.count() / 1000.0);
+  out += format_rank_states(ranks, now_ms);
   const std::vector<int> culprits = ranks_holding_up(ranks);
   out += is_deadlock(culprits, static_cast<int>(ranks.size())) ? "rankwise-run: every rank waits inside a collective that no other rank "
                     "completes: a deadlock (e.g. ranks calling different collectives; "

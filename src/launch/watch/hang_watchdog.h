@@ -53,20 +53,37 @@ RankActivity activity_of(const RankView& view);
 /// Feeds observations, one per check, and says when the job is hung.
 class HangWatchdog {
  public:
-  explicit HangWatchdog(std::chrono::milliseconds timeout) : timeout_(timeout) {}
+  /// `timeout`: --hang-timeout; `mismatch_window`: --deadlock-timeout
+  /// (collective_mismatch.h). 0 turns either off.
+  explicit HangWatchdog(std::chrono::milliseconds timeout,
+                        std::chrono::milliseconds mismatch_window = std::chrono::milliseconds(0))
+      : timeout_(timeout), mismatch_window_(mismatch_window) {}
 
   /// One observation of every rank (index = rank) at steady time `now`; sets
   /// each view's heartbeat_stale. Returns true once every rank has been
   /// blocked, with no collective completed anywhere, for the whole timeout, or
   /// one rank has been stopped for the whole timeout (whatever the others do:
-  /// inside DDP's backward they wait in collectives the recorder cannot see).
+  /// inside DDP's backward they wait in collectives the recorder cannot see),
+  /// or every rank has waited in collectives that are not all the same one
+  /// (find_mismatch), with no collective entered or completed anywhere, for
+  /// the whole mismatch window (then mismatched() is true).
   bool observe(std::vector<RankView>& ranks, std::chrono::steady_clock::time_point now);
 
   std::chrono::milliseconds timeout() const { return timeout_; }
+  std::chrono::milliseconds mismatch_window() const { return mismatch_window_; }
+  /// The last observe() returned true for a mismatch, not a hang.
+  bool mismatched() const { return mismatched_; }
 
  private:
+  bool mismatch_held(const std::vector<RankView>& ranks, bool progressed,
+                     std::chrono::steady_clock::time_point now);
+
   std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds mismatch_window_;
+  bool mismatched_ = false;
   std::optional<std::chrono::steady_clock::time_point> blocked_since_;
+  std::optional<std::chrono::steady_clock::time_point> mismatch_since_;
+  std::vector<uint64_t> entered_;  // each rank's last entered, last time
   std::vector<uint64_t> completed_;  // each rank's last completed, last time
   HeartbeatAges heartbeats_;
   std::vector<std::optional<std::chrono::steady_clock::time_point>> stopped_since_;
@@ -83,6 +100,11 @@ std::vector<int> ranks_holding_up(const std::vector<RankView>& ranks);
 inline bool is_deadlock(const std::vector<int>& culprits, int world_size) {
   return world_size > 1 && static_cast<int>(culprits.size()) == world_size;
 }
+
+/// One line per rank, each starting with "rankwise-run:   rank R (": its
+/// pid, state (running, waiting in a collective, stopped, ended) and what its
+/// record says (wire::describe_progress).
+std::string format_rank_states(const std::vector<RankView>& ranks, int64_t now_ms);
 
 /// The hang report, one line per rank after a headline, each starting with
 /// "rankwise-run: ": state (running, stopped, ended), pid, and what its

@@ -18,14 +18,23 @@ namespace rankwise::launch::workers {
 // read now): its root cause, and what happened to every local worker.
 FailureReport AttemptRunner::failure_report() {
   for (auto& w : workers_) w.error = wire::read_worker_error(w.error_file);
-  std::size_t root = pick_root_cause(workers_).value_or(0);
+  const std::optional<std::size_t> first = pick_root_cause(workers_);
+  std::size_t root = first.value_or(0);
+  if (first && workers_[*first].error && workers_[*first].error->secondary) {
+    const auto records = last_records();
+    if (const auto early = pick_early_exit(workers_, first, records)) {
+      root = *early;
+      workers_[root].left_early = describe_early_exit(workers_[root].rank, records);
+    }
+  }
   // A hang: the first local rank that held the others up.
   const bool deadlock = watch::is_deadlock(hang_ranks_, o_.world_size());
   for (std::size_t i = workers_.size(); i-- > 0;) {
     WorkerRecord& w = workers_[i];
     if (std::find(hang_ranks_.begin(), hang_ranks_.end(), w.rank) == hang_ranks_.end()) continue;
-    w.hang_role = deadlock ? "was in a deadlock with every other rank (see the hang report)"
-                           : "held the others up in a hang";
+    w.hang_role = !hang_role_.empty() ? hang_role_
+                  : deadlock          ? "was in a deadlock with every other rank (see the hang report)"
+                                      : "held the others up in a hang";
     root = i;
   }
   FailureReport r;
@@ -40,6 +49,21 @@ FailureReport AttemptRunner::failure_report() {
   r.hang = hang_;
   r.error_files_kept = !o_.log_dir.empty();
   return r;
+}
+
+// Every rank's last progress record: once every worker has ended, from a read
+// of the store that began after that (at most kFinalRecordsWait), so that it
+// has their last records; before, the latest read. Empty without a reader.
+std::vector<std::optional<wire::CollectiveProgress>> AttemptRunner::last_records() {
+  if (!reader_) return {};
+  watch::CollectiveProgressReader::Snapshot s = reader_->latest();
+  const uint64_t fresh = s.generation + 2;  // the next read may have begun before
+  const auto deadline = Clock::now() + kFinalRecordsWait;
+  while (all_reaped_ && s.generation < fresh && Clock::now() < deadline) {
+    std::this_thread::sleep_for(kReportPoll);
+    s = reader_->latest();
+  }
+  return s.records;
 }
 
 rendezvous::NodeFailure AttemptRunner::node_failure(const FailureReport& r) const {

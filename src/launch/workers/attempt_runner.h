@@ -37,6 +37,9 @@ namespace rankwise::launch::workers {
 constexpr std::chrono::milliseconds kReportWindow{5000};
 /// How often it looks for their error files meanwhile.
 constexpr std::chrono::milliseconds kReportPoll{50};
+/// How long the failure report waits for a read of the store that has the
+/// workers' last progress records (to describe a rank that left early).
+constexpr std::chrono::milliseconds kFinalRecordsWait{2500};
 /// How long a hang report waits for the workers' stack dumps.
 constexpr std::chrono::milliseconds kStackDumpWait{3000};
 /// Multi-node: how often the launcher looks for another node's failure, and
@@ -114,6 +117,7 @@ class AttemptRunner {
 
   // attempt_failure.cpp: the failure report; several nodes' failures.
   FailureReport failure_report();
+  std::vector<std::optional<wire::CollectiveProgress>> last_records();
   rendezvous::NodeFailure node_failure(const FailureReport& r) const;
   void stop_for_local_failure();
   void check_group();
@@ -151,6 +155,7 @@ class AttemptRunner {
   Clock::time_point next_hang_check_;
   std::vector<int> hang_ranks_;  // after a hang: the ranks that held the others up
   std::string hang_;             // ... and the summary's line about it
+  std::string hang_role_;        // ... and their role in it ("" : see failure_report)
   std::optional<rendezvous::GroupFailureWatch> group_;  // multi-node
   std::optional<rendezvous::NodeFailure> remote_;       // another node failed first (check_group)
 };

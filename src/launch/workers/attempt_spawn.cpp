@@ -63,7 +63,7 @@ void AttemptRunner::start_watches() {
                     c_.hang_check ? hang_check_interval() : kMonitorTick);
   }
   if (c_.hang_check) {
-    watchdog_.emplace(o_.hang_timeout);
+    watchdog_.emplace(o_.hang_timeout, o_.deadlock_timeout);
     next_hang_check_ = job_start_ + hang_check_interval();
   }
   if (o_.monitor) start_monitor();

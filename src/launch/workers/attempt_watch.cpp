@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "launch/watch/collective_mismatch.h"
 #include "launch/workers/attempt_runner.h"
 #include "launch/workers/stack_dumps.h"
 #include "launch/workers/worker_process.h"
@@ -15,8 +16,14 @@
 
 namespace rankwise::launch::workers {
 
+// A quarter of the shorter of --hang-timeout and --deadlock-timeout (those
+// on), between 0.1 and 1 s.
 std::chrono::milliseconds AttemptRunner::hang_check_interval() const {
-  return std::clamp<std::chrono::milliseconds>(o_.hang_timeout / 4, std::chrono::milliseconds(100),
+  std::chrono::milliseconds shortest = std::chrono::milliseconds::max();
+  for (const auto t : {o_.hang_timeout, o_.deadlock_timeout}) {
+    if (t.count() > 0) shortest = std::min(shortest, t);
+  }
+  return std::clamp<std::chrono::milliseconds>(shortest / 4, std::chrono::milliseconds(100),
                                                std::chrono::milliseconds(1000));
 }
 
@@ -109,16 +116,26 @@ void AttemptRunner::check_hang() {
   last_generation_ = snapshot.generation;
   std::vector<watch::RankView> views = observe_ranks(snapshot.records);
   if (!watchdog_->observe(views, Clock::now())) return;
-  std::string report = watch::format_hang_report(views, wire::unix_ms_now(), o_.hang_timeout);
+  const std::optional<watch::CollectiveMismatch> mismatch =
+      watchdog_->mismatched() ? watch::find_mismatch(views) : std::nullopt;
+  std::string report =
+      mismatch ? watch::format_mismatch_report(views, *mismatch, wire::unix_ms_now(),
+                                               o_.deadlock_timeout)
+               : watch::format_hang_report(views, wire::unix_ms_now(), o_.hang_timeout);
   say(report);
   report += dump_stacks(views);
   if (!o_.log_dir.empty()) {  // the evidence, beside the logs
     std::ofstream(fmt::format("{}/attempt_{}/hang_report.txt", o_.log_dir, c_.attempt)) << report;
   }
-  hang_ranks_ = watch::ranks_holding_up(views);
-  hang_ = watch::is_deadlock(hang_ranks_, o_.world_size())
-              ? "every rank waited in a collective no other rank completed (a deadlock)"
-              : fmt::format("{} held the others up", util::rank_list(hang_ranks_));
+  hang_ranks_ = mismatch ? mismatch->alone : watch::ranks_holding_up(views);
+  if (mismatch) {
+    hang_ = fmt::format("a deadlock: {}", watch::describe_mismatch(views, *mismatch));
+    hang_role_ = "entered a collective alone in a deadlock (see the report above)";
+  } else {
+    hang_ = watch::is_deadlock(hang_ranks_, o_.world_size())
+                ? "every rank waited in a collective no other rank completed (a deadlock)"
+                : fmt::format("{} held the others up", util::rank_list(hang_ranks_));
+  }
   failed_ = true;
   stop_for_local_failure();
 }

@@ -43,6 +43,7 @@ std::string describe_exit(const WorkerRecord& w) {
 }
 
 std::string describe_root_cause(const WorkerRecord& w) {
+  if (!w.left_early.empty()) return w.left_early;
   if (w.state == WorkerState::kRunning) {  // a multi-node job's early report
     if (!w.hang_role.empty()) {
       return fmt::format("{}{}; the launcher is stopping it", w.hang_role,
@@ -223,6 +224,14 @@ std::string format_failure_summary(const FailureReport& r) {
              "node's summary)\n";
     }
     tail = tail_without_message(r.root_stderr_tail, *w.error, w.error->rank.value_or(w.rank));
+  } else {
+    out += gloo_size_check_note(r.root_stderr_tail);
+  }
+  if (!w.left_early.empty()) {
+    out += "  note:       it ended while the other ranks still needed it in their collectives; "
+           "the errors that followed (\"a peer probably exited\") are secondary. Every rank "
+           "must run every collective to the end: decide early stopping on every rank "
+           "together (rankwise::dist::EarlyStopping)\n";
   } else {
     out += gloo_size_check_note(r.root_stderr_tail);
   }

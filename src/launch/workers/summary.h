@@ -42,6 +42,10 @@ struct WorkerRecord {
   /// "held the others up in a hang" or "was in a deadlock with every other
   /// rank"; "" otherwise.
   std::string hang_role;
+  /// Set when it is the root cause for ending with exit code 0 while the
+  /// others still needed it (pick_early_exit, root_cause.h): what it did and
+  /// what they were doing (describe_early_exit); "" otherwise.
+  std::string left_early;
   std::string error_file;  ///< its RANKWISE_ERROR_FILE
   std::optional<wire::WorkerError> error;  ///< what it wrote there, read when the attempt ended
 };
@@ -56,7 +60,8 @@ std::string describe_exit(const WorkerRecord& w);
 /// stopped after it had reported an error "reported an error, then was
 /// stopped by the launcher (SIGTERM)", or for one that held the others up in
 /// a hang "held the others up in a hang (it was stopped: SIGSTOP or a
-/// debugger), then was stopped by the launcher (SIGTERM)".
+/// debugger), then was stopped by the launcher (SIGTERM)", or for one that
+/// left early its `left_early`.
 std::string describe_root_cause(const WorkerRecord& w);
 
 /// "rank 3 (local rank 1) on host n1 (node 1) " + describe_root_cause(w):

@@ -23,7 +23,7 @@ struct AttemptConfig {
   std::string error_dir;     ///< where RANKWISE_ERROR_FILE paths live
   std::vector<std::string> base_env;  ///< launcher's env minus the variables we set
   /// Read the workers' progress from the job's store (at master_addr and
-  /// master_port) and look for hangs (--hang-timeout).
+  /// master_port) and look for hangs (--hang-timeout, --deadlock-timeout).
   bool hang_check = false;
   /// The secret under which the workers keep their store keys (see
   /// job_key() in launcher.cpp); "" for none.

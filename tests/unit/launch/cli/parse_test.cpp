@@ -538,6 +538,16 @@ TEST(LaunchCli, EveryTorchrunFlagIsSupportedOrRefusedByName) {
 
 }  // namespace
 
+TEST(LaunchCli, DeadlockTimeoutIsOnByDefault) {
+  EXPECT_EQ(parsed({"sh"}).deadlock_timeout, std::chrono::milliseconds(10000));
+  EXPECT_EQ(parsed({"--deadlock-timeout", "2.5", "sh"}).deadlock_timeout,
+            std::chrono::milliseconds(2500));
+  EXPECT_EQ(parsed({"--deadlock_timeout", "0", "sh"}).deadlock_timeout, std::chrono::milliseconds(0));
+  EXPECT_NE(usage_error({"--deadlock-timeout", "-1", "sh"}).find("--deadlock-timeout -1: must be "
+                                                                 "zero or more seconds"),
+            std::string::npos);
+}
+
 TEST(LaunchCli, MonitorAndStragglerFlags) {
   const LaunchOptions off = parsed({"sh"});
   EXPECT_FALSE(off.monitor);

@@ -99,5 +99,76 @@ TEST(LaunchRootCause, WorkersWithoutErrorFileRankByExitTime) {
   EXPECT_FALSE(launch::workers::pick_root_cause(ok).has_value());
 }
 
+TEST(LaunchRootCause, ARankThatLeftEarlyCausedThePeersSecondaryErrors) {
+  const auto t0 = Clock::now();
+  // Rank 0 returned 0 on its own; ranks 1 and 2 then failed: a peer exited.
+  std::vector<WorkerRecord> w = {worker(0, WorkerState::kSucceeded, t0, 300),
+                                 worker(1, WorkerState::kFailed, t0, 200),
+                                 worker(2, WorkerState::kFailed, t0, 250)};
+  w[1].error = error("peer gone", true, t0 + milliseconds(150));
+  w[2].error = error("peer gone", true, t0 + milliseconds(160));
+  const std::vector<std::optional<CollectiveProgress>> none;
+  const auto first = pick_root_cause(w);
+  EXPECT_EQ(first, 1u);
+  EXPECT_EQ(pick_early_exit(w, first, none), 0u);  // reaped after them, still the cause
+  // A primary error is its own root cause: rank 0 may just have finished.
+  w[1].error = error("boom", false, t0 + milliseconds(150));
+  EXPECT_FALSE(pick_early_exit(w, pick_root_cause(w), none).has_value());
+  // Asked to stop after the failure (it was slow to exit): still the cause.
+  w[1].error = error("peer gone", true, t0 + milliseconds(150));
+  w[0].stop_requested = true;
+  w[0].stop_time = t0 + milliseconds(180);
+  EXPECT_EQ(pick_early_exit(w, pick_root_cause(w), none), 0u);
+  // Exit code 0 after the launcher asked it to stop first is no early exit.
+  w[0].stop_time = t0 + milliseconds(140);
+  EXPECT_FALSE(pick_early_exit(w, pick_root_cause(w), none).has_value());
+  EXPECT_FALSE(pick_early_exit(w, std::nullopt, none).has_value());
+}
+
+TEST(LaunchRootCause, ARankWhoseRecordSaysItLeftBeforeItWasStoppedIsTheCause) {
+  // Rank 0 destroyed its process group, then was slow to exit: the launcher
+  // stopped it (SIGTERM) after ranks 1, 2 failed on the closed connection.
+  const auto now = Clock::now();
+  std::vector<WorkerRecord> w = {worker(0, WorkerState::kTerminated, now, 0),
+                                 worker(1, WorkerState::kFailed, now, 0),
+                                 worker(2, WorkerState::kTerminated, now, 0)};
+  w[0].stop_requested = w[2].stop_requested = true;
+  w[0].stop_time = w[2].stop_time = now;
+  w[1].error = error("peer gone", true, now - milliseconds(500));
+  w[2].error = error("peer gone", true, now - milliseconds(400));
+  CollectiveProgress left;
+  left.exited = true;
+  left.heartbeat_ms = unix_ms_now() - 1000;  // 1 s before the stop
+  std::vector<std::optional<CollectiveProgress>> records{left, std::nullopt, std::nullopt};
+  EXPECT_EQ(pick_early_exit(w, pick_root_cause(w), records), 0u);
+  // It left only when the launcher stopped it (a SIGTERM handler): no cause.
+  records[0]->heartbeat_ms = unix_ms_now() + 100;
+  EXPECT_FALSE(pick_early_exit(w, pick_root_cause(w), records).has_value());
+}
+
+TEST(LaunchRootCause, AnEarlyExitSaysItsStepAndWhereThePeersWere) {
+  CollectiveProgress own;
+  own.entered = own.completed = 20;
+  own.last = "all_reduce #20 (Long [1], sum) at join.cpp:43";
+  own.ended_ms = 5;
+  own.exited = true;
+  own.step = 8;
+  CollectiveProgress peer = own;
+  peer.entered = 21;
+  peer.completed = 20;
+  peer.failed = true;
+  peer.exited = false;
+  peer.last = "all_reduce 'DistributedDataParallel step 9: ranks with inputs' #21 (Long [1], sum) at join.cpp:43";
+  EXPECT_EQ(describe_early_exit(0, {own, peer, peer}),
+            "ended with exit code 0 (returned from main or called exit) at step 8, while ranks 1, "
+            "2 were in all_reduce 'DistributedDataParallel step 9: ranks with inputs' #21 (Long "
+            "[1], sum) at join.cpp:43: it left while they still needed it");
+  CollectiveProgress working = own;  // completed its last collective
+  working.exited = false;
+  EXPECT_EQ(describe_early_exit(1, {working, std::nullopt}),
+            "ended with exit code 0 (returned from main or called exit), while rank 0 was past "
+            "all_reduce #20 (Long [1], sum) at join.cpp:43: it left while they still needed it");
+}
+
 }  // namespace
 }  // namespace rankwise::launch

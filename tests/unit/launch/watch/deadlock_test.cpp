@@ -1,0 +1,114 @@
+// The mistakes users make in a Fabric loop, at default launcher and Fabric
+// options (tests/programs/torch_fabric_mistakes.cpp): a collective inside
+// `if (fabric.rank() == 0)` is reported by the default deadlock check
+// (--deadlock-timeout 10), naming the rank that entered it alone, its call
+// site and what the others wait in, long before the 300 s collective timeout;
+// a long step that makes progress is not; a rank that leaves early is the
+// root cause of its peers' failures.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+
+#include "support/launcher.h"
+
+namespace {
+
+using namespace rankwise::test;
+const std::string kMistakes = std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/torch_fabric_mistakes";
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string site(const Result& r, int nth) {
+  std::smatch m;
+  std::string out = r.out;
+  for (int i = 0; i <= nth; ++i) {
+    if (!std::regex_search(out, m, std::regex("site (\\d+)"))) return "?";
+    if (i < nth) out = m.suffix();
+  }
+  return "torch_fabric_mistakes.cpp:" + m[1].str();
+}
+
+// Rank 0 calls `what` alone at `when`; the job of `nproc` ranks, at the
+// defaults, reports the deadlock and ends with code 1.
+void expect_named(const std::string& what, const std::string& when, int nproc,
+                  const std::string& collective) {
+  const Result r = run({"--nproc-per-node", std::to_string(nproc), kMistakes, what, when});
+  EXPECT_EQ(r.code, 1) << r.err;
+  // The default check fired, not a collective timeout (300 s).
+  EXPECT_TRUE(has(r.err, "rankwise-run: deadlock: every rank waits in a collective, not all in "
+                         "the same one, and none completed a collective for 10 s "
+                         "(--deadlock-timeout):"))
+      << r.err;
+  const std::string others = nproc == 2 ? "rank 1" : "ranks 1, 2";
+  const std::regex alone("rankwise-run: rank 0 entered " + collective + " #\\d+[^\\n]* at " +
+                         site(r, 1) + " alone, while " + others +
+                         " waited in all_reduce 'DistributedDataParallel step \\d+: [a-z ]+' "
+                         "#\\d+ \\(Long \\[1\\], sum\\) at join\\.cpp:\\d+; the others never "
+                         "entered it\\.");
+  EXPECT_TRUE(std::regex_search(r.err, alone)) << r.out << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("root cause \\(first failure\\): rank 0 \\(local rank 0\\) on host [^ ]+ "
+                        "\\(node 0\\) entered a collective alone in a deadlock")))
+      << r.err;
+  EXPECT_TRUE(has(r.err, "  hang:       a deadlock: rank 0 entered " + collective)) << r.err;
+}
+
+TEST(Deadlock, BarrierOnRankZeroMidEpoch) { expect_named("barrier", "mid", 2, "barrier"); }
+TEST(Deadlock, MetricAllReduceOnRankZeroMidEpoch) {
+  expect_named("all-reduce", "mid", 2, "all_reduce");
+}
+TEST(Deadlock, BroadcastOnRankZeroMidEpoch) { expect_named("broadcast", "mid", 2, "broadcast"); }
+TEST(Deadlock, BarrierOnRankZeroAtEpochEnd) { expect_named("barrier", "end", 2, "barrier"); }
+TEST(Deadlock, MetricAllReduceOnRankZeroAtEpochEnd) {
+  expect_named("all-reduce", "end", 2, "all_reduce");
+}
+TEST(Deadlock, BroadcastOnRankZeroAtEpochEnd) { expect_named("broadcast", "end", 2, "broadcast"); }
+TEST(Deadlock, BarrierOnRankZeroAtEpochEndOfThreeRanks) {
+  expect_named("barrier", "end", 3, "barrier");
+}
+TEST(Deadlock, MetricAllReduceOnRankZeroMidEpochOfThreeRanks) {
+  expect_named("all-reduce", "mid", 3, "all_reduce");
+}
+TEST(Deadlock, BroadcastOnRankZeroMidEpochOfThreeRanks) {
+  expect_named("broadcast", "mid", 3, "broadcast");
+}
+
+TEST(Deadlock, ALongStepThatProgressesIsNone) {
+  // Rank 1 computes 6 s in one step while rank 0 waits for it in DDP's
+  // all_reduce: three times a 2 s window, and the job still succeeds.
+  const Result r =
+      run({"--nproc-per-node", "2", "--deadlock-timeout", "2", kMistakes, "slow", "6"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "[rank0]: done")) << r.out;
+  EXPECT_FALSE(has(r.err, "deadlock")) << r.err;
+}
+
+// Rank 0 stops early (`mode`); the others fail on the closed connection.
+void expect_left_early(const std::string& mode, int nproc, const std::string& step) {
+  const Result r = run({"--nproc-per-node", std::to_string(nproc), kMistakes, mode});
+  EXPECT_EQ(r.code, 1) << r.err;
+  const std::string others = nproc == 2 ? "rank 1 was" : "ranks 1, 2 were";
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("root cause \\(first failure\\): rank 0 \\(local rank 0\\) on host [^ ]+ "
+                        "\\(node 0\\) ended with exit code 0 \\(returned from main or called "
+                        "exit\\) at step " + step + ", while " + others +
+                        " in all_reduce 'DistributedDataParallel step \\d+: [a-z ]+' #\\d+ "
+                        "[^\\n]* at [a-z_]+\\.cpp:\\d+: it left while they still needed it\\n")))
+      << r.err;
+  EXPECT_TRUE(has(r.err, "  note:       it ended while the other ranks still needed it")) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("rank 1 \\(pid \\d+\\): [^\\n]* after a "
+                                                  "secondary error")))
+      << r.err;
+}
+
+TEST(EarlyExit, BreakingOutOfEpochsIsTheRootCause) { expect_left_early("break", 2, "8"); }
+TEST(EarlyExit, BreakingOutOfEpochsIsTheRootCauseOfThreeRanks) {
+  expect_left_early("break", 3, "8");
+}
+TEST(EarlyExit, ReturningFromMainIsTheRootCause) { expect_left_early("return", 3, "3"); }
+TEST(EarlyExit, CallingExitIsTheRootCause) { expect_left_early("exit", 2, "3"); }
+
+}  // namespace
