@@ -38,6 +38,10 @@ struct LaunchEnv {
   /// (rankwise-run sets RANKWISE_AGENT_STORE=1; torchrun sets
   /// TORCHELASTIC_USE_AGENT_STORE=True). Otherwise rank 0 hosts it.
   bool agent_store = false;
+  /// rankwise-run --virtual-local-rank (RANKWISE_VIRTUAL_LOCAL_RANK=1): every
+  /// worker has LOCAL_RANK 0 and its own GPU alone in CUDA_VISIBLE_DEVICES,
+  /// so the device choice treats it as the only process of its node.
+  bool virtual_local_rank = false;
   LaunchSource source = LaunchSource::kNone;
 
   /// Parses the process environment. Throws ConfigError naming the variable

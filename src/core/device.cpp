@@ -152,6 +152,8 @@ DeviceAssignment device_assignment(const LaunchEnv& env, DeviceKind kind) {
   const auto visible = parse_cuda_visible_devices(get_env(kVariable));
   const int count =
       torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+  // --virtual-local-rank: this worker's GPU is the only one it sees.
+  if (env.virtual_local_rank) return assign_device(0, 1, count, visible, kind);
   return assign_device(env.local_rank, env.local_world_size, count, visible, kind);
 }
 

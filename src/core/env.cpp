@@ -103,6 +103,8 @@ LaunchEnv LaunchEnv::from_map(const Vars& vars) {
   auto agent = lookup(vars, "RANKWISE_AGENT_STORE");
   auto elastic = lookup(vars, "TORCHELASTIC_USE_AGENT_STORE");
   env.agent_store = (agent && *agent == "1") || (elastic && (*elastic == "True" || *elastic == "1"));
+  const auto virtual_local_rank = lookup(vars, "RANKWISE_VIRTUAL_LOCAL_RANK");
+  env.virtual_local_rank = virtual_local_rank && *virtual_local_rank == "1";
   return env;
 }
 

@@ -70,6 +70,9 @@ struct LaunchOptions {
   /// (--rdzv-conf read_timeout); unset: rendezvous_timeout.
   std::optional<std::chrono::milliseconds> store_timeout;
   bool standalone = false;  ///< single node, local store on a free port
+  /// --virtual-local-rank: every worker gets LOCAL_RANK=0 and only its own GPU
+  /// in CUDA_VISIBLE_DEVICES (the launcher's entry for its local rank).
+  bool virtual_local_rank = false;
   std::string tag = kDefaultTag;  ///< line tag template (see tag_template.h)
   bool tag_enabled = true;        ///< false with --no-tag
   std::vector<int> only_ranks;    ///< ranks whose stdout is shown; empty = all

@@ -116,6 +116,10 @@ void add_node_flags(CLI::App& app, LaunchOptions& o, GivenFlags& g) {
                  "join_timeout=600,last_call_timeout=10");
   app.add_flag("--standalone", o.standalone,
                "Single node with a local store on a free port (like torchrun --standalone)");
+  app.add_flag("--virtual-local-rank,--virtual_local_rank", o.virtual_local_rank,
+               "Each worker sees only its own GPU, as device 0: LOCAL_RANK=0 and "
+               "CUDA_VISIBLE_DEVICES set to this launcher's entry for its local rank (as "
+               "torchrun --virtual-local-rank); --device auto then trains on it");
 }
 
 // What the workers' output looks like and where it goes: --tag to --group-by-rank.

@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
@@ -156,6 +157,21 @@ std::vector<std::string> program_and_args(const CLI::App& app) {
 }
 
 // --nproc-per-node, --nnodes, --node-rank and --standalone's single node.
+// --virtual-local-rank gives worker i the i-th CUDA_VISIBLE_DEVICES entry:
+// the list must have one per worker.
+void check_virtual_local_rank(const LaunchOptions& o) {
+  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!o.virtual_local_rank || cvd == nullptr) return;
+  const std::string list = cvd;
+  const auto entries = static_cast<int>(std::count(list.begin(), list.end(), ',')) + 1;
+  if (entries < o.nproc_per_node) {
+    throw UsageError(fmt::format(
+        "--virtual-local-rank gives each worker its own GPU, but CUDA_VISIBLE_DEVICES={} lists {} "
+        "for --nproc-per-node {}; list one GPU per worker, or start fewer workers",
+        list, entries, o.nproc_per_node));
+  }
+}
+
 void resolve_nodes(LaunchOptions& o, const GivenFlags& g) {
   o.nproc_per_node = resolve_nproc_per_node(g.nproc);
   std::tie(o.min_nnodes, o.nnodes) = parse_nnodes(g.nnodes);
@@ -166,6 +182,7 @@ void resolve_nodes(LaunchOptions& o, const GivenFlags& g) {
   if (o.standalone && o.nnodes > 1) {
     throw UsageError("--standalone runs a single node; drop --standalone or --nnodes");
   }
+  check_virtual_local_rank(o);
 }
 
 // --rdzv-endpoint HOST[:PORT], checked against --master-addr/--master-port,

@@ -49,10 +49,6 @@ const Refused kRefused[] = {
      "rankwise-run does not bind workers to NUMA nodes; start PROGRAM through numactl from a "
      "wrapper script that picks the node from $LOCAL_RANK (exec numactl --cpunodebind=N "
      "--membind=N PROGRAM)"},
-    {"--virtual-local-rank,--virtual_local_rank", false,
-     "rankwise-run gives every worker its own LOCAL_RANK and leaves CUDA_VISIBLE_DEVICES as it "
-     "is; to show each worker only its own GPU, wrap PROGRAM: sh -c 'CUDA_VISIBLE_DEVICES="
-     "$LOCAL_RANK exec PROGRAM'"},
     {"--print-completion,--print_completion", true,
      "rankwise-run has no shell completion script; rankwise-run -h lists its flags"},
 };
@@ -77,7 +73,7 @@ const std::set<std::string> kEnvironmentDests = {
     "rdzv_conf",     "standalone",     "max_restarts", "monitor_interval", "role",
     "log_dir",       "redirects",      "tee",          "local_ranks_filter", "node_rank",
     "master_addr",   "master_port",    "no_python",    "start_method",  "shutdown_timeout",
-    "event_log_handler", "signals_to_handle"};
+    "event_log_handler", "signals_to_handle", "virtual_local_rank"};
 
 }  // namespace
 

@@ -29,6 +29,30 @@ void set_environment_variable(std::vector<std::string>& env, const std::string& 
   env.push_back(fmt::format("{}={}", name, value));
 }
 
+// --virtual-local-rank (torchrun's meaning): LOCAL_RANK 0, and only this
+// worker's GPU visible: the launcher's CUDA_VISIBLE_DEVICES entry for its
+// local rank, or the GPU of that index.
+void set_virtual_local_rank(std::vector<std::string>& env, int local_rank) {
+  std::vector<std::string> visible;
+  for (const std::string& v : env) {
+    if (v.rfind("CUDA_VISIBLE_DEVICES=", 0) != 0) continue;
+    std::string list = v.substr(std::string("CUDA_VISIBLE_DEVICES=").size());
+    for (std::size_t at = 0; at <= list.size();) {
+      const auto comma = std::min(list.find(',', at), list.size());
+      visible.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
+  const bool listed = !visible.empty();
+  const auto index = static_cast<std::size_t>(local_rank);
+  set_environment_variable(env, "LOCAL_RANK", "0");
+  set_environment_variable(env, "CUDA_VISIBLE_DEVICES",
+                           listed && index < visible.size() ? visible[index]
+                           : listed                          ? std::string("-1")
+                                                             : std::to_string(local_rank));
+  set_environment_variable(env, "RANKWISE_VIRTUAL_LOCAL_RANK", "1");
+}
+
 std::vector<std::string> worker_environment(const AttemptConfig& c, int local_rank) {
   const LaunchOptions& o = *c.options;
   const int rank = o.node_rank * o.nproc_per_node + local_rank;
@@ -56,6 +80,7 @@ std::vector<std::string> worker_environment(const AttemptConfig& c, int local_ra
   set(wire::kErrorFileVariable, worker_error_file(c, rank));
   set(wire::kStackDumpFileVariable, worker_stack_dump_file(c, rank));
   if (!c.job_key.empty()) set(wire::kJobKeyVariable, c.job_key);
+  if (o.virtual_local_rank) set_virtual_local_rank(env, local_rank);
   // A flag wins over the same variable in the launcher's own environment.
   if (!o.iface.empty()) set_environment_variable(env, "GLOO_SOCKET_IFNAME", o.iface);
   // With --log-dir, a collective that fails dumps its rank's flight recorder

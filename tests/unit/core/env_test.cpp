@@ -41,6 +41,13 @@ TEST(LaunchEnv, TorchrunVariables) {
   EXPECT_EQ(env.source, LaunchSource::kTorchrun);
 }
 
+TEST(LaunchEnv, VirtualLocalRankComesFromTheLauncher) {
+  EXPECT_FALSE(LaunchEnv::from_map({{"RANK", "0"}, {"WORLD_SIZE", "1"}}).virtual_local_rank);
+  EXPECT_TRUE(LaunchEnv::from_map({{"RANK", "0"}, {"WORLD_SIZE", "1"},
+                                   {"RANKWISE_VIRTUAL_LOCAL_RANK", "1"}})
+                  .virtual_local_rank);
+}
+
 TEST(LaunchEnv, MpirunAndSrunVariables) {
   auto mpi = LaunchEnv::from_map({{"OMPI_COMM_WORLD_RANK", "5"},
                                   {"OMPI_COMM_WORLD_SIZE", "8"},

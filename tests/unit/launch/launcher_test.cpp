@@ -220,6 +220,27 @@ TEST(LaunchRun, WorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {
   if (process_alive(sleeper)) ::kill(sleeper, SIGKILL);
 }
 
+// --virtual-local-rank (torchrun's): LOCAL_RANK 0 and one GPU per worker,
+// the launcher's CUDA_VISIBLE_DEVICES entry for its local rank (or its index).
+TEST(LaunchRun, VirtualLocalRankGivesEachWorkerItsOwnGpu) {
+  const std::vector<std::string> show = {"--nproc-per-node", "2", "--virtual-local-rank", "/bin/sh",
+                                         "-c", "echo \"$LOCAL_RANK $CUDA_VISIBLE_DEVICES $RANKWISE_VIRTUAL_LOCAL_RANK\""};
+  const Result listed = run(show, {{"CUDA_VISIBLE_DEVICES", "5,7"}});
+  EXPECT_EQ(listed.code, 0) << listed.err;
+  EXPECT_TRUE(contains(listed.out, "[rank0]: 0 5 1\n")) << listed.out;
+  EXPECT_TRUE(contains(listed.out, "[rank1]: 0 7 1\n")) << listed.out;
+  std::vector<std::string> underscored = show;
+  underscored[2] = "--virtual_local_rank";
+  const Result unlisted = run(underscored);
+  EXPECT_EQ(unlisted.code, 0) << unlisted.err;
+  EXPECT_TRUE(contains(unlisted.out, "[rank1]: 0 1 1\n")) << unlisted.out;
+  const Result too_few = run(show, {{"CUDA_VISIBLE_DEVICES", "3"}});
+  EXPECT_EQ(too_few.code, 2) << too_few.err;
+  EXPECT_TRUE(contains(too_few.err, "--virtual-local-rank gives each worker its own GPU, but "
+                                    "CUDA_VISIBLE_DEVICES=3 lists 1 for --nproc-per-node 2"))
+      << too_few.err;
+}
+
 TEST(LaunchRun, SigintReachesEveryWorkerAndExits130) {
   TempDir dir;
   Launcher l({"--nproc-per-node", "3", kProbe, "hang", dir.path()});
