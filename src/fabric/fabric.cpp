@@ -33,7 +33,8 @@ std::string device_option_error(const std::string& value) {
 namespace {
 
 // Removes from argv what `app` parsed, keeping argv[0] and the other
-// arguments in order; returns the new argc (argv[argc] is null).
+// arguments in order; returns the new argc (argv[argc] is null when
+// something was removed).
 int keep_remaining(const CLI::App& app, int argc, char** argv) {
   const std::vector<std::string> remaining = app.remaining();
   int kept = 1;
@@ -44,7 +45,7 @@ int keep_remaining(const CLI::App& app, int argc, char** argv) {
       ++next;
     }
   }
-  argv[kept] = nullptr;
+  if (kept < argc) argv[kept] = nullptr;  // else argv[argc] stays as the caller had it
   return kept;
 }
 

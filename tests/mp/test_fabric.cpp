@@ -307,14 +307,23 @@ TEST(Fabric, CollectiveInsideARankZeroBranchFailsOnEveryRank) {
 }
 
 TEST(Fabric, OptionsFromTheCommandLine) {
-  auto parse = [](std::vector<std::string> args) {
-    std::vector<char*> argv;
+  std::vector<std::string> args;  // the last parse's command line
+  std::vector<char*> argv;
+  int argc = 0;
+  auto parse = [&](std::vector<std::string> line) {
+    args = std::move(line);
+    argv.clear();
     for (auto& a : args) argv.push_back(a.data());
-    return rankwise::Fabric(static_cast<int>(argv.size()), argv.data(), quiet());
+    argv.push_back(nullptr);
+    argc = static_cast<int>(args.size());
+    return rankwise::Fabric(argc, argv.data(), quiet());
   };
   {
-    // The program's own flags (--epochs 3) are left alone.
+    // The program's own flags (--epochs 3) are left to it, and only they.
     auto fabric = parse({"prog", "--seed", "11", "--epochs", "3", "--keep-last", "2", "--device", "cpu"});
+    EXPECT_EQ(std::vector<std::string>(argv.begin(), argv.begin() + argc),
+              (std::vector<std::string>{"prog", "--epochs", "3"}));
+    EXPECT_EQ(argv[argc], nullptr);
     EXPECT_EQ(fabric.options().seed(), 11u);
     EXPECT_EQ(fabric.options().keep_last(), 2);
     EXPECT_EQ(fabric.device(), torch::Device(torch::kCPU));
