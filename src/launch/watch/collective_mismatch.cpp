@@ -47,8 +47,15 @@ std::tuple<std::size_t, int64_t, int64_t, int> alone_key(const std::vector<RankV
 
 std::optional<CollectiveMismatch> find_mismatch(const std::vector<RankView>& ranks) {
   if (ranks.size() < 2) return std::nullopt;
+  uint64_t most_completed = 0;
   for (const RankView& v : ranks) {
     if (activity_of(v) != RankActivity::kInCollective) return std::nullopt;
+    most_completed = std::max(most_completed, v.progress->completed);
+  }
+  // A rank still inside a collective that another rank completed is only
+  // finishing it (a broadcast's root is done before its receivers).
+  for (const RankView& v : ranks) {
+    if (v.progress->entered <= most_completed) return std::nullopt;
   }
   const std::vector<std::vector<int>> groups = groups_of(ranks);
   if (groups.size() < 2) return std::nullopt;

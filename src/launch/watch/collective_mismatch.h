@@ -32,7 +32,8 @@ struct CollectiveMismatch {
 std::string collective_key(const wire::CollectiveProgress& progress);
 
 /// nullopt unless every rank (index = rank) waits inside a collective
-/// (activity_of: kInCollective) and they are not all in the same one.
+/// (activity_of: kInCollective), none that another rank has completed (that
+/// rank is only finishing it), and they are not all in the same one.
 std::optional<CollectiveMismatch> find_mismatch(const std::vector<RankView>& ranks);
 
 /// The deadlock report: a headline, one line per rank as in

@@ -56,8 +56,13 @@ TEST(CollectiveMismatch, DifferentCollectivesAreAMismatchNamingTheRankAlone) {
   ASSERT_TRUE(m);
   EXPECT_EQ(m->alone, std::vector<int>({0}));
   EXPECT_EQ(m->others, std::vector<int>({1, 2}));
-  // Another sequence number with the same operation is a mismatch too.
-  EXPECT_TRUE(find_mismatch({barrier(0, 12), barrier(1, 11)}));
+  // Another sequence number with the same operation is a mismatch too...
+  RankView ahead = barrier(0, 12);
+  ahead.progress->completed = 10;  // #11 launched, not completed
+  EXPECT_TRUE(find_mismatch({ahead, barrier(1, 11)}));
+  // ... but not when the rank behind is in one the other completed: it is
+  // only finishing it (a broadcast's root is done before its receivers).
+  EXPECT_FALSE(find_mismatch({barrier(0, 12), barrier(1, 11)}));
 }
 
 TEST(CollectiveMismatch, TheSameCollectiveFromAnotherCallSiteIsNone) {
@@ -123,8 +128,9 @@ TEST(CollectiveMismatch, AnyProgressRestartsTheWindow) {
   const auto t0 = Clock::now();
   std::vector<RankView> views{barrier(0, 11), gradients(1, 11)};
   EXPECT_FALSE(observe(w, views, t0, 0));
-  // Rank 1 completes 11 and enters 12 (say, its next bucket): progress.
+  // Rank 1 launches 12 (say, its next bucket; 11 still in flight): progress.
   views[1] = gradients(1, 12);
+  views[1].progress->completed = 10;
   EXPECT_FALSE(observe(w, views, t0, 1500));
   EXPECT_FALSE(observe(w, views, t0, 3000));
   EXPECT_TRUE(observe(w, views, t0, 3500));
