@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <regex>
 
 namespace rankwise::wire {
 
@@ -103,6 +104,13 @@ std::optional<WorkerError> read_worker_error(const std::string& path, std::size_
   WorkerError e = parse_worker_error(text, to_steady(mtime));
   e.path = path;
   return e;
+}
+
+std::optional<int> echoed_rank(const std::string& message) {
+  static const std::regex phrase(R"(\((?:raised on rank (\d+), which |rank (\d+)'s error, raised on rank ))");
+  std::smatch m;
+  if (!std::regex_search(message, m, phrase)) return std::nullopt;
+  return std::stoi(m[1].matched ? m[1].str() : m[2].str());
 }
 
 }  // namespace rankwise::wire

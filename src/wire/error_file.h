@@ -33,6 +33,12 @@ constexpr const char* kTorchelasticErrorFileVariable = "TORCHELASTIC_ERROR_FILE"
 /// to repeat the message it already shows.
 constexpr const char* kUncaughtExceptionFormat = "rankwise: rank {}: uncaught exception: {}";
 
+/// The rank whose error `message` repeats, when it says so as rankwise's
+/// collective decisions do: "(raised on rank R, which decides)", "(raised on
+/// rank R, which reads first)", "(rank R's error, raised on rank N)". Such
+/// an error is every rank's, and R's is the root cause.
+std::optional<int> echoed_rank(const std::string& message);
+
 /// The JSON text rankwise::record_error writes for rank `rank`: {"message",
 /// "rank", "secondary", "timestamp" (s), "timestamp_ns"} at `when`.
 std::string encode_worker_error(const std::string& message, int rank, bool secondary,

@@ -30,6 +30,13 @@ std::optional<std::size_t> pick_root_cause(const std::vector<WorkerRecord>& work
     if (!is_candidate(workers[i])) continue;
     if (!best || rank_key(workers[i]) < rank_key(workers[*best])) best = i;
   }
+  // An error every rank raised for a decision of rank R is R's, whichever
+  // rank wrote it first.
+  const auto echoed = best && workers[*best].error ? wire::echoed_rank(workers[*best].error->message)
+                                                    : std::nullopt;
+  for (std::size_t i = 0; echoed && i < workers.size(); ++i) {
+    if (workers[i].rank == *echoed && is_candidate(workers[i]) && workers[i].error) return i;
+  }
   return best;
 }
 

@@ -76,6 +76,25 @@ TEST(LaunchRootCause, PrimaryBeforeSecondaryThenEarliest) {
   EXPECT_EQ(launch::workers::pick_root_cause(w), 0u);
 }
 
+// A checkpoint error that rank 0 decided is raised on every rank; rank 1's
+// copy written first does not make rank 1 the root cause.
+TEST(LaunchRootCause, AnErrorRankZeroDecidedIsRankZeros) {
+  const auto t0 = Clock::now();
+  std::vector<launch::workers::WorkerRecord> w = {worker(0, launch::workers::WorkerState::kFailed, t0, 100),
+                                                  worker(1, launch::workers::WorkerState::kFailed, t0, 90)};
+  w[0].error = error("rankwise: no usable checkpoint in 'c'", false, t0 + milliseconds(80));
+  w[1].error = error("rankwise: no usable checkpoint in 'c' (raised on rank 0, which decides)", false,
+                     t0 + milliseconds(70));
+  EXPECT_EQ(launch::workers::pick_root_cause(w), 0u);
+  EXPECT_EQ(wire::echoed_rank("x (raised on rank 3, which reads first)"), 3);
+  EXPECT_EQ(wire::echoed_rank("x (rank 0's error, raised on rank 2)"), 0);
+  EXPECT_EQ(wire::echoed_rank("x (raised on rank 1 for save)"), std::nullopt);
+  // Rank 0 has no error of its own (e.g. it was stopped first): rank 1 stays.
+  w[0].error.reset();
+  w[0].state = launch::workers::WorkerState::kTerminated;
+  EXPECT_EQ(launch::workers::pick_root_cause(w), 1u);
+}
+
 TEST(LaunchRootCause, WorkersWithoutErrorFileRankByExitTime) {
   const auto t0 = Clock::now();
   std::vector<launch::workers::WorkerRecord> w = {worker(0, launch::workers::WorkerState::kFailed, t0, 100),
