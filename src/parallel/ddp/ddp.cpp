@@ -1,5 +1,7 @@
 #include "rankwise/parallel/ddp.h"
 
+#include <gloo/common/error.h>
+
 #include <fmt/format.h>
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
@@ -85,6 +87,12 @@ struct DataParallelEngine::Impl {
   // grad": it names the parameters and says what to do in C++ terms.
   [[noreturn]] void rethrow_reducer_error(const std::exception& e) {
     const std::string text = dist::in_rankwise_terms(dist::message_of(e));
+    if (dynamic_cast<const ::gloo::IoException*>(&e) != nullptr) {  // e.g. in rebuild_buckets
+      core::raise<PeerError>(core::at(*group),
+                             "DistributedDataParallel: a collective of the Reducer failed; a peer "
+                             "probably exited. Original error: {}",
+                             text);
+    }
     std::vector<std::string> missing;
     for (size_t index : arrivals->missing()) missing.push_back(names[index]);
     if (!missing.empty()) {

@@ -29,26 +29,22 @@ class RecordedGroup final : public c10d::ProcessGroup {
   WorkPtr allreduce(std::vector<at::Tensor>& tensors,
                     const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override {
     auto work = inner_->allreduce(tensors, opts);
-    diag::CollectiveRecord call;
-    call.operation = "all_reduce";
-    if (!tensors.empty()) {
-      call.dtype = c10::toString(tensors[0].scalar_type());
-      call.sizes = tensors[0].sizes().vec();
-    }
+    auto call = describe("all_reduce", tensors, what_());
     call.reduce_op = opts.reduceOp == c10d::ReduceOp::SUM ? "sum" : "other";
-    call.name = what_();
-    const auto site = std::source_location::current();
-    call.file = site.file_name();
-    call.line = site.line();
     group_->record_launched(std::move(call), work->getFuture());
     return work;
   }
 
-  // What 1.13's Reducer (rebuilding buckets) and Logger call besides; 2.x
-  // serves these from the shared backends too, but forwarding is the same.
+  // The Reducer's broadcasts of its new bucket layout (rebuild_buckets, in
+  // the first forward after the first synchronized backward): recorded, so
+  // that a rank that meets them with another collective is seen deadlocked.
   WorkPtr broadcast(std::vector<at::Tensor>& tensors,
                     const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override {
-    return inner_->broadcast(tensors, opts);
+    auto work = inner_->broadcast(tensors, opts);
+    group_->record_launched(
+        describe("broadcast", tensors, "DistributedDataParallel: the rebuilt gradient buckets"),
+        work->getFuture());
+    return work;
   }
   WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                     const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override {
@@ -59,6 +55,22 @@ class RecordedGroup final : public c10d::ProcessGroup {
   }
 
  private:
+  static diag::CollectiveRecord describe(const char* operation,
+                                         const std::vector<at::Tensor>& tensors,
+                                         std::string name) {
+    diag::CollectiveRecord call;
+    call.operation = operation;
+    if (!tensors.empty()) {
+      call.dtype = c10::toString(tensors[0].scalar_type());
+      call.sizes = tensors[0].sizes().vec();
+    }
+    call.name = std::move(name);
+    const auto site = std::source_location::current();
+    call.file = site.file_name();
+    call.line = site.line();
+    return call;
+  }
+
   rankwise::dist::ProcessGroup* group_;
   c10::intrusive_ptr<c10d::ProcessGroup> inner_;
   std::function<std::string()> what_;

@@ -25,7 +25,8 @@ namespace rankwise::parallel::ddp {
 /// A c10d::ProcessGroup of `group`'s rank and size whose all_reduce runs on
 /// group.c10d_group() and is recorded (group.record_launched) under the name
 /// `what()` returns at launch, e.g. "DistributedDataParallel step 3:
-/// gradients"; broadcast, all_gather and barrier run there unrecorded. `group`
+/// gradients"; its broadcast (the Reducer's rebuilt bucket layout) is
+/// recorded too; all_gather and barrier run there unrecorded. `group`
 /// must outlive it. Any rank may build it; it is not a collective.
 c10::intrusive_ptr<c10d::ProcessGroup> make_recorded_group(dist::ProcessGroup& group,
                                                            std::function<std::string()> what);
