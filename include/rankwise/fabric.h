@@ -249,8 +249,10 @@ class Fabric {
   int64_t step() const;
 
   /// Saves the whole training state now as the checkpoint of the current
-  /// step (with a note when gradients accumulated under no_sync() are
-  /// pending: a checkpoint holds none, see docs/fabric.md). Collective: rank 0 writes, every rank waits; a failure raises the
+  /// step. Inside a training batch's loop body that batch counts as trained:
+  /// call it after the optimizer step, and a resume starts at the next batch
+  /// (with a note when gradients accumulated under no_sync() are pending: a
+  /// checkpoint holds none, see docs/fabric.md). Collective: rank 0 writes, every rank waits; a failure raises the
   /// same CheckpointError on every rank and keeps the previous checkpoints.
   /// Returns the file's path. Throws ConfigError without a checkpoint_dir.
   std::string save();

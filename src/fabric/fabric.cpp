@@ -290,7 +290,7 @@ int64_t Fabric::step() const { return core_->state.step; }
 
 std::string Fabric::save() {
   core_->note_pending_gradients("Fabric::save() was called between optimizer steps");
-  return core_->save();
+  return core_->save_explicit();
 }
 
 void Fabric::load(const std::string& path) {

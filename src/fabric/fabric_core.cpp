@@ -50,7 +50,10 @@ std::vector<data::DistributedSampler::Stretch> LoaderHooks::epoch_stretches(Fabr
   return core.state.epoch_stretches;
 }
 
+void LoaderHooks::begin_training_batch(FabricCore& core, int64_t end) { core.batch_in_flight = end; }
+
 void LoaderHooks::end_training_batch(FabricCore& core, int64_t end, int64_t shard_size) {
+  core.batch_in_flight.reset();
   // The batch's samples, padding duplicates included (they were computed).
   monitor::record_step(end - core.state.position, std::exchange(core.last_loss, std::nullopt));
   core.state.step += 1;
@@ -59,6 +62,7 @@ void LoaderHooks::end_training_batch(FabricCore& core, int64_t end, int64_t shar
 }
 
 void LoaderHooks::end_training_pass(FabricCore& core, int64_t epoch) {
+  core.batch_in_flight.reset();
   if (core.join) core.join();  // every rank, after its last batch
   core.state.epoch = epoch + 1;
   core.state.position = 0;

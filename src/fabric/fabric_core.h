@@ -55,6 +55,8 @@ class FabricCore {
   int64_t deferred_since = -1;
   bool noted_deferral = false;
   bool noted_pending = false;
+  // The end position of the training batch the loop body holds, if any.
+  std::optional<int64_t> batch_in_flight;
   // Built by Fabric(argc, argv) with --help: nothing started; using it exits.
   bool help_only = false;
   bool has_training_loader = false;
@@ -208,6 +210,25 @@ class FabricCore {
            "micro-batches' gradients and will not match an uninterrupted run; save after the "
            "optimizer step",
            state.step, why);
+  }
+
+  // Fabric::save(): inside a training batch's body, that batch counts as
+  // trained (the user saves after the optimizer step), so that a resume
+  // starts at the next batch instead of applying this one twice.
+  std::string save_explicit() {
+    if (!batch_in_flight) return save();
+    const int64_t step = state.step, position = state.position;
+    state.step += 1;
+    state.position = *batch_in_flight;
+    struct Restore {
+      checkpoint::TrainingState& s;
+      int64_t step, position;
+      ~Restore() {
+        s.step = step;
+        s.position = position;
+      }
+    } restore{state, step, position};
+    return save();
   }
 
   std::string save() {

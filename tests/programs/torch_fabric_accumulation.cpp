@@ -1,4 +1,4 @@
-// torch_fabric_accumulation ACCUM EVERY DIR [KILL_AT_STEP]: a Fabric training
+// torch_fabric_accumulation ACCUM EVERY DIR [KILL_AT_STEP [SAVE_EVERY]]: a Fabric training
 // run with gradient accumulation, the loop users write: ddp.no_sync() on
 // ACCUM-1 of every ACCUM batches (counted by fabric.step()), Adam and StepLR
 // stepped on the ACCUM-th. 27 samples per rank in batches of 4 make 7
@@ -8,7 +8,8 @@
 // itself once KILL_AT_STEP batches are done, unless DIR/killed exists (it
 // creates it first), so a restarted job does not die again. At the end every
 // rank joins in writing DIR/final.pt (the captured training state, for
-// tests/e2e/compare_checkpoints.py).
+// tests/e2e/compare_checkpoints.py). With SAVE_EVERY, the loop body also
+// calls fabric.save() after the optimizer step of every SAVE_EVERY-th batch.
 #include <torch/data/datasets/base.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/dropout.h>
@@ -66,6 +67,7 @@ int train(int argc, char** argv) {
   const int64_t every = std::stoll(argv[2]);
   const std::string dir = argv[3];
   const int64_t kill_at = argc > 4 ? std::stoll(argv[4]) : 0;
+  const int64_t save_every = argc > 5 ? std::stoll(argv[5]) : 0;
   rankwise::Fabric fabric(rankwise::FabricOptions()
                               .device("cpu")
                               .seed(3)
@@ -98,6 +100,7 @@ int train(int argc, char** argv) {
         optimizer.step();
         scheduler.step();
         optimizer.zero_grad();
+        if (save_every > 0 && (fabric.step() + 1) % save_every == 0) fabric.save();
       } else {
         auto guard = ddp.no_sync();
         micro_batch(batch);
