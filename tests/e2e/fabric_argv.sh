@@ -18,6 +18,8 @@ grep -q "program options: --epochs N" <<<"$out" || fail "--help without the prog
 out=$("$run" --nproc-per-node 2 "$program" --help --no-parser 2>&1) || fail "--help, no parser: $out"
 grep -q "trained" <<<"$out" && fail "--help without a parser went on: $out"
 grep -q -- "--checkpoint-dir" <<<"$out" || fail "--help without the Fabric's flags: $out"
-out=$("$run" --nproc-per-node 1 "$program" --seed x 2>&1) && fail "a bad --seed was accepted: $out"
-grep -q -- "--seed" <<<"$out" || fail "a bad --seed is not named: $out"
+for bad in x -1 99999999999999999999; do  # CLI11 alone would wrap -1 and the overflow
+  out=$("$run" --nproc-per-node 1 "$program" --seed "$bad" 2>&1) && fail "--seed $bad was accepted: $out"
+  grep -q -- "--seed" <<<"$out" || fail "a bad --seed ($bad) is not named: $out"
+done
 echo PASS

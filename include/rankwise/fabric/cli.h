@@ -14,7 +14,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <charconv>
 #include <cstdint>
+#include <string>
+#include <system_error>
 
 #include "rankwise/fabric.h"
 #include "rankwise/dist/process_group.h"
@@ -34,6 +37,12 @@ inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
       ->capture_default_str();
   app.add_option("--seed", options.seed(),
                  "seed of the model initialisation and of the shuffling (the same on every rank)")
+      ->check([](const std::string& value) -> std::string {
+        uint64_t seed = 0;  // CLI11 would wrap -1 and overflow silently
+        const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), seed);
+        if (error == std::errc() && end == value.data() + value.size()) return "";
+        return "'" + value + "' is not a seed: give an integer in [0, 18446744073709551615]";
+      })
       ->capture_default_str();
   app.add_option("--checkpoint-dir,--checkpoint_dir", options.checkpoint_dir(),
                  "directory of the checkpoints (numbered files and a `latest` pointer; empty: none)")
