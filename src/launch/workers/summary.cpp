@@ -232,8 +232,6 @@ std::string format_failure_summary(const FailureReport& r) {
            "the errors that followed (\"a peer probably exited\") are secondary. Every rank "
            "must run every collective to the end: decide early stopping on every rank "
            "together (rankwise::dist::EarlyStopping)\n";
-  } else {
-    out += gloo_size_check_note(r.root_stderr_tail);
   }
   if (!r.root_stderr_tail.empty() && tail.empty()) {
     out += "  last lines of stderr: the error above\n";

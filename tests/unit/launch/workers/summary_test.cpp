@@ -154,6 +154,7 @@ TEST(LaunchSummary, GlooSizeCheckWithoutAnErrorFileIsExplained) {
                    "of the same shape and dtype there\n"),
             std::string::npos)
       << s;
+  EXPECT_EQ(s.find("meaning:"), s.rfind("meaning:")) << "said twice: " << s;
   EXPECT_EQ(launch::workers::format_failure_summary(report_for(w, 0, {"Segmentation fault"}))
                 .find("meaning:"),
             std::string::npos);
