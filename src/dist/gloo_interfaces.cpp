@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "util/text.h"
 #include "util/interface_list.h"
 #include "core/check.h"
 #include "rankwise/error.h"
@@ -44,7 +45,7 @@ std::string local_address_towards(const std::string& host) {
 std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_devices(const LaunchEnv& env) {
   std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
   if (auto names = get_env("GLOO_SOCKET_IFNAME"); names && !names->empty()) {
-    for (const std::string& name : util::split_interface_list(*names)) {
+    for (const std::string& name : util::split_list(*names)) {
       if (!util::is_network_interface(name)) {
         core::raise<ConfigError>(
             core::At{env.rank, env.world_size},

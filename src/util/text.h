@@ -1,13 +1,26 @@
 #pragma once
 // Text for messages: "a, b, c" lists (missing keys, ranks that
-// differ, ...), joined in one place.
+// differ, ...), joined in one place; comma-separated lists split in one.
 #include <exception>
 #include <iterator>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 namespace rankwise::util {
+
+/// The entries of a comma-separated list, in order; empty entries are kept
+/// ("a,,b" has three, "" has one), so the caller rejects them by name.
+inline std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> names;
+  for (std::size_t start = 0, comma = 0; comma != std::string::npos; start = comma + 1) {
+    comma = list.find(',', start);
+    const std::size_t length = comma == std::string::npos ? std::string::npos : comma - start;
+    names.push_back(list.substr(start, length));
+  }
+  return names;
+}
 
 /// The items in order, `separator` between two; numbers through
 /// std::to_string, anything else as std::string. "" for no items.

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "util/interface_list.h"
+#include "util/text.h"
 #include "launch/options.h"
 
 namespace rankwise::launch::cli {
@@ -29,7 +29,7 @@ std::vector<int> parse_index_list(const std::string& text, const std::string& fl
                                   const std::string& bound_note) {
   std::vector<int> indices;
   // The same splitting as --iface: empty entries are kept, to be named.
-  for (const std::string& item : rankwise::util::split_interface_list(text)) {
+  for (const std::string& item : rankwise::util::split_list(text)) {
     const auto index = decimal(item);
     if (!index || *index < 0 || *index >= bound) {
       throw UsageError(fmt::format(

@@ -6,13 +6,13 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <tuple>
 
+#include "util/text.h"
 #include "util/interface_list.h"
 #include "launch/workers/cpu_sched.h"
 #include "launch/workers/visible_devices.h"
@@ -163,7 +163,7 @@ void check_virtual_local_rank(const LaunchOptions& o) {
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
   if (!o.virtual_local_rank || cvd == nullptr) return;
   const std::string list = cvd;
-  const auto entries = static_cast<int>(std::count(list.begin(), list.end(), ',')) + 1;
+  const auto entries = static_cast<int>(rankwise::util::split_list(list).size());
   if (entries < o.nproc_per_node) {
     throw UsageError(fmt::format(
         "--virtual-local-rank gives each worker its own GPU, but CUDA_VISIBLE_DEVICES={} lists {} "
@@ -334,7 +334,7 @@ void resolve_node_numbering(LaunchOptions& o, const GivenFlags& g) {
 // --iface (interfaces of this node) and --cpu-sched.
 void resolve_worker_settings(LaunchOptions& o, const GivenFlags& g) {
   if (!o.iface.empty()) {
-    for (const std::string& name : rankwise::util::split_interface_list(o.iface)) {
+    for (const std::string& name : rankwise::util::split_list(o.iface)) {
       if (!rankwise::util::is_network_interface(name)) {
         throw UsageError(fmt::format(
             "--iface '{}': '{}' is not a network interface of this node; see `ip -brief link` "

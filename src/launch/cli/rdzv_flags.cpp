@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "util/interface_list.h"
+#include "util/text.h"
 #include "launch/cli/parse.h"
 
 namespace rankwise::launch::cli {
@@ -91,7 +91,7 @@ RdzvConf parse_rdzv_conf(const std::string& text) {
   RdzvConf conf;
   if (trimmed(text).empty()) return conf;
   std::vector<std::string> seen;
-  for (const std::string& item : rankwise::util::split_interface_list(text)) {
+  for (const std::string& item : rankwise::util::split_list(text)) {
     const auto eq = item.find('=');
     const std::string key = trimmed(item.substr(0, eq));
     const std::string value = eq == std::string::npos ? "" : trimmed(item.substr(eq + 1));

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "util/interface_list.h"
+#include "util/text.h"
 #include "launch/options.h"
 
 namespace rankwise::launch::cli {
@@ -139,7 +139,7 @@ std::function<void()> add_torchrun_only_flags(CLI::App& app) {
           "torchrun's default, is accepted)",
           v->event_log_handler));
     }
-    for (const std::string& name : rankwise::util::split_interface_list(v->signals_to_handle)) {
+    for (const std::string& name : rankwise::util::split_list(v->signals_to_handle)) {
       if (kForwarded.count(name) == 0) {
         throw UsageError(fmt::format(
             "--signals-to-handle '{}': {} not supported: rankwise-run forwards SIGINT, SIGTERM, "

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "util/interface_list.h"
+#include "util/text.h"
 #include "launch/cli/index_list.h"
 #include "launch/options.h"
 
@@ -44,7 +44,7 @@ std::vector<unsigned> parse_stream_spec(const std::string& text, const char* fla
   std::vector<unsigned> result(static_cast<std::size_t>(nproc_per_node), kNoStream);
   std::vector<int> seen;
   // The same list splitting as --iface: empty entries are kept, to be named.
-  for (const std::string& pair : rankwise::util::split_interface_list(text)) {
+  for (const std::string& pair : rankwise::util::split_list(text)) {
     const auto colon = pair.find(':');
     if (colon == std::string::npos) throw bad(fmt::format("'{}' is not LOCAL_RANK:N", pair));
     const auto local_rank = cli::decimal(pair.substr(0, colon));

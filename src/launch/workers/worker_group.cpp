@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "launch/workers/attempt_runner.h"
+#include "util/text.h"
 #include "wire/error_file.h"
 #include "wire/stack_dump_request.h"
 #include "wire/store_keys.h"
@@ -33,15 +34,10 @@ void set_environment_variable(std::vector<std::string>& env, const std::string& 
 // worker's GPU visible: the launcher's CUDA_VISIBLE_DEVICES entry for its
 // local rank, or the GPU of that index.
 void set_virtual_local_rank(std::vector<std::string>& env, int local_rank) {
+  const std::string kName = "CUDA_VISIBLE_DEVICES=";
   std::vector<std::string> visible;
   for (const std::string& v : env) {
-    if (v.rfind("CUDA_VISIBLE_DEVICES=", 0) != 0) continue;
-    std::string list = v.substr(std::string("CUDA_VISIBLE_DEVICES=").size());
-    for (std::size_t at = 0; at <= list.size();) {
-      const auto comma = std::min(list.find(',', at), list.size());
-      visible.push_back(list.substr(at, comma - at));
-      at = comma + 1;
-    }
+    if (v.rfind(kName, 0) == 0) visible = util::split_list(v.substr(kName.size()));
   }
   const bool listed = !visible.empty();
   const auto index = static_cast<std::size_t>(local_rank);
