@@ -217,28 +217,26 @@ class FabricCore {
   // starts at the next batch instead of applying this one twice.
   std::string save_explicit() {
     if (!batch_in_flight) return save();
-    const int64_t step = state.step, position = state.position;
-    state.step += 1;
-    state.position = *batch_in_flight;
-    struct Restore {
-      checkpoint::TrainingState& s;
-      int64_t step, position;
-      ~Restore() {
-        s.step = step;
-        s.position = position;
-      }
-    } restore{state, step, position};
-    return save();
+    describe_run();
+    checkpoint::TrainingState counted = state;  // the model and the rest by pointer
+    counted.step += 1;
+    counted.position = *batch_in_flight;
+    return write(counted);
   }
 
   std::string save() {
+    describe_run();
+    return write(state);
+  }
+
+  // Saves `s` as the checkpoint of its step. Collective.
+  std::string write(const checkpoint::TrainingState& s) {
     if (!checkpoints) {
       core::raise<ConfigError>(core::here(),
                                "Fabric::save without a checkpoint directory; set "
                                "FabricOptions::checkpoint_dir (--checkpoint-dir)");
     }
-    describe_run();
-    return checkpoints->save(capture(state), state.step);  // collective
+    return checkpoints->save(capture(s), s.step);  // collective
   }
 };
 
