@@ -61,12 +61,7 @@ bool help_requested(int argc, char** argv) {
 // With --help: the Fabric's flags (rank 0); `--help` stays in argv for the
 // program's own parser, which prints its flags and exits.
 void print_fabric_help(const CLI::App& app) {
-  int rank = 0;
-  try {
-    rank = dist::rank();
-  } catch (const std::exception&) {
-  }
-  if (rank != 0) return;
+  if (!fabric::prints_help()) return;
   std::cout << app.help() << "(the options of rankwise::Fabric; the program's own, if it parses "
             << "any, follow)\n"
             << std::flush;

@@ -67,21 +67,25 @@ inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
                "checkpoint to the other nodes' ranks");
 }
 
-/// What CLI11_PARSE's app.exit(error) does, except that --help (and any
-/// other request that exits with success) prints on the global rank 0 only:
-/// N ranks under a launcher show it once, not N times. A parse error still
-/// prints on every rank, so the launcher's summary has the error whichever
-/// rank exits first. Returns the exit code for main. The rank is
+/// True on the rank that prints --help: global rank 0, by
 /// rankwise::dist::rank() (the environment's before init(); an unparsable
 /// environment counts as rank 0).
+inline bool prints_help() {
+  try {
+    return ::rankwise::dist::rank() == 0;
+  } catch (const std::exception&) {
+    return true;
+  }
+}
+
+/// What CLI11_PARSE's app.exit(error) does, except that --help (and any
+/// other request that exits with success) prints on the global rank 0 only
+/// (prints_help()): N ranks under a launcher show it once, not N times. A
+/// parse error still prints on every rank, so the launcher's summary has the
+/// error whichever rank exits first. Returns the exit code for main.
 inline int exit_after_parse_error(const CLI::App& app, const CLI::ParseError& error) {
-  if (error.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
-    int rank = 0;
-    try {
-      rank = ::rankwise::dist::rank();
-    } catch (const std::exception&) {
-    }
-    if (rank != 0) return error.get_exit_code();
+  if (error.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success) && !prints_help()) {
+    return error.get_exit_code();
   }
   return app.exit(error);
 }
