@@ -11,8 +11,10 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <string_view>
 
 #include "dist/all_gather_ivalues.h"
+#include "parallel/grad_norm.h"
 #include "rankwise/checkpoint/optimizer_state.h"
 #include "rankwise/error.h"
 #include "rankwise/dist/process_group.h"
@@ -153,6 +155,21 @@ void ZeroRedundancyOptimizer::step() {
       }
     }
   }
+}
+
+torch::Tensor ZeroRedundancyOptimizer::clip_grad_norm(double max_norm, double norm_type,
+                                                      bool error_if_nonfinite) {
+  constexpr std::string_view kOperation = "ZeroRedundancyOptimizer::clip_grad_norm";
+  grad_norm::check_arguments(kOperation, max_norm, norm_type);
+  const std::vector<torch::Tensor> grads = grad_norm::defined_grads(params_);
+  std::vector<torch::Tensor> mine;
+  for (const std::size_t i : owned_by(dist::rank())) mine.push_back(params_[i]);
+  const torch::Tensor norms = grad_norm::per_grad_norms(
+      grad_norm::defined_grads(mine), norm_type, grad_norm::total_options(grads, params_[0].device()));
+  torch::Tensor part = grad_norm::part_of_total(norms, norm_type);
+  dist::all_reduce(part, grad_norm::part_reduce_op(norm_type));
+  return grad_norm::clip_by_total(grads, grad_norm::total_of_parts(part, norm_type), max_norm,
+                                  norm_type, error_if_nonfinite, kOperation);
 }
 
 void ZeroRedundancyOptimizer::zero_grad(bool set_to_none) {

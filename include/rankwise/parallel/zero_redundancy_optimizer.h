@@ -82,6 +82,21 @@ class ZeroRedundancyOptimizer {
   /// them (unchanged) and still broadcast.
   void step();
 
+  /// Clips the gradients by their global norm, as clip_grad_norm()
+  /// (rankwise/parallel/clip_grad.h) and PyTorch's clip_grad_norm_ do, for
+  /// gradients DDP averaged (the same on every rank): each rank computes the
+  /// part of the norm of the parameters it owns (the sum of their norms^p, or
+  /// their largest for norm_type infinity), one all_reduce of one or two
+  /// elements combines the parts, and every rank scales all gradients by
+  /// min(max_norm / (total + 1e-6), 1). Returns the total norm (before
+  /// clipping), 0-dim, in the gradients' dtype, on the first gradient's
+  /// device; the same on every rank. Collective: every rank, same order.
+  /// Throws ConfigError (on every rank, before communicating) for a negative
+  /// or nan max_norm or a norm_type <= 0; with `error_if_nonfinite`, Error
+  /// on every rank when the total norm is inf or nan.
+  torch::Tensor clip_grad_norm(double max_norm, double norm_type = 2.0,
+                               bool error_if_nonfinite = false);
+
   /// Resets the gradient of every parameter (not only this rank's): to
   /// undefined with `set_to_none` (the default of PyTorch 2.x), else to zero.
   /// No communication.
