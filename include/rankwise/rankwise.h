@@ -4,6 +4,7 @@
 /// folder of include/rankwise/ has its own umbrella beside it (dist.h,
 /// parallel.h, checkpoint.h, ...); rankwise/fabric/cli.h (CLI11) is separate.
 
+#include "rankwise/amp.h"
 #include "rankwise/checkpoint.h"
 #include "rankwise/data.h"
 #include "rankwise/device.h"
