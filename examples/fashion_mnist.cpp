@@ -98,9 +98,8 @@ int train(int argc, char** argv) {
     progress.start_epoch(epoch + 1, epochs, pass.total, pass.done);
     for (auto& batch : loader) {  // from a resumed run's position; checkpoints on schedule
       auto per_sample = torch::cross_entropy_loss(ddp.forward(batch.data), batch.target, {}, torch::Reduction::None);
-      optimizer.zero_grad();
-      fabric.backward(per_sample.mean());
-      optimizer.step();
+      fabric.backward(per_sample.mean());  // with --accumulate N: no_sync() but on every N-th batch
+      fabric.optimizer_step();             // optimizer.step(), zero_grad() (every N-th batch)
       train_loss->update(per_sample.detach(), loader.padding_mask());
       processed += loader.num_real_samples();  // padding duplicates not counted
       // Collective every --progress-every steps; fabric.step() counts this step once the loader moves on.

@@ -62,6 +62,14 @@ namespace rankwise {
 namespace metrics {
 class MetricCollection;
 }
+namespace fabric {
+/// What the Fabric needs of the DDP model setup() wrapped.
+struct ModelHooks {
+  std::function<void()> join;                      // DistributedDataParallel::join()
+  std::function<bool()> accumulating;              // DistributedDataParallel::accumulating()
+  std::function<std::shared_ptr<void>()> no_sync;  // a no_sync() guard, held while it lives
+};
+}  // namespace fabric
 
 /// What a Fabric does with its checkpoint directory when it starts.
 enum class Resume {
@@ -129,6 +137,13 @@ struct FabricOptions {
   /// Checked collectives (InitOptions::check_collectives): one extra
   /// all_gather of 256 bytes per collective of the process group.
   TORCH_ARG(bool, check_collectives) = true;
+  /// Gradient accumulation over N training batches (micro-batches), as a
+  /// policy: the training loader runs N-1 of every N batches under DDP's
+  /// no_sync(), backward() divides the loss by the group's size, and
+  /// optimizer_step() steps (and zeroes the gradients) at the N-th batch and
+  /// at each pass's last. step() then counts optimizer steps, so
+  /// checkpoint_every is in optimizer steps. 1 (default): no accumulation.
+  TORCH_ARG(int64_t, accumulate) = 1;
 };
 
 /// "" when `value` is a valid FabricOptions::device ("auto", "cpu", "cuda",
@@ -182,8 +197,14 @@ class Fabric {
     auto module = parallel::ddp::as_module(model);
     module->to(device());
     parallel::DistributedDataParallel<ModuleType> ddp(model, ddp_options, dist::process_group());
-    register_model(*module, optimizer, [ddp]() mutable { ddp.join(); },
-                   [ddp] { return ddp.accumulating(); });
+    using Ddp = parallel::DistributedDataParallel<ModuleType>;
+    struct HeldNoSync {  // a no_sync() guard kept alive for a batch
+      explicit HeldNoSync(Ddp& d) : guard(d.no_sync()) {}
+      typename Ddp::NoSync guard;
+    };
+    register_model(*module, optimizer,
+                   {[ddp]() mutable { ddp.join(); }, [ddp] { return ddp.accumulating(); },
+                    [ddp]() mutable -> std::shared_ptr<void> { return std::make_shared<HeldNoSync>(ddp); }});
     return ddp;
   }
 
@@ -226,9 +247,42 @@ class Fabric {
   std::map<std::string, c10::IValue>& extras();
 
   /// loss.backward(); the DDP model's hooks all_reduce the gradients.
-  /// Collective in effect (DDP). Throws Error when setup() was not called:
-  /// the gradients would not be averaged across ranks.
+  /// With FabricOptions::accumulate(N), inside a training batch, the loss
+  /// (a scalar) is divided by the number of batches in the accumulation
+  /// group first (N; fewer at a pass's end), so N batches of B give the
+  /// gradient of one batch of N*B. Collective in effect (DDP). Throws Error
+  /// when setup() was not called: the gradients would not be averaged.
   void backward(const torch::Tensor& loss);
+
+  /// The optimizer's step and zero_grad() (of setup()'s optimizer), at the
+  /// end of an accumulation group: every batch without
+  /// FabricOptions::accumulate, else every N-th batch and a pass's last.
+  /// Returns whether it stepped (step a learning-rate scheduler then).
+  /// Local. Throws Error before setup().
+  bool optimizer_step();
+  /// Clips the gradients of setup()'s model by their total norm, as
+  /// torch.nn.utils.clip_grad_norm_ (parallel::clip_grad_norm; for a
+  /// ZeroRedundancyOptimizer use its clip_grad_norm), and returns the total
+  /// norm before clipping (a 0-dim tensor). Call it after backward() and
+  /// before optimizer_step(), at a group's end when accumulating
+  /// (`if (!fabric.is_accumulating())`). Local: DDP made every rank's
+  /// gradients the same. Throws as parallel::clip_grad_norm, Error before setup().
+  torch::Tensor clip_gradients(double max_norm, double norm_type = 2.0,
+                               bool error_if_nonfinite = false);
+  /// True inside a training batch that is not the last of its accumulation
+  /// group (FabricOptions::accumulate): its backward communicates nothing
+  /// and optimizer_step() does nothing. Local.
+  bool is_accumulating() const;
+
+  /// Runs `block` on rank 0 first (with `local`, on each node's local rank
+  /// 0), then on the other ranks, e.g. to download or prepare data once.
+  /// The others wait in a monitored barrier named "rank_zero_first" for at
+  /// most `timeout` (0: the process group's), which names the ranks that
+  /// did not arrive. A block that throws on a first rank is rethrown there
+  /// and raises Error on every other rank (naming that rank), before they
+  /// run theirs: nobody hangs. Collective: every rank, same order.
+  void rank_zero_first(const std::function<void()>& block, bool local = false,
+                       std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
   /// The epochs of the run: from the current epoch (0, or a resumed run's)
   /// up to `total` (exclusive, 0-based; `total` is the run's total, not the
@@ -298,7 +352,7 @@ class Fabric {
   void claim_and_start(FabricOptions options);
   void start(FabricOptions options);
   void register_model(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                      std::function<void()> join, std::function<bool()> accumulating);
+                      fabric::ModelHooks hooks);
   void register_training_loader(int64_t dataset_size, int64_t batch_size);
   static void check_batch_size(int64_t batch_size);
 

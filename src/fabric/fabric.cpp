@@ -18,6 +18,7 @@
 #include "rankwise/fabric/cli.h"
 #include "rankwise/monitor/job_header.h"
 #include "rankwise/monitor/step_stats.h"
+#include "rankwise/parallel/clip_grad.h"
 #include "rankwise/seed.h"
 
 namespace rankwise {
@@ -135,6 +136,12 @@ void Fabric::start(FabricOptions options) {
         (o.checkpoint_every() > 0 ? "checkpoint_every (--checkpoint-every)"
                                   : "a resume policy (--resume, --overwrite-checkpoints)"));
   }
+  if (o.accumulate() < 1) {
+    core::raise<ConfigError>(
+        "FabricOptions::accumulate is {}; use 1 (no accumulation) or the number of batches whose "
+        "gradients the optimizer's step takes (N > 1)",
+        o.accumulate());
+  }
   if (o.checkpoint_every() < 0) {
     core::raise<ConfigError>(
         "FabricOptions::checkpoint_every is {}; use 0 (epoch ends only) or N > 0",
@@ -206,8 +213,7 @@ torch::Device Fabric::device() const {
 const FabricOptions& Fabric::options() const { return core_->options; }
 
 void Fabric::register_model(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                            std::function<void()> join,
-                            std::function<bool()> accumulating) {
+                            fabric::ModelHooks hooks) {
   core_->exit_if_help_only();
   auto& state = core_->state;
   if (state.model != nullptr) {
@@ -222,8 +228,7 @@ void Fabric::register_model(torch::nn::Module& model, torch::optim::Optimizer& o
     core_->initial_lrs.clear();  // an optimizer whose options have no lr: nothing to compare
   }
   core_->describe_run();
-  core_->join = std::move(join);
-  core_->accumulating = std::move(accumulating);
+  core_->model_hooks = std::move(hooks);
   if (core_->options.seed_per_rank()) {
     torch::manual_seed(core_->options.seed() + static_cast<uint64_t>(rank()));
   }
@@ -264,15 +269,69 @@ void Fabric::track(const std::string& name, metrics::MetricCollection& metrics) 
 
 std::map<std::string, c10::IValue>& Fabric::extras() { return core_->state.extras; }
 
+namespace {
+void require_setup(const fabric::FabricCore& core, const char* what, const char* why) {
+  if (core.state.model != nullptr) return;
+  core::raise<Error>(core::here(),
+                     "Fabric::{} before Fabric::setup(model, optimizer): {}; call setup first and "
+                     "forward through the model it returns",
+                     what, why);
+}
+}  // namespace
+
 void Fabric::backward(const torch::Tensor& loss) {
-  if (core_->state.model == nullptr) {
-    core::raise<Error>(
-        core::here(),
-        "Fabric::backward before Fabric::setup(model, optimizer): the gradients would not be "
-        "averaged across ranks; call setup first and forward through the model it returns");
+  require_setup(*core_, "backward", "the gradients would not be averaged across ranks");
+  const auto& group = core_->group;
+  if (group.size > 1 && core_->batch_in_flight) {
+    (loss / static_cast<double>(group.size)).backward();
+  } else {
+    loss.backward();
   }
-  loss.backward();
   if (loss.device().is_cpu() && loss.numel() == 1) core_->last_loss = loss.item<double>();
+}
+
+bool Fabric::optimizer_step() {
+  require_setup(*core_, "optimizer_step", "there is no optimizer to step");
+  if (is_accumulating()) return false;
+  core_->state.optimizer->step();
+  core_->state.optimizer->zero_grad();
+  return true;
+}
+
+torch::Tensor Fabric::clip_gradients(double max_norm, double norm_type, bool error_if_nonfinite) {
+  require_setup(*core_, "clip_gradients", "there are no gradients to clip");
+  return parallel::clip_grad_norm(core_->state.model->parameters(), max_norm, norm_type,
+                                  error_if_nonfinite);
+}
+
+bool Fabric::is_accumulating() const {
+  return core_->batch_in_flight.has_value() && !core_->group.boundary;
+}
+
+void Fabric::rank_zero_first(const std::function<void()>& block, bool local,
+                             std::chrono::milliseconds timeout) {
+  const bool first = (local ? local_rank() : rank()) == 0;
+  std::exception_ptr failure;
+  if (first) {
+    try {
+      block();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  auto& group = dist::process_group();
+  group.monitored_barrier("rank_zero_first", timeout);
+  // Every rank learns which first ranks failed, so that no rank goes on alone.
+  const auto failed = group.all_gather(torch::tensor({failure ? 1 : 0}, torch::kInt32));
+  for (int r = 0; r < static_cast<int>(failed.size()); ++r) {
+    if (failed[r].item<int>() == 0) continue;
+    if (failure) std::rethrow_exception(failure);
+    core::raise<PeerError>(core::here(),
+                       "Fabric::rank_zero_first: rank {} failed in its block (its error is the "
+                       "root cause), so this rank does not run its own",
+                       r);
+  }
+  if (!first) block();
 }
 
 Fabric::EpochRange Fabric::epochs(int64_t total) {

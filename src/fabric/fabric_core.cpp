@@ -35,6 +35,7 @@ int64_t LoaderHooks::epoch(FabricCore& core) { return core.state.epoch; }
 
 std::pair<int64_t, int64_t> LoaderHooks::begin_training_pass(FabricCore& core) {
   core.ensure_resumed();
+  core.reset_accumulation();
   if (core.state.position == 0 && core.state.epoch_stretches.empty()) {  // an epoch's start
     for (auto& [name, metrics] : core.state.metrics) metrics->reset();
   }
@@ -50,20 +51,27 @@ std::vector<data::DistributedSampler::Stretch> LoaderHooks::epoch_stretches(Fabr
   return core.state.epoch_stretches;
 }
 
-void LoaderHooks::begin_training_batch(FabricCore& core, int64_t end) { core.batch_in_flight = end; }
+void LoaderHooks::begin_training_batch(FabricCore& core, int64_t start, int64_t end,
+                                       int64_t shard_size) {
+  core.batch_in_flight = end;
+  core.begin_accumulation_batch(start, end, shard_size);
+}
 
 void LoaderHooks::end_training_batch(FabricCore& core, int64_t end, int64_t shard_size) {
   core.batch_in_flight.reset();
   // The batch's samples, padding duplicates included (they were computed).
-  monitor::record_step(end - core.state.position, std::exchange(core.last_loss, std::nullopt));
-  core.state.step += 1;
+  const bool stepped = core.end_accumulation_batch(end - core.state.position);
   core.state.position = end;
+  if (!stepped) return;  // within an accumulation group: the same step
+  monitor::record_step(core.group.samples, std::exchange(core.last_loss, std::nullopt));
+  core.state.step += 1;
   if (end < shard_size) core.save_if_due(/*epoch_end=*/false);
 }
 
 void LoaderHooks::end_training_pass(FabricCore& core, int64_t epoch) {
   core.batch_in_flight.reset();
-  if (core.join) core.join();  // every rank, after its last batch
+  core.reset_accumulation();
+  if (core.model_hooks.join) core.model_hooks.join();  // every rank, after its last batch
   core.state.epoch = epoch + 1;
   core.state.position = 0;
   core.state.epoch_stretches.clear();

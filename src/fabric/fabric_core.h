@@ -36,6 +36,17 @@ constexpr const char* kTrainSamplesKey = "fabric.train_samples";
 constexpr const char* kBatchSizeKey = "fabric.batch_size";
 constexpr const char* kSeedKey = "fabric.seed";
 constexpr const char* kInitialLrKey = "fabric.initial_lr";
+constexpr const char* kAccumulateKey = "fabric.accumulate";
+
+// Gradient accumulation as a policy (FabricOptions::accumulate): where the
+// training batch in flight stands in its group of micro-batches.
+struct AccumulationGroup {
+  int64_t done = 0;       // micro-batches of the group already trained
+  int64_t size = 1;       // micro-batches in the group (fewer at a pass's end)
+  int64_t samples = 0;    // samples of the group's batches so far
+  bool boundary = true;   // the batch in flight ends the group: the optimizer steps
+  std::shared_ptr<void> no_sync;  // held while a batch that does not end it runs
+};
 
 // Everything a Fabric and its loaders share.
 class FabricCore {
@@ -47,9 +58,8 @@ class FabricCore {
   std::string pending_path;
   bool resumed = false;  // a checkpoint was restored
   checkpoint::TrainingState state;
-  std::function<void()> join;
-  // True while the DDP model holds gradients accumulated under no_sync().
-  std::function<bool()> accumulating;
+  ModelHooks model_hooks;  // of the DDP model setup() wrapped
+  AccumulationGroup group;
   // The step at which a scheduled checkpoint fell mid-accumulation and was
   // deferred to the next batch that ends synchronized; -1: none pending.
   int64_t deferred_since = -1;
@@ -74,6 +84,7 @@ class FabricCore {
       state.extras[kBatchSizeKey] = batch_size;
     }
     state.extras[kSeedKey] = static_cast<int64_t>(options.seed());
+    state.extras[kAccumulateKey] = options.accumulate();
     if (!initial_lrs.empty()) state.extras[kInitialLrKey] = c10::List<double>(initial_lrs);
   }
 
@@ -109,6 +120,12 @@ class FabricCore {
     const auto samples = value(kTrainSamplesKey);
     const auto batch = value(kBatchSizeKey);
     const auto seed = value(kSeedKey);
+    const auto accumulate = value(kAccumulateKey).value_or(1);
+    if (accumulate != options.accumulate()) {
+      print0("note: resuming with accumulate {} (the checkpoint's run used {}): step() counts "
+             "optimizer steps, so the run will not match an uninterrupted one",
+             options.accumulate(), accumulate);
+    }
     if (samples && *samples != train_samples) {
       core::raise<ConfigError>(core::here(),
                                "{} was written by a run on {} training samples and this run's "
@@ -169,7 +186,40 @@ class FabricCore {
     if (help_only) std::exit(0);
   }
 
-  bool accumulating_now() const { return accumulating && accumulating(); }
+  // True while the DDP model holds gradients accumulated under no_sync().
+  bool accumulating_now() const { return model_hooks.accumulating && model_hooks.accumulating(); }
+
+  // A training batch [start, end) of a shard of `shard_size` starts: under
+  // FabricOptions::accumulate, it runs under no_sync() unless it ends its group.
+  void begin_accumulation_batch(int64_t start, int64_t end, int64_t shard_size) {
+    group.no_sync.reset();
+    if (group.done == 0) group.samples = 0;
+    const int64_t n = options.accumulate();
+    if (n == 1) return;
+    if (group.done == 0) {
+      const int64_t left = (shard_size - start + (end - start) - 1) / (end - start);  // batches
+      group.size = std::min(n, left);
+    }
+    group.boundary = group.done + 1 >= group.size;
+    if (!group.boundary && model_hooks.no_sync) group.no_sync = model_hooks.no_sync();
+  }
+
+  // The batch of `samples` finished; returns whether it ended its group
+  // (the step counts optimizer steps under FabricOptions::accumulate).
+  bool end_accumulation_batch(int64_t samples) {
+    group.no_sync.reset();
+    group.samples += samples;
+    if (!group.boundary) {
+      group.done += 1;
+      return false;
+    }
+    group.done = 0;
+    return true;
+  }
+
+  void reset_accumulation() {
+    group = AccumulationGroup();
+  }
 
   // A scheduled checkpoint (every N steps, epoch end) that falls while
   // gradients accumulated under no_sync() are pending would lose them on
@@ -219,7 +269,7 @@ class FabricCore {
     if (!batch_in_flight) return save();
     describe_run();
     checkpoint::TrainingState counted = state;  // the model and the rest by pointer
-    counted.step += 1;
+    if (group.boundary) counted.step += 1;
     counted.position = *batch_in_flight;
     return write(counted);
   }

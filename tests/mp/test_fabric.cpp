@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <regex>
+#include <thread>
 
 #include "rankwise/error.h"
 #include "rankwise/fabric.h"
@@ -360,4 +362,131 @@ TEST(Fabric, OneAtATimeAndNoSilentlyIgnoredSettings) {
 TEST(Fabric, ResumeOrCheckpointEveryWithoutADirectoryIsAnError) {
   EXPECT_THROW(rankwise::Fabric(quiet().resume(rankwise::Resume::kLatest)), rankwise::ConfigError);
   EXPECT_THROW(rankwise::Fabric(quiet().checkpoint_every(5)), rankwise::ConfigError);
+}
+
+namespace {
+
+// Trains a Linear(2, 3) (no dropout) for one epoch on Numbers(7 * world) with
+// SGD and momentum, batches of `batch`, accumulating over `accumulate`
+// batches; `pattern` gets, per batch, 'a' when the batch accumulated and 's'
+// when the optimizer stepped. Returns the parameters and fabric.step().
+std::pair<std::vector<torch::Tensor>, int64_t> train_linear(int64_t batch, int64_t accumulate,
+                                                            std::string* pattern = nullptr) {
+  rankwise::Fabric fabric(quiet().seed(11).accumulate(accumulate));
+  auto net = torch::nn::Linear(2, 3);
+  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  auto ddp = fabric.setup(net, optimizer);
+  auto loader = fabric.setup_dataloader(Numbers(7 * fabric.world_size()), batch);
+  for (int64_t epoch : fabric.epochs(1)) {
+    (void)epoch;
+    for (auto& b : loader) {
+      const bool accumulating = fabric.is_accumulating();
+      fabric.backward(torch::cross_entropy_loss(ddp.forward(b.data / 10), b.target));
+      EXPECT_EQ(ddp.accumulating(), accumulating);  // no_sync() exactly on those batches
+      const bool stepped = fabric.optimizer_step();
+      EXPECT_EQ(stepped, !accumulating);
+      if (pattern != nullptr) *pattern += stepped ? 's' : 'a';
+    }
+  }
+  std::vector<torch::Tensor> params;
+  for (auto& p : net->parameters()) params.push_back(p.detach().clone());
+  return {params, fabric.step()};
+}
+
+}  // namespace
+
+TEST(Fabric, AccumulateStepsTheOptimizerAtEachGroupsEndAndAtThePassEnd) {
+  std::string pattern;
+  const auto [params, steps] = train_linear(1, 3, &pattern);
+  EXPECT_EQ(pattern, "aasaass");  // 7 batches: groups of 3, 3 and the last 1
+  EXPECT_EQ(steps, 3);            // step() counts optimizer steps
+  EXPECT_THROW(rankwise::Fabric(quiet().accumulate(0)), rankwise::ConfigError);
+}
+
+TEST(Fabric, AccumulatingBatchesGivesTheParametersOfOneLargeBatch) {
+  // 7 batches of 1 accumulated as one group: the mean over the 7 samples.
+  const auto [accumulated, steps] = train_linear(1, 7);
+  const auto [large, large_steps] = train_linear(7, 1);
+  EXPECT_EQ(steps, 1);
+  EXPECT_EQ(large_steps, 1);
+  ASSERT_EQ(accumulated.size(), large.size());
+  for (std::size_t k = 0; k < large.size(); ++k) {
+    EXPECT_TRUE(torch::allclose(accumulated[k], large[k], 1e-5, 1e-6))
+        << (accumulated[k] - large[k]).abs().max().item<double>();
+  }
+  // And it really trained: the parameters moved from the seed's.
+  torch::manual_seed(11);
+  auto initial = torch::nn::Linear(2, 3);
+  EXPECT_FALSE(torch::allclose(initial->weight, large[0]));
+}
+
+TEST(Fabric, RankZeroFirstRunsRankZerosBlockBeforeTheOthers) {
+  for (const bool local : {false, true}) {
+    rankwise::Fabric fabric(quiet());
+    const fs::path order = shared_dir(local ? "first_local" : "first_global");
+    if (fabric.is_global_zero()) fs::remove(order);
+    fabric.barrier();
+    auto append = [&](const std::string& line) {
+      std::ofstream(order, std::ios::app) << line << "\n";
+    };
+    fabric.rank_zero_first(
+        [&] {
+          append(std::to_string(fabric.rank()) + " begin");
+          // Rank 0's block is slow (a download): the others must still wait.
+          if (fabric.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          append(std::to_string(fabric.rank()) + " end");
+        },
+        local);
+    fabric.barrier();
+    std::ifstream in(order);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    ASSERT_EQ(lines.size(), 2u * fabric.world_size()) << "local " << local;
+    EXPECT_EQ(lines[0], "0 begin");
+    EXPECT_EQ(lines[1], "0 end");
+    fabric.barrier();
+  }
+}
+
+TEST(Fabric, RankZeroFirstThatThrowsOnRankZeroRaisesOnEveryRankWithoutRunningTheirs) {
+  rankwise::Fabric fabric(quiet());
+  bool ran = false;
+  auto block = [&] {
+    ran = true;
+    if (fabric.rank() == 0) throw rankwise::ConfigError("no data: the download failed");
+  };
+  if (fabric.is_global_zero()) {
+    EXPECT_THROW(fabric.rank_zero_first(block), rankwise::ConfigError);
+    EXPECT_TRUE(ran);
+  } else {
+    try {
+      fabric.rank_zero_first(block);
+      ADD_FAILURE() << "rank " << fabric.rank() << " went on after rank 0 failed";
+    } catch (const rankwise::PeerError& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 0 failed in its block"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(ran);
+  }
+  EXPECT_EQ(fabric.all_reduce(1.0), fabric.world_size());  // the group is still usable
+}
+
+TEST(Fabric, ClipGradientsClipsTheModelsGradientsByTheirTotalNorm) {
+  rankwise::Fabric fabric(quiet().seed(2));
+  auto net = torch::nn::Linear(2, 3);
+  torch::optim::SGD optimizer(net->parameters(), 0.1);
+  EXPECT_THROW(fabric.clip_gradients(1.0), rankwise::Error);  // before setup
+  auto ddp = fabric.setup(net, optimizer);
+  auto x = torch::arange(8, torch::kFloat32).reshape({4, 2}) + fabric.rank();
+  fabric.backward(ddp.forward(x).pow(2).sum());
+  auto norm_of_grads = [&] {
+    double sum = 0;
+    for (auto& p : net->parameters()) sum += p.grad().pow(2).sum().item<double>();
+    return std::sqrt(sum);
+  };
+  const double before = norm_of_grads();
+  ASSERT_GT(before, 1.0);
+  const auto total = fabric.clip_gradients(1.0);
+  EXPECT_NEAR(total.item<double>(), before, 1e-4 * before);
+  EXPECT_NEAR(norm_of_grads(), 1.0, 1e-4);
+  EXPECT_THROW(fabric.clip_gradients(1.0, -2.0), rankwise::ConfigError);
 }

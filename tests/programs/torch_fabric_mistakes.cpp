@@ -12,6 +12,9 @@
 //       and returns 0 (`break`), returns 0 from the training function at step
 //       3 (`return`), or calls std::exit(0) there (`exit`). The others go on.
 //       Prints "site LINE" (the others' gradient all_reduce: the backward).
+//   torch_fabric_mistakes first-throws
+//       Rank 0's block in fabric.rank_zero_first() throws ("the download
+//       failed") before training; the others wait for it there.
 //   torch_fabric_mistakes slow SECONDS
 //       Rank 1 computes SECONDS in step 3 (outside any collective) while the
 //       others wait for it in DDP's gradient all_reduce; everyone finishes.
@@ -77,6 +80,11 @@ int train(int argc, char** argv) {
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.1));
   auto ddp = fabric.setup(net, optimizer);
   auto loader = fabric.setup_dataloader(Toy(16 * fabric.world_size()), 2);
+  if (mode == "first-throws") {
+    fabric.rank_zero_first([&] {
+      if (fabric.rank() == 0) throw rankwise::ConfigError("the download failed: no network");
+    });
+  }
   const bool one_rank = fabric.rank() == 0;
   for (int64_t epoch : fabric.epochs(3)) {
     for (auto& batch : loader) {

@@ -25,7 +25,7 @@
 namespace rankwise::fabric {
 
 /// Adds --device, --seed, --checkpoint-dir, --checkpoint-every, --keep-last,
-/// --resume and --overwrite-checkpoints to `app` (each also with
+/// --resume, --overwrite-checkpoints and --accumulate to `app` (each also with
 /// underscores, as rankwise-run and torchrun accept), bound to `options`
 /// (whose current values are the defaults shown by --help). Bad values are
 /// CLI11 parse errors that name the flag.
@@ -62,6 +62,11 @@ inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
       "without --resume, remove the checkpoints of an earlier run in --checkpoint-dir "
       "(otherwise such a directory is refused)");
   resume->excludes(overwrite);
+  app.add_option("--accumulate", options.accumulate(),
+                 "accumulate gradients over N batches: the optimizer steps every N-th batch "
+                 "(FabricOptions::accumulate)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
   app.add_flag("--checkpoint-node-local,--checkpoint_node_local", options.checkpoint_node_local(),
                "--checkpoint-dir is on each node's own disk (not shared): a resume sends rank 0's "
                "checkpoint to the other nodes' ranks");

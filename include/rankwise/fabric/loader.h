@@ -37,8 +37,9 @@ struct LoaderHooks {
   /// After the training batch that ended at position `end` of a shard of
   /// `shard_size` indices: one more step; saves when the schedule says so.
   static void end_training_batch(FabricCore& core, int64_t end, int64_t shard_size);
-  /// A training batch that ends at position `end` is handed to the loop body.
-  static void begin_training_batch(FabricCore& core, int64_t end);
+  /// The training batch [start, end) of a shard of `shard_size` indices is
+  /// handed to the loop body (under no_sync() when it accumulates).
+  static void begin_training_batch(FabricCore& core, int64_t start, int64_t end, int64_t shard_size);
   /// The training loader used its whole shard: DDP join, next epoch.
   static void end_training_pass(FabricCore& core, int64_t epoch);
   static torch::Device device(FabricCore& core);
@@ -199,7 +200,7 @@ class FabricLoader {
     batch_end_ = std::min(shard, position_ + batch_size_);
     std::vector<size_t> batch(indices_.begin() + position_, indices_.begin() + batch_end_);
     batch_ = move_batch(dataset_.get_batch(batch), LoaderHooks::device(*core_));
-    if (training_) LoaderHooks::begin_training_batch(*core_, batch_end_);
+    if (training_) LoaderHooks::begin_training_batch(*core_, position_, batch_end_, shard);
   }
   void advance() {
     if (done_) return;

@@ -112,3 +112,15 @@ TEST(EarlyExit, ReturningFromMainIsTheRootCause) { expect_left_early("return", 3
 TEST(EarlyExit, CallingExitIsTheRootCause) { expect_left_early("exit", 2, "3"); }
 
 }  // namespace
+
+// rank_zero_first: rank 0's block throws; the others, waiting for it, fail
+// at once with a secondary error, and rank 0's error is the root cause.
+TEST(RankZeroFirst, ABlockThatThrowsOnRankZeroIsTheRootCause) {
+  const Result r = run({"--nproc-per-node", "3", kMistakes, "first-throws"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.err, std::regex("root cause \\(first failure\\): rank 0 \\(local rank 0\\)")))
+      << r.err;
+  EXPECT_TRUE(has(r.err, "the download failed: no network")) << r.err;
+  EXPECT_FALSE(has(r.err, "deadlock")) << r.err;
+}
