@@ -15,30 +15,19 @@
 #include <torch/optim/sgd.h>
 
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <fstream>
 #include <string>
 
+#include "fabric_program_support.h"
 #include "rankwise/rankwise.h"
 
 namespace {
 
+using rankwise::test::exists;
+using rankwise::test::Samples;
+
 constexpr int64_t kPerRank = 48, kEpochs = 2;
-
-class Samples : public torch::data::datasets::BatchDataset<Samples, torch::data::Example<>> {
- public:
-  explicit Samples(int64_t n) : n_(n) {}
-  torch::data::Example<> get_batch(c10::ArrayRef<size_t> indices) override {
-    auto i = torch::tensor(std::vector<int64_t>(indices.begin(), indices.end()));
-    auto x = torch::stack({i.to(torch::kFloat32) / n_, torch::sin(i.to(torch::kFloat32))}, 1);
-    return {x, i.remainder(3)};
-  }
-  c10::optional<size_t> size() const override { return static_cast<size_t>(n_); }
-
- private:
-  int64_t n_;
-};
 
 struct Net : torch::nn::Module {
   Net() {
@@ -48,11 +37,6 @@ struct Net : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& x) { return fc2(torch::relu(fc1(x))); }
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
-
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
 
 int train(int argc, char** argv) {
   if (argc < 5) {
@@ -88,14 +72,7 @@ int train(int argc, char** argv) {
       if (fabric.optimizer_step()) scheduler.step();
     }
   }
-  rankwise::checkpoint::TrainingState state;
-  state.model = model.get();
-  state.optimizer = &optimizer;
-  state.lr_scheduler = &scheduler;
-  state.step = fabric.step();
-  state.epoch = fabric.epoch();
-  rankwise::checkpoint::save(dir + "/final.pt", rankwise::checkpoint::capture(state));
-  rankwise::print0("done at step {}", fabric.step());
+  rankwise::test::save_final(dir + "/final.pt", fabric, *model, optimizer, scheduler);
   return 0;
 }
 

@@ -18,30 +18,19 @@
 #include <torch/optim/schedulers/step_lr.h>
 
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <fstream>
 #include <string>
 
+#include "fabric_program_support.h"
 #include "rankwise/rankwise.h"
 
 namespace {
 
+using rankwise::test::exists;
+using rankwise::test::Samples;
+
 constexpr int64_t kPerRank = 27, kBatch = 4, kEpochs = 3;
-
-class Samples : public torch::data::datasets::BatchDataset<Samples, torch::data::Example<>> {
- public:
-  explicit Samples(int64_t n) : n_(n) {}
-  torch::data::Example<> get_batch(c10::ArrayRef<size_t> indices) override {
-    auto i = torch::tensor(std::vector<int64_t>(indices.begin(), indices.end()));
-    auto x = torch::stack({i.to(torch::kFloat32) / n_, torch::sin(i.to(torch::kFloat32))}, 1);
-    return {x, i.remainder(3)};
-  }
-  c10::optional<size_t> size() const override { return static_cast<size_t>(n_); }
-
- private:
-  int64_t n_;
-};
 
 struct Net : torch::nn::Module {
   Net() {
@@ -53,11 +42,6 @@ struct Net : torch::nn::Module {
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
   torch::nn::Dropout drop{nullptr};
 };
-
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
 
 int train(int argc, char** argv) {
   if (argc < 4) {
@@ -107,14 +91,7 @@ int train(int argc, char** argv) {
       }
     }
   }
-  rankwise::checkpoint::TrainingState state;
-  state.model = model.get();
-  state.optimizer = &optimizer;
-  state.lr_scheduler = &scheduler;
-  state.step = fabric.step();
-  state.epoch = fabric.epoch();
-  rankwise::checkpoint::save(dir + "/final.pt", rankwise::checkpoint::capture(state));
-  rankwise::print0("done at step {}", fabric.step());
+  rankwise::test::save_final(dir + "/final.pt", fabric, *model, optimizer, scheduler);
   return 0;
 }
 
