@@ -31,11 +31,15 @@ if(RANKWISE_TORCH_FMT_HEADER)
 else()
   set(RANKWISE_FMT_FROM_TORCH OFF)
 endif()
+# Generated below the build tree's root, not at it: the build tree itself is
+# no package (CMAKE_PREFIX_PATH=build would find a config that only works
+# installed); find_package needs `cmake --install` first.
+set(RANKWISE_CONFIG_STAGING ${CMAKE_CURRENT_BINARY_DIR}/for-install)
 configure_package_config_file(cmake/rankwiseConfig.cmake.in
-  ${CMAKE_CURRENT_BINARY_DIR}/rankwiseConfig.cmake INSTALL_DESTINATION ${RANKWISE_CMAKE_DIR})
-write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/rankwiseConfigVersion.cmake
+  ${RANKWISE_CONFIG_STAGING}/rankwiseConfig.cmake INSTALL_DESTINATION ${RANKWISE_CMAKE_DIR})
+write_basic_package_version_file(${RANKWISE_CONFIG_STAGING}/rankwiseConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/rankwiseConfig.cmake
-              ${CMAKE_CURRENT_BINARY_DIR}/rankwiseConfigVersion.cmake
+install(FILES ${RANKWISE_CONFIG_STAGING}/rankwiseConfig.cmake
+              ${RANKWISE_CONFIG_STAGING}/rankwiseConfigVersion.cmake
               cmake/torch_link.cmake
         DESTINATION ${RANKWISE_CMAKE_DIR})
