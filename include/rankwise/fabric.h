@@ -59,6 +59,9 @@
 #include "rankwise/dist/process_group.h"
 
 namespace rankwise {
+namespace amp {
+class GradScaler;
+}
 namespace metrics {
 class MetricCollection;
 }
@@ -144,11 +147,25 @@ struct FabricOptions {
   /// at each pass's last. step() then counts optimizer steps, so
   /// checkpoint_every is in optimizer steps. 1 (default): no accumulation.
   TORCH_ARG(int64_t, accumulate) = 1;
+  /// Numerical precision, with Lightning Fabric's names (docs/fabric.md#precision):
+  /// "32-true" (default: float32, nothing changes); "bf16-mixed" (the
+  /// loaders' batches run their loop body under autocast to bfloat16 on the
+  /// device, backward() outside it; parameters, gradients and optimizer
+  /// state stay float32); "16-mixed" (autocast to float16, and an
+  /// amp::GradScaler: backward() scales the loss, optimizer_step() steps and
+  /// updates through it, its state is checkpointed; ConfigError where this
+  /// libtorch cannot autocast float16 on the device, e.g. 1.13 on the CPU);
+  /// "bf16-true" (setup() casts the model to bfloat16, the loaders cast
+  /// floating-point batches).
+  TORCH_ARG(std::string, precision) = "32-true";
 };
 
 /// "" when `value` is a valid FabricOptions::device ("auto", "cpu", "cuda",
 /// "cuda:N"), else the reason it is not (for command-line validators).
 std::string device_option_error(const std::string& value);
+/// "" when `value` is a valid FabricOptions::precision ("32-true",
+/// "bf16-mixed", "16-mixed", "bf16-true"), else the reason it is not.
+std::string precision_option_error(const std::string& value);
 
 /// The facade (see the file comment).
 class Fabric {
@@ -164,7 +181,8 @@ class Fabric {
   explicit Fabric(FabricOptions options = {});
   /// The same with the options from the command line (`--device`, `--seed`,
   /// `--checkpoint-dir`, `--checkpoint-every`, `--keep-last`, `--resume`,
-  /// `--overwrite-checkpoints`; see fabric/cli.h to add them to a program's
+  /// `--overwrite-checkpoints`, `--accumulate`, `--precision`, ...; see
+  /// fabric/cli.h to add them to a program's
   /// own CLI11 parser instead), starting from `defaults`. They are removed
   /// from argc/argv; the other arguments stay, in order, for the program's
   /// own parser. `--help` prints them on rank 0, starts nothing and stays in
@@ -185,7 +203,8 @@ class Fabric {
   torch::Device device() const;
   const FabricOptions& options() const;
 
-  /// Moves `model` to device() and wraps it in DistributedDataParallel
+  /// Moves `model` to device() (and with precision "bf16-true" casts it to
+  /// bfloat16) and wraps it in DistributedDataParallel
   /// (rank 0's parameters broadcast); `optimizer` (built over the model's
   /// parameters, before or after this call) and the model become part of
   /// every checkpoint. Collective. Call once, before the training loop.
@@ -195,7 +214,7 @@ class Fabric {
   parallel::DistributedDataParallel<ModuleType> setup(ModuleType model, torch::optim::Optimizer& optimizer,
                                             parallel::DistributedDataParallelOptions ddp_options = {}) {
     auto module = parallel::ddp::as_module(model);
-    module->to(device());
+    place_model(*module);
     parallel::DistributedDataParallel<ModuleType> ddp(model, ddp_options, dist::process_group());
     using Ddp = parallel::DistributedDataParallel<ModuleType>;
     struct HeldNoSync {  // a no_sync() guard kept alive for a batch
@@ -250,25 +269,35 @@ class Fabric {
   /// With FabricOptions::accumulate(N), inside a training batch, the loss
   /// (a scalar) is divided by the number of batches in the accumulation
   /// group first (N; fewer at a pass's end), so N batches of B give the
-  /// gradient of one batch of N*B. Collective in effect (DDP). Throws Error
-  /// when setup() was not called: the gradients would not be averaged.
+  /// gradient of one batch of N*B. With precision "16-mixed" it backs up
+  /// the loss times the GradScaler's scale; under the mixed precisions the
+  /// backward pass runs without autocast. Collective in effect (DDP). Throws
+  /// Error when setup() was not called: the gradients would not be averaged.
   void backward(const torch::Tensor& loss);
 
   /// The optimizer's step and zero_grad() (of setup()'s optimizer), at the
   /// end of an accumulation group: every batch without
   /// FabricOptions::accumulate, else every N-th batch and a pass's last.
   /// Returns whether it stepped (step a learning-rate scheduler then).
-  /// Local. Throws Error before setup().
+  /// With precision "16-mixed" the step goes through the GradScaler
+  /// (scaler.step(optimizer), scaler.update()): a step whose gradients hold
+  /// an inf or a nan is skipped on every rank (false) and the scale backs
+  /// off; that makes it collective. Otherwise local. Throws Error before setup().
   bool optimizer_step();
   /// Clips the gradients of setup()'s model by their total norm, as
   /// torch.nn.utils.clip_grad_norm_ (parallel::clip_grad_norm; for a
   /// ZeroRedundancyOptimizer use its clip_grad_norm), and returns the total
   /// norm before clipping (a 0-dim tensor). Call it after backward() and
   /// before optimizer_step(), at a group's end when accumulating
-  /// (`if (!fabric.is_accumulating())`). Local: DDP made every rank's
-  /// gradients the same. Throws as parallel::clip_grad_norm, Error before setup().
+  /// (`if (!fabric.is_accumulating())`). With precision "16-mixed" it
+  /// unscales the gradients first (scaler.unscale_, collective; Error while
+  /// accumulating). Otherwise local: DDP made every rank's gradients the
+  /// same. Throws as parallel::clip_grad_norm, Error before setup().
   torch::Tensor clip_gradients(double max_norm, double norm_type = 2.0,
                                bool error_if_nonfinite = false);
+  /// The GradScaler that precision "16-mixed" steps through (e.g. its
+  /// get_scale() for a log); null with any other precision. Local.
+  amp::GradScaler* grad_scaler();
   /// True inside a training batch that is not the last of its accumulation
   /// group (FabricOptions::accumulate): its backward communicates nothing
   /// and optimizer_step() does nothing. Local.
@@ -351,6 +380,7 @@ class Fabric {
  private:
   void claim_and_start(FabricOptions options);
   void start(FabricOptions options);
+  void place_model(torch::nn::Module& model);
   void register_model(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                       fabric::ModelHooks hooks);
   void register_training_loader(int64_t dataset_size, int64_t batch_size);

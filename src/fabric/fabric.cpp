@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <torch/cuda.h>
+#include <torch/version.h>
 
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 #include <optional>
 #include <utility>
 
+#include "compat/autocast.h"
+#include "compat/gloo_bfloat16.h"
 #include "core/check.h"
 #include "fabric/fabric_core.h"
 #include "rankwise/dist/consensus.h"
@@ -29,6 +32,13 @@ std::string device_option_error(const std::string& value) {
                       value.find_first_not_of("0123456789", 5) == std::string::npos;
   if (value == "auto" || value == "cpu" || value == "cuda" || cuda_n) return "";
   return "'" + value + "' is not a device; use auto, cpu, cuda or cuda:N";
+}
+
+std::string precision_option_error(const std::string& value) {
+  if (value == "32-true" || value == "bf16-mixed" || value == "16-mixed" || value == "bf16-true") {
+    return "";
+  }
+  return "'" + value + "' is not a precision; use 32-true, bf16-mixed, 16-mixed or bf16-true";
 }
 
 namespace {
@@ -85,6 +95,19 @@ std::optional<FabricOptions> parse_command_line(int& argc, char** argv, FabricOp
   }
   argc = keep_remaining(app, argc, argv);
   return options;
+}
+
+// A mixed precision this libtorch cannot autocast on the device (1.13:
+// float16 on the CPU) is refused before training starts.
+void check_autocast_support(const fabric::FabricCore& core) {
+  const auto dtype = core.autocast_dtype();
+  if (!dtype || compat::autocast_supports(core.device.type(), *dtype)) return;
+  core::raise<ConfigError>(
+      "precision {}: this libtorch ({}) cannot autocast to {} on {}; use bf16-mixed (or 32-true)"
+      "{}",
+      core.options.precision(), TORCH_VERSION, *dtype == torch::kHalf ? "float16" : "bfloat16",
+      core.device.str(),
+      core.device.is_cpu() ? ", or a GPU (--device cuda)" : "");
 }
 
 }  // namespace
@@ -147,17 +170,29 @@ void Fabric::start(FabricOptions options) {
         "FabricOptions::checkpoint_every is {}; use 0 (epoch ends only) or N > 0",
         o.checkpoint_every());
   }
+  if (const std::string error = precision_option_error(o.precision()); !error.empty()) {
+    core::raise<ConfigError>("FabricOptions::precision: {}", error);
+  }
   // Before init(): with device auto and a GPU per rank, init() picks NCCL;
   // training on the CPU needs only Gloo.
   core.device = fabric::resolve_device(o.device());
+  check_autocast_support(core);
   monitor::set_device(core.device.str());
   const std::string backend = o.backend() == "auto" && core.device.is_cpu() ? "gloo" : o.backend();
+  if (o.precision() == "bf16-true" && backend == "gloo" && !compat::kGlooCommunicatesBfloat16) {
+    core::raise<ConfigError>(
+        "precision bf16-true: this libtorch's ({}) Gloo backend cannot broadcast or all_reduce "
+        "bfloat16, which DDP would do with a bfloat16 model; use bf16-mixed (float32 parameters, "
+        "bfloat16 compute), or NCCL on GPUs",
+        TORCH_VERSION);
+  }
   auto& group = init(dist::InitOptions()
                          .backend(backend)
                          .timeout(o.timeout())
                          .check_collectives(o.check_collectives()));
   group.set_check_collectives(o.check_collectives());  // also when init() had been called
   seed_everything(o.seed());
+  if (o.precision() == "16-mixed") core.scaler = std::make_unique<amp::GradScaler>();
   if (o.print_header()) monitor::print_header();
   if (o.device() != "auto") print0("device {}: training on {}", o.device(), core.device.str());
 
@@ -211,6 +246,12 @@ torch::Device Fabric::device() const {
   return core_->device;
 }
 const FabricOptions& Fabric::options() const { return core_->options; }
+
+void Fabric::place_model(torch::nn::Module& model) {
+  core_->exit_if_help_only();
+  model.to(core_->device);
+  if (const auto dtype = core_->true_dtype()) model.to(*dtype);
+}
 
 void Fabric::register_model(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
                             fabric::ModelHooks hooks) {
@@ -281,11 +322,17 @@ void require_setup(const fabric::FabricCore& core, const char* what, const char*
 
 void Fabric::backward(const torch::Tensor& loss) {
   require_setup(*core_, "backward", "the gradients would not be averaged across ranks");
-  const auto& group = core_->group;
-  if (group.size > 1 && core_->batch_in_flight) {
-    (loss / static_cast<double>(group.size)).backward();
-  } else {
-    loss.backward();
+  auto& core = *core_;
+  torch::Tensor objective = loss;
+  if (core.group.size > 1 && core.batch_in_flight) {
+    objective = loss / static_cast<double>(core.group.size);
+  }
+  if (core.scaler) objective = core.scaler->scale(objective);
+  {
+    // Backward outside the batch's autocast, as PyTorch recommends.
+    std::optional<compat::AutocastGuard> no_autocast;
+    if (core.autocast_dtype()) no_autocast.emplace(core.device.type(), std::nullopt);
+    objective.backward();
   }
   if (loss.device().is_cpu() && loss.numel() == 1) core_->last_loss = loss.item<double>();
 }
@@ -293,16 +340,35 @@ void Fabric::backward(const torch::Tensor& loss) {
 bool Fabric::optimizer_step() {
   require_setup(*core_, "optimizer_step", "there is no optimizer to step");
   if (is_accumulating()) return false;
-  core_->state.optimizer->step();
-  core_->state.optimizer->zero_grad();
-  return true;
+  auto& core = *core_;
+  auto& optimizer = *core.state.optimizer;
+  bool stepped = true;
+  if (core.scaler) {
+    stepped = core.scaler->step(optimizer);  // collective: every rank skips alike
+    core.scaler->update();
+  } else {
+    optimizer.step();
+  }
+  optimizer.zero_grad();
+  // The batch's autocast cached casts of the parameters the step changed.
+  if (core.autocast_dtype()) compat::clear_autocast_cache();
+  return stepped;
 }
 
 torch::Tensor Fabric::clip_gradients(double max_norm, double norm_type, bool error_if_nonfinite) {
   require_setup(*core_, "clip_gradients", "there are no gradients to clip");
+  if (core_->scaler) {
+    RANKWISE_CHECK(!is_accumulating(), Error, core::here(),
+                   "Fabric::clip_gradients with precision 16-mixed in a batch that accumulates: "
+                   "the gradients are unscaled once per optimizer step; call it at the group's "
+                   "end (if (!fabric.is_accumulating()))");
+    core_->scaler->unscale_(*core_->state.optimizer);
+  }
   return parallel::clip_grad_norm(core_->state.model->parameters(), max_norm, norm_type,
                                   error_if_nonfinite);
 }
+
+amp::GradScaler* Fabric::grad_scaler() { return core_->scaler.get(); }
 
 bool Fabric::is_accumulating() const {
   return core_->batch_in_flight.has_value() && !core_->group.boundary;

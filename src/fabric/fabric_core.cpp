@@ -77,6 +77,14 @@ void LoaderHooks::end_training_pass(FabricCore& core, int64_t epoch) {
   core.state.epoch_stretches.clear();
 }
 
-torch::Device LoaderHooks::device(FabricCore& core) { return core.device; }
+BatchTarget LoaderHooks::batch_target(FabricCore& core) {
+  return {core.device, core.true_dtype()};
+}
+
+std::shared_ptr<void> LoaderHooks::autocast(FabricCore& core) {
+  const auto dtype = core.autocast_dtype();
+  if (!dtype) return nullptr;
+  return std::make_shared<compat::AutocastGuard>(core.device.type(), dtype);
+}
 
 }  // namespace rankwise::fabric

@@ -17,8 +17,10 @@
 #include <optional>
 #include <utility>
 
+#include "compat/autocast.h"
 #include "core/check.h"
 #include "util/io.h"
+#include "rankwise/amp/grad_scaler.h"
 #include "rankwise/checkpoint/manager.h"
 #include "rankwise/checkpoint/training_state.h"
 #include "rankwise/dist/consensus.h"
@@ -37,6 +39,9 @@ constexpr const char* kBatchSizeKey = "fabric.batch_size";
 constexpr const char* kSeedKey = "fabric.seed";
 constexpr const char* kInitialLrKey = "fabric.initial_lr";
 constexpr const char* kAccumulateKey = "fabric.accumulate";
+constexpr const char* kPrecisionKey = "fabric.precision";
+// The GradScaler's state_dict() under precision 16-mixed (Python's layout).
+constexpr const char* kGradScalerKey = "fabric.grad_scaler";
 
 // Gradient accumulation as a policy (FabricOptions::accumulate): where the
 // training batch in flight stands in its group of micro-batches.
@@ -77,6 +82,20 @@ class FabricCore {
   // The last loss given to backward() when it is a one-element CPU tensor
   // (reading a CUDA loss would wait for the GPU): the heartbeat's loss.
   std::optional<double> last_loss;
+  // Loss scaling under precision 16-mixed; null otherwise.
+  std::unique_ptr<amp::GradScaler> scaler;
+
+  // The dtype a mixed precision autocasts to (FabricOptions::precision).
+  std::optional<c10::ScalarType> autocast_dtype() const {
+    if (options.precision() == "bf16-mixed") return torch::kBFloat16;
+    if (options.precision() == "16-mixed") return torch::kHalf;
+    return std::nullopt;
+  }
+  // The dtype of the parameters and floating-point batches under bf16-true.
+  std::optional<c10::ScalarType> true_dtype() const {
+    if (options.precision() == "bf16-true") return torch::kBFloat16;
+    return std::nullopt;
+  }
 
   void describe_run() {
     if (has_training_loader) {
@@ -85,7 +104,27 @@ class FabricCore {
     }
     state.extras[kSeedKey] = static_cast<int64_t>(options.seed());
     state.extras[kAccumulateKey] = options.accumulate();
+    state.extras[kPrecisionKey] = options.precision();
+    if (scaler) {
+      state.extras[kGradScalerKey] = scaler->state_dict();
+    } else {
+      state.extras.erase(kGradScalerKey);
+    }
     if (!initial_lrs.empty()) state.extras[kInitialLrKey] = c10::List<double>(initial_lrs);
+  }
+
+  // Under 16-mixed, the checkpoint's GradScaler state, so that a resume
+  // continues with the scale an uninterrupted run has.
+  void restore_scaler(const std::map<std::string, c10::IValue>& saved) {
+    if (!scaler) return;
+    const auto it = saved.find(kGradScalerKey);
+    if (it != saved.end()) {
+      scaler->load_state_dict(it->second);
+    } else {
+      print0("note: the checkpoint holds no GradScaler state (its run did not use precision "
+             "16-mixed); loss scaling starts anew at scale {}",
+             scaler->get_scale());
+    }
   }
 
   // A resume restores the optimizer's hyper-parameters with its state (as
@@ -121,6 +160,15 @@ class FabricCore {
     const auto batch = value(kBatchSizeKey);
     const auto seed = value(kSeedKey);
     const auto accumulate = value(kAccumulateKey).value_or(1);
+    const auto precision = saved.find(kPrecisionKey);
+    const std::string saved_precision =
+        precision != saved.end() && precision->second.isString() ? precision->second.toStringRef()
+                                                                 : "32-true";
+    if (saved_precision != options.precision()) {
+      print0("note: resuming with precision {} (the checkpoint's run used {}): the run will not "
+             "match an uninterrupted one",
+             options.precision(), saved_precision);
+    }
     if (accumulate != options.accumulate()) {
       print0("note: resuming with accumulate {} (the checkpoint's run used {}): step() counts "
              "optimizer steps, so the run will not match an uninterrupted one",
@@ -162,6 +210,7 @@ class FabricCore {
     pending.reset();
     restore(checkpoint, state);
     check_same_run(state.extras, pending_path);
+    restore_scaler(state.extras);
     describe_run();
     resumed = true;
     if (state.epoch_stretches.empty()) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "rankwise/data/distributed_sampler.h"
@@ -18,6 +19,18 @@
 namespace rankwise::fabric {
 
 class FabricCore;
+
+/// Where a Fabric's loaders put a batch's tensors: on its device, and with
+/// precision bf16-true floating-point ones as bfloat16 (as Lightning's
+/// bf16-true converts inputs).
+struct BatchTarget {
+  torch::Device device;
+  std::optional<torch::ScalarType> floating_dtype;
+  torch::Tensor operator()(const torch::Tensor& tensor) const {
+    if (floating_dtype && tensor.is_floating_point()) return tensor.to(device, *floating_dtype);
+    return tensor.to(device);
+  }
+};
 
 /// What a Fabric's loaders need from it (implemented in src/fabric/fabric.cpp).
 struct LoaderHooks {
@@ -42,18 +55,20 @@ struct LoaderHooks {
   static void begin_training_batch(FabricCore& core, int64_t start, int64_t end, int64_t shard_size);
   /// The training loader used its whole shard: DDP join, next epoch.
   static void end_training_pass(FabricCore& core, int64_t epoch);
-  static torch::Device device(FabricCore& core);
+  /// Where the batches' tensors go (device, and dtype under bf16-true).
+  static BatchTarget batch_target(FabricCore& core);
+  /// The autocast scope of a batch's loop body under a mixed precision
+  /// (FabricOptions::precision), held while the body runs; null otherwise.
+  static std::shared_ptr<void> autocast(FabricCore& core);
 };
 
-inline torch::Tensor move_batch(torch::Tensor batch, const torch::Device& device) {
-  return batch.to(device);
-}
-inline torch::data::Example<> move_batch(torch::data::Example<> batch, const torch::Device& device) {
-  return {batch.data.to(device), batch.target.to(device)};
+inline torch::Tensor move_batch(torch::Tensor batch, const BatchTarget& to) { return to(batch); }
+inline torch::data::Example<> move_batch(torch::data::Example<> batch, const BatchTarget& to) {
+  return {to(batch.data), to(batch.target)};
 }
 /// Other batch types are left where the dataset put them.
 template <typename Batch>
-Batch move_batch(Batch batch, const torch::Device&) {
+Batch move_batch(Batch batch, const BatchTarget&) {
   return batch;
 }
 
@@ -62,7 +77,7 @@ Batch move_batch(Batch batch, const torch::Device&) {
 /// `.map(torch::data::transforms::Stack<>())`): each batch is
 /// `dataset.get_batch(indices)` for the next `batch_size` indices of this
 /// rank's shard (DistributedSampler), moved to the Fabric's device when it
-/// is a tensor or a `torch::data::Example<>`. Batches are read in the
+/// is a tensor or a `torch::data::Example<>` (see BatchTarget). Batches are read in the
 /// calling thread (no worker threads).
 ///
 /// A training loader (Fabric::setup_dataloader) is tied to the Fabric's
@@ -81,6 +96,12 @@ Batch move_batch(Batch batch, const torch::Device&) {
 /// most one sample, so ranks may run different numbers of batches: run no
 /// collective inside its loop) and changes nothing in the Fabric.
 ///
+/// Under a mixed precision (FabricOptions::precision bf16-mixed, 16-mixed)
+/// the loop body of every batch, training and evaluation alike, runs under
+/// autocast (as Lightning autocasts every forward of the wrapped model),
+/// until the loader moves on or the loop ends (`break` included);
+/// Fabric::backward() runs outside it.
+///
 /// One pass at a time: begin() starts a new pass (a pass left early by
 /// `break` is abandoned; for the training loader, the epoch then ends at the
 /// Fabric's epoch loop).
@@ -97,7 +118,8 @@ class FabricLoader {
     using pointer = Batch*;
     using reference = Batch&;
 
-    explicit Iterator(FabricLoader* loader) : loader_(loader) {}
+    explicit Iterator(FabricLoader* loader)
+        : loader_(loader), pass_(loader == nullptr ? nullptr : loader->pass_scope()) {}
     Batch& operator*() const { return loader_->batch_; }
     Batch* operator->() const { return &loader_->batch_; }
     Iterator& operator++() {
@@ -111,6 +133,7 @@ class FabricLoader {
    private:
     bool done() const { return loader_ == nullptr || loader_->done_; }
     FabricLoader* loader_;
+    std::shared_ptr<void> pass_;  // ends the batch's autocast with the loop
   };
 
   FabricLoader(std::shared_ptr<FabricCore> core, Dataset dataset, int64_t batch_size,
@@ -133,6 +156,7 @@ class FabricLoader {
       epoch_ = LoaderHooks::epoch(*core_);
       position_ = 0;
     }
+    autocast_.reset();
     sampler_.set_epoch(epoch_);
     if (training_) {
       auto stretches = LoaderHooks::epoch_stretches(*core_);
@@ -199,10 +223,12 @@ class FabricLoader {
     }
     batch_end_ = std::min(shard, position_ + batch_size_);
     std::vector<size_t> batch(indices_.begin() + position_, indices_.begin() + batch_end_);
-    batch_ = move_batch(dataset_.get_batch(batch), LoaderHooks::device(*core_));
+    batch_ = move_batch(dataset_.get_batch(batch), LoaderHooks::batch_target(*core_));
     if (training_) LoaderHooks::begin_training_batch(*core_, position_, batch_end_, shard);
+    autocast_ = LoaderHooks::autocast(*core_);
   }
   void advance() {
+    autocast_.reset();
     if (done_) return;
     if (training_) {
       LoaderHooks::end_training_batch(*core_, batch_end_,
@@ -210,7 +236,12 @@ class FabricLoader {
     }
     load_from(batch_end_);
   }
+  // Held by the pass's iterators: when the last one goes, so does the autocast.
+  std::shared_ptr<void> pass_scope() {
+    return std::shared_ptr<void>(nullptr, [this](void*) { autocast_.reset(); });
+  }
   void finish() {
+    autocast_.reset();
     done_ = true;
     batch_ = Batch();
     if (training_) LoaderHooks::end_training_pass(*core_, epoch_);
@@ -228,6 +259,7 @@ class FabricLoader {
   int64_t batch_end_ = 0;
   bool done_ = true;
   Batch batch_;
+  std::shared_ptr<void> autocast_;  // the current batch's (mixed precision)
 };
 
 }  // namespace rankwise::fabric
