@@ -16,6 +16,7 @@
 #include "rankwise/error.h"
 #include "rankwise/log.h"
 #include "rankwise/dist/process_group.h"
+#include "rankwise/monitor/tensorboard.h"
 
 namespace rankwise::monitor {
 namespace {
@@ -77,11 +78,32 @@ std::string csv_field(const std::string& text) {
 
 std::string csv_number(double value) { return std::isfinite(value) ? fmt::format("{}", value) : ""; }
 
+// The TensorBoard scalars of a step or epoch record, tagged as rankwise-report
+// --tensorboard tags them (tools/rankwise-report: scalars()).
+std::vector<std::pair<std::string, double>> tensorboard_scalars(const LogRecord& record) {
+  std::vector<std::pair<std::string, double>> out;
+  if (record.kind != "step" && record.kind != "epoch") return out;
+  const std::string prefix = record.kind == "epoch" ? "epoch/" : "";
+  auto add = [&out](std::string tag, double value) {
+    if (std::isfinite(value)) out.emplace_back(std::move(tag), value);
+  };
+  for (const auto& [name, value] : record.metrics) add(prefix + name, value);
+  if (record.samples_per_s) add(prefix + "samples_per_s", *record.samples_per_s);
+  for (const auto& r : record.ranks) {
+    add(fmt::format("rank{}/samples_per_s", r.rank), r.samples_per_s);
+    add(fmt::format("rank{}/wait_ms", r.rank), r.wait_ms);
+    add(fmt::format("rank{}/compute_ms", r.rank), r.compute_ms);
+  }
+  return out;
+}
+
 }  // namespace
 
 struct MetricsLog::Files {
   int jsonl = -1;
   int csv = -1;
+  std::unique_ptr<TensorBoardWriter> tensorboard;
+  double started_unix = 0;  // the wall clock when the log was opened (Unix seconds)
   ~Files() {
     if (jsonl >= 0) ::close(jsonl);
     if (csv >= 0) ::close(csv);
@@ -116,6 +138,12 @@ MetricsLog::MetricsLog(MetricsLogOptions options, const RunConfig& config)
   files->jsonl = open_file(options_.path(), options_.append(), "metrics log");
   const bool csv_existed = options_.append() && ::access(options_.csv_path().c_str(), F_OK) == 0;
   if (!options_.csv_path().empty()) files->csv = open_file(options_.csv_path(), options_.append(), "CSV log");
+  if (!options_.tensorboard_dir().empty()) {
+    files->tensorboard = std::make_unique<TensorBoardWriter>(options_.tensorboard_dir());
+  }
+  files->started_unix =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count() -
+      elapsed_seconds();
   files_ = std::move(files);
 
   Json line;
@@ -152,6 +180,9 @@ void MetricsLog::write(const LogRecord& record) {
   if (!files_) return;
   const double time = elapsed_seconds();
   util::write_line(files_->jsonl, format_record(record, time));
+  if (files_->tensorboard) {
+    files_->tensorboard->add_scalars(record.step, tensorboard_scalars(record), files_->started_unix + time);
+  }
   if (files_->csv < 0) return;
   const std::string prefix = fmt::format("{},{},{},{},", csv_field(record.kind), record.step, record.epoch, time);
   std::string rows;

@@ -82,6 +82,17 @@ struct MetricsLogOptions {
   /// value: `kind,step,epoch,time,name,value` (the config record's rows have
   /// empty step and epoch; `samples_per_s` is a row of its own).
   TORCH_ARG(std::string, csv_path) = "";
+  /// Also write every step and epoch record as TensorBoard scalars, live, to
+  /// a new event file in this directory (created if missing) through a
+  /// TensorBoardWriter (rankwise/monitor/tensorboard.h); "" (default): none.
+  /// Tags are rankwise-report --tensorboard's, so the live file and an
+  /// exported one agree: a step record's metrics by their names (`loss`),
+  /// `samples_per_s`; an epoch record's as `epoch/<name>` (`epoch/test_accuracy`),
+  /// `epoch/samples_per_s`; per-rank statistics as `rank<r>/samples_per_s`,
+  /// `rank<r>/wait_ms`, `rank<r>/compute_ms`. Each record is one event at the
+  /// record's step, its wall time the log's start plus the record's `time`.
+  /// Non-finite values (JSON null in the log) are left out.
+  TORCH_ARG(std::string, tensorboard_dir) = "";
 };
 
 /// The metrics log (see the file comment).
@@ -92,14 +103,16 @@ class MetricsLog {
   /// record: `config`, plus the world size (1 without a process group), the
   /// rankwise version and the UTC start time. Throws ConfigError on rank 0
   /// when a file cannot be opened (naming it and the system's reason); the
-  /// launcher then stops the other ranks.
+  /// launcher then stops the other ranks; likewise when the TensorBoard
+  /// directory or its event file cannot be created (TensorBoardWriter).
   explicit MetricsLog(MetricsLogOptions options, const RunConfig& config = {});
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
 
-  /// Appends `record` (rank 0; a no-op elsewhere). Local. A write that fails
-  /// (disk full) is not reported: the log never stops training.
+  /// Appends `record` (rank 0; a no-op elsewhere), and its scalars to the
+  /// TensorBoard file when there is one. Local. A write that fails (disk
+  /// full) is not reported: the log never stops training.
   void write(const LogRecord& record);
   /// write() of a "step" record.
   void log_step(int64_t step, int64_t epoch, const MetricValues& metrics,
