@@ -142,7 +142,8 @@ struct FabricOptions {
   TORCH_ARG(bool, check_collectives) = true;
   /// Gradient accumulation over N training batches (micro-batches), as a
   /// policy: the training loader runs N-1 of every N batches under DDP's
-  /// no_sync(), backward() divides the loss by the group's size, and
+  /// no_sync(), backward() weighs each batch's loss by its share of the
+  /// group's samples (1/N for full batches), and
   /// optimizer_step() steps (and zeroes the gradients) at the N-th batch and
   /// at each pass's last. step() then counts optimizer steps, so
   /// checkpoint_every is in optimizer steps. 1 (default): no accumulation.
@@ -267,9 +268,10 @@ class Fabric {
 
   /// loss.backward(); the DDP model's hooks all_reduce the gradients.
   /// With FabricOptions::accumulate(N), inside a training batch, the loss
-  /// (a scalar) is divided by the number of batches in the accumulation
-  /// group first (N; fewer at a pass's end), so N batches of B give the
-  /// gradient of one batch of N*B. With precision "16-mixed" it backs up
+  /// (a scalar mean over the batch) is first multiplied by the batch's share
+  /// of its accumulation group's samples (1/N when the batches are full), so
+  /// N batches of B give the gradient of one batch of N*B, and a pass's
+  /// shorter last group that of one batch of its samples. With precision "16-mixed" it backs up
   /// the loss times the GradScaler's scale; under the mixed precisions the
   /// backward pass runs without autocast. Collective in effect (DDP). Throws
   /// Error when setup() was not called: the gradients would not be averaged.
@@ -308,7 +310,7 @@ class Fabric {
   /// The others wait in a monitored barrier named "rank_zero_first" for at
   /// most `timeout` (0: the process group's), which names the ranks that
   /// did not arrive. A block that throws on a first rank is rethrown there
-  /// and raises Error on every other rank (naming that rank), before they
+  /// and raises PeerError on every other rank (naming that rank), before they
   /// run theirs: nobody hangs. Collective: every rank, same order.
   void rank_zero_first(const std::function<void()>& block, bool local = false,
                        std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
@@ -324,9 +326,10 @@ class Fabric {
   EpochRange epochs(int64_t total);
 
   /// The current epoch (0-based) and the steps so far: training batches
-  /// (micro-batches when accumulating) whose loop body finished (the step is
-  /// counted when the loader moves on, so a batch left by `break` is not
-  /// counted). Scheduled checkpoints that fall mid-accumulation wait for the
+  /// whose loop body finished, or with FabricOptions::accumulate the
+  /// optimizer steps (accumulation groups that finished); with accumulation
+  /// by hand (no_sync() in the loop) every micro-batch counts. The step is
+  /// counted when the loader moves on, so a batch left by `break` is not. Scheduled checkpoints that fall mid-accumulation wait for the
   /// optimizer's step (docs/fabric.md).
   int64_t epoch() const;
   int64_t step() const;

@@ -324,9 +324,7 @@ void Fabric::backward(const torch::Tensor& loss) {
   require_setup(*core_, "backward", "the gradients would not be averaged across ranks");
   auto& core = *core_;
   torch::Tensor objective = loss;
-  if (core.group.size > 1 && core.batch_in_flight) {
-    objective = loss / static_cast<double>(core.group.size);
-  }
+  if (core.group.size > 1 && core.batch_in_flight) objective = loss * core.group.weight;
   if (core.scaler) objective = core.scaler->scale(objective);
   {
     // Backward outside the batch's autocast, as PyTorch recommends.
@@ -374,6 +372,25 @@ bool Fabric::is_accumulating() const {
   return core_->batch_in_flight.has_value() && !core_->group.boundary;
 }
 
+namespace {
+// The others wait for the first ranks' blocks. A timeout says that a block
+// took too long, not the monitored barrier's guess (a barrier in a branch).
+void wait_for_first_ranks(dist::ProcessGroup& group, bool first, bool local,
+                          std::chrono::milliseconds timeout) {
+  try {
+    group.monitored_barrier("rank_zero_first", timeout);
+  } catch (const TimeoutError&) {
+    if (first) throw;
+    core::raise<TimeoutError>(
+        core::here(),
+        "Fabric::rank_zero_first: {} did not finish its block within {} ms, so this rank stopped "
+        "waiting; a block that downloads or prepares data may need longer: pass rank_zero_first "
+        "a longer timeout (its third argument) or raise FabricOptions::timeout",
+        local ? "a node's local rank 0" : "rank 0", timeout.count());
+  }
+}
+}  // namespace
+
 void Fabric::rank_zero_first(const std::function<void()>& block, bool local,
                              std::chrono::milliseconds timeout) {
   const bool first = (local ? local_rank() : rank()) == 0;
@@ -386,7 +403,8 @@ void Fabric::rank_zero_first(const std::function<void()>& block, bool local,
     }
   }
   auto& group = dist::process_group();
-  group.monitored_barrier("rank_zero_first", timeout);
+  if (timeout.count() == 0) timeout = core_->options.timeout();
+  wait_for_first_ranks(group, first, local, timeout);
   // Every rank learns which first ranks failed, so that no rank goes on alone.
   const auto failed = group.all_gather(torch::tensor({failure ? 1 : 0}, torch::kInt32));
   for (int r = 0; r < static_cast<int>(failed.size()); ++r) {

@@ -49,6 +49,8 @@ struct AccumulationGroup {
   int64_t done = 0;       // micro-batches of the group already trained
   int64_t size = 1;       // micro-batches in the group (fewer at a pass's end)
   int64_t samples = 0;    // samples of the group's batches so far
+  int64_t total_samples = 1;  // samples of all the group's batches
+  double weight = 1.0;    // the batch in flight's share of them: its loss's factor
   bool boundary = true;   // the batch in flight ends the group: the optimizer steps
   std::shared_ptr<void> no_sync;  // held while a batch that does not end it runs
 };
@@ -245,10 +247,12 @@ class FabricCore {
     if (group.done == 0) group.samples = 0;
     const int64_t n = options.accumulate();
     if (n == 1) return;
+    const int64_t batch = end - start;  // every batch of a pass is full but its last
     if (group.done == 0) {
-      const int64_t left = (shard_size - start + (end - start) - 1) / (end - start);  // batches
-      group.size = std::min(n, left);
+      group.size = std::min(n, (shard_size - start + batch - 1) / batch);
+      group.total_samples = std::min(n * batch, shard_size - start);
     }
+    group.weight = static_cast<double>(batch) / static_cast<double>(group.total_samples);
     group.boundary = group.done + 1 >= group.size;
     if (!group.boundary && model_hooks.no_sync) group.no_sync = model_hooks.no_sync();
   }

@@ -344,6 +344,12 @@ TEST(Fabric, OptionsFromTheCommandLine) {
   EXPECT_NE(message({"prog", "--resume", "--overwrite-checkpoints"}).find("--resume excludes --overwrite-checkpoints"),
             std::string::npos);
   EXPECT_NE(message({"prog", "--keep-last", "0"}).find("--keep-last"), std::string::npos);
+  // Not a number says so, not "not in range".
+  EXPECT_NE(message({"prog", "--accumulate", "abc"}).find("'abc' is not an integer in [1, 1048576]"),
+            std::string::npos)
+      << message({"prog", "--accumulate", "abc"});
+  EXPECT_NE(message({"prog", "--checkpoint-every", "-1"}).find("'-1' is not an integer in [0, "),
+            std::string::npos);
 }
 
 TEST(Fabric, OneAtATimeAndNoSilentlyIgnoredSettings) {
@@ -409,6 +415,14 @@ TEST(Fabric, AccumulatingBatchesGivesTheParametersOfOneLargeBatch) {
   const auto [large, large_steps] = train_linear(7, 1);
   EXPECT_EQ(steps, 1);
   EXPECT_EQ(large_steps, 1);
+  // Batches of 2, 2, 2 and 1 as one group: each loss weighed by its share
+  // of the 7 samples, not by 1/4, gives the same mean.
+  const auto [uneven, uneven_steps] = train_linear(2, 4);
+  EXPECT_EQ(uneven_steps, 1);
+  for (std::size_t k = 0; k < large.size(); ++k) {
+    EXPECT_TRUE(torch::allclose(uneven[k], large[k], 1e-5, 1e-6))
+        << (uneven[k] - large[k]).abs().max().item<double>();
+  }
   ASSERT_EQ(accumulated.size(), large.size());
   for (std::size_t k = 0; k < large.size(); ++k) {
     EXPECT_TRUE(torch::allclose(accumulated[k], large[k], 1e-5, 1e-6))

@@ -15,6 +15,9 @@
 //   torch_fabric_mistakes first-throws
 //       Rank 0's block in fabric.rank_zero_first() throws ("the download
 //       failed") before training; the others wait for it there.
+//   torch_fabric_mistakes first-slow
+//       Rank 0's block in fabric.rank_zero_first(block, false, 500 ms)
+//       computes for 5 s: the others stop waiting after 500 ms.
 //   torch_fabric_mistakes slow SECONDS
 //       Rank 1 computes SECONDS in step 3 (outside any collective) while the
 //       others wait for it in DDP's gradient all_reduce; everyone finishes.
@@ -80,6 +83,10 @@ int train(int argc, char** argv) {
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.1));
   auto ddp = fabric.setup(net, optimizer);
   auto loader = fabric.setup_dataloader(Toy(16 * fabric.world_size()), 2);
+  if (mode == "first-slow") {
+    fabric.rank_zero_first([&] { if (fabric.rank() == 0) compute(5); }, false,
+                           std::chrono::milliseconds(500));
+  }
   if (mode == "first-throws") {
     fabric.rank_zero_first([&] {
       if (fabric.rank() == 0) throw rankwise::ConfigError("the download failed: no network");

@@ -16,6 +16,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <system_error>
 
@@ -23,6 +24,18 @@
 #include "rankwise/dist/process_group.h"
 
 namespace rankwise::fabric {
+
+/// A CLI11 check that a flag's value is an integer in [lo, hi]: "" when it
+/// is, else what is wrong ("'abc' is not an integer in [1, 1048576]").
+inline std::function<std::string(const std::string&)> integer_in(int64_t lo, int64_t hi) {
+  return [lo, hi](const std::string& value) -> std::string {
+    int64_t n = 0;
+    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (error == std::errc() && end == value.data() + value.size() && n >= lo && n <= hi) return "";
+    return "'" + value + "' is not an integer in [" + std::to_string(lo) + ", " +
+           std::to_string(hi) + "]";
+  };
+}
 
 /// Adds --device, --seed, --checkpoint-dir, --checkpoint-every, --keep-last,
 /// --resume, --overwrite-checkpoints, --accumulate, --checkpoint-node-local
@@ -50,10 +63,10 @@ inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
       ->capture_default_str();
   app.add_option("--checkpoint-every,--checkpoint_every", options.checkpoint_every(),
                  "also save every N steps (0: only at epoch ends)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->check(integer_in(0, int64_t{1} << 40))
       ->capture_default_str();
   app.add_option("--keep-last,--keep_last", options.keep_last(), "checkpoints to keep")
-      ->check(CLI::Range(int64_t{1}, int64_t{1000000}))
+      ->check(integer_in(1, 1000000))
       ->capture_default_str();
   auto* resume = app.add_flag_callback(
       "--resume", [&options] { options.resume(Resume::kLatest); },
@@ -66,7 +79,7 @@ inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
   app.add_option("--accumulate", options.accumulate(),
                  "accumulate gradients over N batches: the optimizer steps every N-th batch "
                  "(FabricOptions::accumulate)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->check(integer_in(1, int64_t{1} << 20))
       ->capture_default_str();
   app.add_flag("--checkpoint-node-local,--checkpoint_node_local", options.checkpoint_node_local(),
                "--checkpoint-dir is on each node's own disk (not shared): a resume sends rank 0's "

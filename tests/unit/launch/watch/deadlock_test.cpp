@@ -124,3 +124,13 @@ TEST(RankZeroFirst, ABlockThatThrowsOnRankZeroIsTheRootCause) {
   EXPECT_TRUE(has(r.err, "the download failed: no network")) << r.err;
   EXPECT_FALSE(has(r.err, "deadlock")) << r.err;
 }
+
+// rank_zero_first: rank 0's block outlasts the others' wait; they say that a
+// block took too long, not that a barrier sits in a branch.
+TEST(RankZeroFirst, ABlockThatOutlastsTheTimeoutIsNamed) {
+  const Result r = run({"--nproc-per-node", "2", kMistakes, "first-slow"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "Fabric::rank_zero_first: rank 0 did not finish its block within 500 ms"))
+      << r.err;
+  EXPECT_FALSE(has(r.err, "inside a branch")) << r.err;
+}
