@@ -33,14 +33,14 @@ for step in range(5, 30, 5):
     loss = 2.0 / step + 0.1234567
     record = {"kind": "step", "step": step, "epoch": 1 + step // 15, "time": step * 0.5,
               "metrics": {"loss": loss}, "samples_per_s": 1000.0 + step,
-              "ranks": [{"rank": r, "samples_per_s": 500.0 + r + step, "wait_ms": 3.0 * r + 0.25,
+              "ranks": [{"rank": r, "samples_per_s": 500.0 + r + step, "wait_ms": 3.0 * r,
                          "compute_ms": 40.0 - r} for r in range(2)]}
     records.append(record)
     expected.setdefault("loss", []).append((step, loss))
     expected.setdefault("samples_per_s", []).append((step, 1000.0 + step))
     for r in range(2):
         expected.setdefault(f"rank{r}/samples_per_s", []).append((step, 500.0 + r + step))
-        expected.setdefault(f"rank{r}/wait_ms", []).append((step, 3.0 * r + 0.25))
+        expected.setdefault(f"rank{r}/wait_ms", []).append((step, 3.0 * r))  # rank 0: 0.0, which must be written
         expected.setdefault(f"rank{r}/compute_ms", []).append((step, 40.0 - r))
 records.append({"kind": "epoch", "step": 15, "epoch": 1, "time": 8.0,
                 "metrics": {"test_accuracy": 0.8125, "train_loss": 0.5}, "samples_per_s": 999.5})

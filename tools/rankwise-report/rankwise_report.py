@@ -286,7 +286,8 @@ td:first-child {{ text-align: left; }}
 # field numbers are TensorBoard's (tensorboard/compat/proto/event.proto and
 # summary.proto): Event{double wall_time = 1; int64 step = 2;
 # string file_version = 3; Summary summary = 5}, Summary{repeated Value value
-# = 1}, Value{string tag = 1; float simple_value = 2}.
+# = 1}, Value{string tag = 1; oneof value {float simple_value = 2}} (in the
+# oneof, as TensorBoard declares it, a 0.0 is written, not left out).
 def event_class():
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -295,7 +296,9 @@ def event_class():
                                                package="rankwise_tensorboard", syntax="proto3")
     value = proto.message_type.add(name="SummaryValue")
     value.field.add(name="tag", number=1, type=f.TYPE_STRING, label=f.LABEL_OPTIONAL)
-    value.field.add(name="simple_value", number=2, type=f.TYPE_FLOAT, label=f.LABEL_OPTIONAL)
+    value.oneof_decl.add(name="value")
+    value.field.add(name="simple_value", number=2, type=f.TYPE_FLOAT, label=f.LABEL_OPTIONAL,
+                    oneof_index=0)
     summary = proto.message_type.add(name="Summary")
     summary.field.add(name="value", number=1, type=f.TYPE_MESSAGE, label=f.LABEL_REPEATED,
                       type_name=".rankwise_tensorboard.SummaryValue")
