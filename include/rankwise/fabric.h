@@ -56,6 +56,7 @@
 #include "rankwise/parallel/ddp.h"
 #include "rankwise/fabric/loader.h"
 #include "rankwise/log.h"
+#include "rankwise/monitor/metrics_log.h"
 #include "rankwise/dist/process_group.h"
 
 namespace rankwise {
@@ -159,6 +160,12 @@ struct FabricOptions {
   /// "bf16-true" (setup() casts the model to bfloat16, the loaders cast
   /// floating-point batches).
   TORCH_ARG(std::string, precision) = "32-true";
+  /// Directory of the run's metrics (rank 0 writes; created if missing):
+  /// log() and log_dict() append to metrics.jsonl (monitor::MetricsLog, which
+  /// rankwise-report draws), metrics.csv and live TensorBoard event files
+  /// (`tensorboard --logdir DIR`); a resumed run (Resume::kLatest) appends.
+  /// Empty (default): none, and log() does nothing.
+  TORCH_ARG(std::string, metrics_dir) = "";
 };
 
 /// "" when `value` is a valid FabricOptions::device ("auto", "cpu", "cuda",
@@ -333,6 +340,18 @@ class Fabric {
   /// optimizer's step (docs/fabric.md).
   int64_t epoch() const;
   int64_t step() const;
+
+  /// Logs values at the current step() and epoch to FabricOptions::
+  /// metrics_dir's logs (Lightning Fabric's fabric.log / log_dict). Values
+  /// are written as given: reduce them over ranks first (metrics, or
+  /// all_reduce) and call on every rank; rank 0 writes, the others do
+  /// nothing. Local. No-op without a metrics_dir. A non-finite value is
+  /// written as JSON null and left out of TensorBoard.
+  void log(const std::string& name, double value);
+  void log_dict(const monitor::MetricValues& values);
+  /// The run's metrics log (null without FabricOptions::metrics_dir), for
+  /// records log_dict() does not write (epoch records, per-rank statistics).
+  monitor::MetricsLog* metrics_log();
 
   /// Saves the whole training state now as the checkpoint of the current
   /// step. Inside a training batch's loop body that batch counts as trained:

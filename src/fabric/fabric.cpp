@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <utility>
@@ -145,6 +146,32 @@ void Fabric::claim_and_start(FabricOptions options) {
   }
 }
 
+namespace {
+// FabricOptions::metrics_dir's logs: metrics.jsonl, metrics.csv and
+// TensorBoard's event files; rank 0 creates the directory and writes.
+void open_metrics_log(fabric::FabricCore& core) {
+  const auto& o = core.options;
+  if (o.metrics_dir().empty()) return;
+  const std::filesystem::path dir(o.metrics_dir());
+  std::error_code error;
+  if (is_rank_zero() && !std::filesystem::create_directories(dir, error) && error) {
+    core::raise<ConfigError>("FabricOptions::metrics_dir {}: cannot create it ({}); choose a "
+                             "directory this user can write",
+                             dir.string(), error.message());
+  }
+  core.metrics_log = std::make_unique<monitor::MetricsLog>(
+      monitor::MetricsLogOptions((dir / "metrics.jsonl").string())
+          .append(o.resume() == Resume::kLatest)
+          .csv_path((dir / "metrics.csv").string())
+          .tensorboard_dir(dir.string()),
+      monitor::RunConfig{{"device", core.device.str()},
+                         {"seed", static_cast<int64_t>(o.seed())},
+                         {"accumulate", o.accumulate()},
+                         {"precision", o.precision()},
+                         {"checkpoint_dir", o.checkpoint_dir()}});
+}
+}  // namespace
+
 void Fabric::start(FabricOptions options) {
   auto& core = *core_;
   core.options = std::move(options);
@@ -195,6 +222,7 @@ void Fabric::start(FabricOptions options) {
   if (o.precision() == "16-mixed") core.scaler = std::make_unique<amp::GradScaler>();
   if (o.print_header()) monitor::print_header();
   if (o.device() != "auto") print0("device {}: training on {}", o.device(), core.device.str());
+  open_metrics_log(core);
 
   if (o.checkpoint_dir().empty()) return;
   // Collective: rank 0 creates the directory and locks it, so that a bad
@@ -425,6 +453,14 @@ Fabric::EpochRange Fabric::epochs(int64_t total) {
 
 int64_t Fabric::epoch() const { return core_->state.epoch; }
 int64_t Fabric::step() const { return core_->state.step; }
+
+void Fabric::log(const std::string& name, double value) { log_dict({{name, value}}); }
+
+void Fabric::log_dict(const monitor::MetricValues& values) {
+  if (core_->metrics_log) core_->metrics_log->log_step(step(), epoch() + 1, values);
+}
+
+monitor::MetricsLog* Fabric::metrics_log() { return core_->metrics_log.get(); }
 
 std::string Fabric::save() {
   core_->note_pending_gradients("Fabric::save() was called between optimizer steps");

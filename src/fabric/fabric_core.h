@@ -61,6 +61,7 @@ class FabricCore {
   FabricOptions options;
   torch::Device device{torch::kCPU};
   std::unique_ptr<checkpoint::CheckpointManager> checkpoints;
+  std::unique_ptr<monitor::MetricsLog> metrics_log;  // with FabricOptions::metrics_dir
   std::optional<checkpoint::Checkpoint> pending;  // loaded, restored when training starts
   std::string pending_path;
   bool resumed = false;  // a checkpoint was restored

@@ -5,6 +5,7 @@
 // stopped), refusal of another run's checkpoints, and collectives that only
 // some ranks reach failing on every rank instead of hanging.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <unistd.h>
@@ -503,4 +504,47 @@ TEST(Fabric, ClipGradientsClipsTheModelsGradientsByTheirTotalNorm) {
   EXPECT_NEAR(total.item<double>(), before, 1e-4 * before);
   EXPECT_NEAR(norm_of_grads(), 1.0, 1e-4);
   EXPECT_THROW(fabric.clip_gradients(1.0, -2.0), rankwise::ConfigError);
+}
+
+TEST(Fabric, LogWritesTheMetricsDirsJsonLinesCsvAndTensorBoardFiles) {
+  const fs::path dir = shared_dir("metrics") / "run";
+  {
+    rankwise::Fabric fabric(quiet());
+    EXPECT_EQ(fabric.metrics_log(), nullptr);
+    fabric.log("loss", 1.0);  // no metrics_dir: nothing to write
+    if (fabric.is_global_zero()) fs::remove_all(dir.parent_path());
+    fabric.barrier();
+  }
+  rankwise::Fabric fabric(quiet().metrics_dir(dir.string()));
+  ASSERT_NE(fabric.metrics_log(), nullptr);
+  fabric.log("loss", 0.5);
+  fabric.log_dict({{"accuracy", 0.75}, {"zero", 0.0}});
+  fabric.barrier();
+  if (fabric.is_global_zero()) {
+    std::ifstream jsonl(dir / "metrics.jsonl");
+    std::vector<nlohmann::json> records;
+    for (std::string line; std::getline(jsonl, line);) records.push_back(nlohmann::json::parse(line));
+    ASSERT_EQ(records.size(), 3u);
+    EXPECT_EQ(records[0]["kind"], "config");
+    EXPECT_EQ(records[0]["world_size"], fabric.world_size());
+    EXPECT_EQ(records[1]["kind"], "step");
+    EXPECT_EQ(records[1]["step"], 0);
+    EXPECT_EQ(records[1]["epoch"], 1);
+    EXPECT_EQ(records[1]["metrics"], nlohmann::json({{"loss", 0.5}}));
+    EXPECT_EQ(records[2]["metrics"]["accuracy"], 0.75);
+    EXPECT_EQ(records[2]["metrics"]["zero"], 0.0);
+    std::ifstream csv(dir / "metrics.csv");
+    const std::string text((std::istreambuf_iterator<char>(csv)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("step,0,1,"), std::string::npos) << text;
+    EXPECT_NE(text.find(",accuracy,0.75"), std::string::npos) << text;
+    int event_files = 0;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      if (entry.path().filename().string().rfind("events.out.tfevents.", 0) == 0) {
+        ++event_files;
+        EXPECT_GT(fs::file_size(entry.path()), 0u);
+      }
+    }
+    EXPECT_EQ(event_files, 1);
+  }
+  fabric.barrier();
 }

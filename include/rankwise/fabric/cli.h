@@ -38,8 +38,8 @@ inline std::function<std::string(const std::string&)> integer_in(int64_t lo, int
 }
 
 /// Adds --device, --seed, --checkpoint-dir, --checkpoint-every, --keep-last,
-/// --resume, --overwrite-checkpoints, --accumulate, --checkpoint-node-local
-/// and --precision to `app` (each also with
+/// --resume, --overwrite-checkpoints, --accumulate, --checkpoint-node-local,
+/// --metrics-dir and --precision to `app` (each also with
 /// underscores, as rankwise-run and torchrun accept), bound to `options`
 /// (whose current values are the defaults shown by --help). Bad values are
 /// CLI11 parse errors that name the flag.
@@ -84,6 +84,10 @@ inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
   app.add_flag("--checkpoint-node-local,--checkpoint_node_local", options.checkpoint_node_local(),
                "--checkpoint-dir is on each node's own disk (not shared): a resume sends rank 0's "
                "checkpoint to the other nodes' ranks");
+  app.add_option("--metrics-dir,--metrics_dir", options.metrics_dir(),
+                 "directory of the run's metrics: metrics.jsonl, metrics.csv and TensorBoard event "
+                 "files written by fabric.log() (empty: none)")
+      ->capture_default_str();
   app.add_option("--precision", options.precision(),
                  "32-true (float32), bf16-mixed (autocast to bfloat16), 16-mixed (autocast to "
                  "float16 with loss scaling) or bf16-true (a bfloat16 model)")
