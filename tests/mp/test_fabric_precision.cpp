@@ -80,8 +80,10 @@ c10::ScalarType matmul_dtype() {
 // The one training batch (4 samples per rank) through the Fabric: the loss is
 // the mean of y (in float32); returns W's gradient after backward(), before
 // the optimizer's step (which is taken).
+// `then` runs after the loop, while the model and optimizer the Fabric holds
+// still exist (e.g. fabric.save()).
 torch::Tensor gradient_of_one_batch(rankwise::Fabric& fabric, bool inf_on_last_rank = false,
-                                    bool* stepped = nullptr) {
+                                    bool* stepped = nullptr, const std::function<void()>& then = {}) {
   auto line = std::make_shared<Line>();
   torch::optim::SGD optimizer(line->parameters(), 0.5);
   auto ddp = fabric.setup(line, optimizer);
@@ -96,6 +98,7 @@ torch::Tensor gradient_of_one_batch(rankwise::Fabric& fabric, bool inf_on_last_r
     const bool s = fabric.optimizer_step();
     if (stepped != nullptr) *stepped = s;
   }
+  if (then) then();
   return grad;
 }
 
@@ -255,9 +258,9 @@ TEST(FabricPrecision, SixteenMixedRestoresTheScalersStateOnResume) {
   {
     rankwise::Fabric fabric(on_cpu("16-mixed").checkpoint_dir(dir.string()).resume(rankwise::Resume::kOverwrite));
     bool stepped = true;
-    gradient_of_one_batch(fabric, /*inf_on_last_rank=*/true, &stepped);
+    // Saved inside: the model and optimizer are gone once it returns.
+    gradient_of_one_batch(fabric, /*inf_on_last_rank=*/true, &stepped, [&] { fabric.save(); });
     EXPECT_FALSE(stepped);
-    fabric.save();
   }
   rankwise::Fabric fabric(on_cpu("16-mixed").checkpoint_dir(dir.string()).resume(rankwise::Resume::kLatest));
   auto line = std::make_shared<Line>();
