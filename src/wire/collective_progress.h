@@ -53,4 +53,14 @@ std::optional<CollectiveProgress> decode_progress(const std::string& text);
 /// Milliseconds since the Unix epoch, now.
 int64_t unix_ms_now();
 
+/// The name every collective of DistributedDataParallel's own starts with
+/// (src/parallel/ddp: "DistributedDataParallel step 3: gradients", ...).
+constexpr const char* kDdpCollectivePrefix = "DistributedDataParallel ";
+
+/// True when `record`'s last collective is one of DistributedDataParallel's
+/// own (its description quotes a name starting with kDdpCollectivePrefix).
+inline bool in_ddp_collective(const CollectiveProgress& record) {
+  return record.last.find(std::string("'") + kDdpCollectivePrefix) != std::string::npos;
+}
+
 }  // namespace rankwise::wire

@@ -31,16 +31,20 @@ std::vector<std::vector<int>> groups_of(const std::vector<RankView>& ranks) {
   return groups;
 }
 
-// Smaller is likelier the group that entered alone.
-std::tuple<std::size_t, int64_t, int64_t, int> alone_key(const std::vector<RankView>& ranks,
-                                                         const std::vector<int>& group) {
+// Smaller is likelier the group that entered alone: the fewest ranks, the
+// fewest steps, then a collective of the program's own rather than one of
+// DistributedDataParallel's (where training goes on), then the first in.
+std::tuple<std::size_t, int64_t, bool, int64_t, int> alone_key(const std::vector<RankView>& ranks,
+                                                               const std::vector<int>& group) {
   int64_t step = INT64_MAX, entered_ms = INT64_MAX;
+  bool ddp = true;
   for (int r : group) {
     const wire::CollectiveProgress& p = *ranks[static_cast<std::size_t>(r)].progress;
     step = std::min(step, p.step);
     entered_ms = std::min(entered_ms, p.entered_ms);
+    ddp = ddp && wire::in_ddp_collective(p);
   }
-  return {group.size(), step, entered_ms, group.front()};
+  return {group.size(), step, ddp, entered_ms, group.front()};
 }
 
 }  // namespace

@@ -92,6 +92,16 @@ TEST(CollectiveMismatch, OfTwoRanksTheOneBehindOrFirstIsAlone) {
   RankView late = gradients(0, 11, 3);
   late.progress->entered_ms = kNow - 100;
   EXPECT_EQ(find_mismatch({late, barrier(1, 11, 3)})->alone, std::vector<int>({1}));
+  // The same step, the DDP rank in first (a loaded machine: it went on from
+  // the epoch's end before rank 1 reached its barrier): the program's own
+  // collective is the one entered alone (Deadlock.BarrierOnRankZeroAtEpochEnd
+  // failed in CI this way).
+  RankView early = gradients(0, 11, 3);
+  early.progress->entered_ms = kNow - 900;
+  EXPECT_EQ(find_mismatch({early, barrier(1, 11, 3)})->alone, std::vector<int>({1}));
+  RankView early_one = gradients(1, 11, 3);
+  early_one.progress->entered_ms = kNow - 900;
+  EXPECT_EQ(find_mismatch({barrier(0, 11, 3), early_one})->alone, std::vector<int>({0}));
 }
 
 TEST(CollectiveMismatch, ReportNamesTheRankAloneItsCallSiteAndTheOthers) {
