@@ -216,7 +216,7 @@ class Fabric {
   /// (rank 0's parameters broadcast); `optimizer` (built over the model's
   /// parameters, before or after this call) and the model become part of
   /// every checkpoint; the Fabric keeps references to both, so they must
-  /// outlive it. Collective. Call once, before the training loop.
+  /// stay alive while it trains, saves or loads. Collective. Call once, before the training loop.
   /// Returns the wrapped model: forward through it. Throws ConfigError when
   /// called twice, as DistributedDataParallel's constructor does.
   template <typename ModuleType>
