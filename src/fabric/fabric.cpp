@@ -206,7 +206,7 @@ void Fabric::start(FabricOptions options) {
   check_autocast_support(core);
   monitor::set_device(core.device.str());
   const std::string backend = o.backend() == "auto" && core.device.is_cpu() ? "gloo" : o.backend();
-  if (o.precision() == "bf16-true" && backend == "gloo" && !compat::kGlooCommunicatesBfloat16) {
+  if (core.true_dtype() && backend == "gloo" && !compat::kGlooCommunicatesBfloat16) {
     core::raise<ConfigError>(
         "precision bf16-true: this libtorch's ({}) Gloo backend cannot broadcast or all_reduce "
         "bfloat16, which DDP would do with a bfloat16 model; use bf16-mixed (float32 parameters, "
@@ -219,7 +219,8 @@ void Fabric::start(FabricOptions options) {
                          .check_collectives(o.check_collectives()));
   group.set_check_collectives(o.check_collectives());  // also when init() had been called
   seed_everything(o.seed());
-  if (o.precision() == "16-mixed") core.scaler = std::make_unique<amp::GradScaler>();
+  // float16 autocast (16-mixed) needs loss scaling.
+  if (core.autocast_dtype() == torch::kHalf) core.scaler = std::make_unique<amp::GradScaler>();
   if (o.print_header()) monitor::print_header();
   if (o.device() != "auto") print0("device {}: training on {}", o.device(), core.device.str());
   open_metrics_log(core);
