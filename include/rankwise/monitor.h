@@ -7,3 +7,4 @@
 #include "rankwise/monitor/progress_bar.h"
 #include "rankwise/monitor/rank_stats.h"
 #include "rankwise/monitor/step_stats.h"
+#include "rankwise/monitor/throughput.h"

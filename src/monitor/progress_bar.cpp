@@ -79,6 +79,7 @@ void ProgressBar::start_epoch(int64_t epoch, int64_t total_epochs, int64_t steps
   step_ = first_step_ = first_step;
   pending_calls_ = pending_samples_ = pending_loss_samples_ = 0;
   loss_sum_ = torch::Tensor();
+  epoch_samples_ = epoch_seconds_ = 0;
   epoch_started_ = last_reduction_ = std::chrono::steady_clock::now();
   wait_ns_at_reduction_ = diag::collective_clock().total().count();
 }
@@ -135,11 +136,17 @@ void ProgressBar::reduce() {
   // Global throughput by rank 0's clock, the same on every rank.
   const double rank0_seconds = gathered.front().cpu()[3].item<double>();
   samples_per_second_ = rank0_seconds > 0 ? samples / rank0_seconds : kNaN;
+  epoch_samples_ += samples;
+  epoch_seconds_ += rank0_seconds;
   loss_ = loss_weight > 0 ? loss_total / loss_weight : kNaN;
   pending_calls_ = pending_samples_ = pending_loss_samples_ = 0;
   loss_sum_ = torch::Tensor();
   last_reduction_ = now;
   wait_ns_at_reduction_ = wait_ns;
+}
+
+double ProgressBar::epoch_samples_per_second() const {
+  return epoch_seconds_ > 0 ? epoch_samples_ / epoch_seconds_ : kNaN;
 }
 
 std::string ProgressBar::describe(bool bar) const {

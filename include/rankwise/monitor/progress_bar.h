@@ -124,6 +124,10 @@ class ProgressBar {
   /// the first reduction.
   double samples_per_second() const { return samples_per_second_; }
   double loss() const { return loss_; }
+  /// Samples per second over all ranks since start_epoch(), up to the last
+  /// reduction (rank 0's clock; the same on every rank): after end_epoch(),
+  /// the whole epoch's throughput. NaN before the epoch's first reduction.
+  double epoch_samples_per_second() const;
   /// Every rank's throughput and step time split (wait: a collective in
   /// flight; compute: the rest) over the steps between the last two
   /// reductions, by each rank's own clock, in rank order (same on every
@@ -146,6 +150,7 @@ class ProgressBar {
   int64_t pending_calls_ = 0, pending_samples_ = 0, pending_loss_samples_ = 0;  // since the last reduction
   torch::Tensor loss_sum_;  // sum of loss * samples since the last reduction, on the loss's device
   double samples_per_second_, loss_;
+  double epoch_samples_ = 0, epoch_seconds_ = 0;  // reduced since start_epoch (rank 0's clock)
   std::vector<RankStats> rank_stats_;
   int64_t wait_ns_at_reduction_ = 0;  // the collective clock at the last reduction
   std::chrono::steady_clock::time_point epoch_started_, last_reduction_, last_line_;
