@@ -49,14 +49,17 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "rankwise/parallel/ddp.h"
 #include "rankwise/fabric/loader.h"
 #include "rankwise/log.h"
 #include "rankwise/monitor/metrics_log.h"
+#include "rankwise/monitor/progress_bar.h"
 #include "rankwise/dist/process_group.h"
 
 namespace rankwise {
@@ -72,6 +75,22 @@ struct ModelHooks {
   std::function<void()> join;                      // DistributedDataParallel::join()
   std::function<bool()> accumulating;              // DistributedDataParallel::accumulating()
   std::function<std::shared_ptr<void>()> no_sync;  // a no_sync() guard, held while it lives
+};
+
+/// The training loop's throughput (Fabric::throughput()), from the progress
+/// reductions: the same on every rank.
+struct Throughput {
+  /// Global samples/s (every rank's real samples, by rank 0's clock) between
+  /// the last two reductions, and over the current epoch so far (after the
+  /// epoch's end: the whole epoch). NaN before the first reduction.
+  double samples_per_s = std::numeric_limits<double>::quiet_NaN();
+  double epoch_samples_per_s = std::numeric_limits<double>::quiet_NaN();
+  /// FLOPs to train on one sample (FabricOptions::flops_per_sample, or
+  /// counted for a model of Linear layers); nullopt when unknown.
+  std::optional<double> flops_per_sample;
+  /// Model FLOPs utilisation of samples_per_s against world_size devices'
+  /// peak (monitor/throughput.h), in [0, 1]; nullopt without FLOPs per sample.
+  std::optional<double> mfu;
 };
 }  // namespace fabric
 
@@ -166,6 +185,19 @@ struct FabricOptions {
   /// (`tensorboard --logdir DIR`); a resumed run (Resume::kLatest) appends.
   /// Empty (default): none, and log() does nothing.
   TORCH_ARG(std::string, metrics_dir) = "";
+  /// Progress of the training loader on rank 0 (monitor::ProgressBar: a bar
+  /// on a terminal, else a line every line_interval), reduced over ranks every
+  /// every_n_steps batches (one small all_gather, also with style kOff, which
+  /// shows nothing): throughput(), and with a metrics_dir a step record of
+  /// the loss, samples/s, MFU and each rank's step time per reduction.
+  TORCH_ARG(monitor::ProgressBarOptions, progress) = {};
+  /// FLOPs to train on one sample, for MFU; 0 (default): counted when the
+  /// model is made of Linear layers (monitor::training_flops_per_sample),
+  /// else no MFU.
+  TORCH_ARG(double, flops_per_sample) = 0;
+  /// Peak FLOP/s of one device for MFU; 0 (default): the table's for a known
+  /// GPU at the precision's compute dtype, else measured (monitor::peak_flops).
+  TORCH_ARG(double, peak_flops) = 0;
 };
 
 /// "" when `value` is a valid FabricOptions::device ("auto", "cpu", "cuda",
@@ -350,6 +382,19 @@ class Fabric {
   /// written as JSON null and left out of TensorBoard.
   void log(const std::string& name, double value);
   void log_dict(const monitor::MetricValues& values);
+  /// Adds entries (e.g. the learning rate, the epochs) to the config record
+  /// that opens metrics_dir's log, beside the Fabric's own (program, device,
+  /// seed, precision, the training loader's sizes). Local; before the log's
+  /// first record (ConfigError after). No-op without a metrics_dir.
+  void log_hyperparams(const monitor::RunConfig& values);
+  /// Logs an epoch record (what rankwise-report's per-epoch charts draw) for
+  /// the epoch the training loader finished last, with its global samples/s.
+  /// Call after the epoch's training pass, on every rank (rank 0 writes).
+  /// Local. No-op without a metrics_dir.
+  void log_epoch(const monitor::MetricValues& values);
+  /// The training loop's throughput and MFU (see fabric::Throughput). Local;
+  /// the first call with FLOPs per sample on the CPU measures the peak (0.3 s).
+  fabric::Throughput throughput();
   /// The run's metrics log (null without FabricOptions::metrics_dir), for
   /// records log_dict() does not write (epoch records, per-rank statistics).
   monitor::MetricsLog* metrics_log();

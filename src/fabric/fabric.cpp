@@ -147,28 +147,46 @@ void Fabric::claim_and_start(FabricOptions options) {
 }
 
 namespace {
-// FabricOptions::metrics_dir's logs: metrics.jsonl, metrics.csv and
-// TensorBoard's event files; rank 0 creates the directory and writes.
-void open_metrics_log(fabric::FabricCore& core) {
-  const auto& o = core.options;
-  if (o.metrics_dir().empty()) return;
-  const std::filesystem::path dir(o.metrics_dir());
+// FabricOptions::metrics_dir: rank 0 creates it now, so that a bad path fails
+// before training; the log itself opens at its first record (FabricCore::log).
+void create_metrics_dir(const fabric::FabricCore& core) {
+  const std::filesystem::path dir(core.options.metrics_dir());
   std::error_code error;
-  if (is_rank_zero() && !std::filesystem::create_directories(dir, error) && error) {
-    core::raise<ConfigError>("FabricOptions::metrics_dir {}: cannot create it ({}); choose a "
-                             "directory this user can write",
-                             dir.string(), error.message());
+  if (dir.empty() || !is_rank_zero() || std::filesystem::create_directories(dir, error) || !error) return;
+  core::raise<ConfigError>("FabricOptions::metrics_dir {}: cannot create it ({}); choose a "
+                           "directory this user can write",
+                           dir.string(), error.message());
+}
+
+// With a checkpoint directory: the CheckpointManager (collective: rank 0
+// creates and locks the directory, so that a bad path fails now rather than
+// after an epoch of training) and the resume policy.
+void open_checkpoints(fabric::FabricCore& core) {
+  const auto& o = core.options;
+  core.checkpoints = std::make_unique<checkpoint::CheckpointManager>(
+      checkpoint::CheckpointManagerOptions(o.checkpoint_dir())
+          .keep_last(o.keep_last())
+          .every_n_steps(o.checkpoint_every()));
+  if (o.resume() == Resume::kLatest) {
+    // Rank 0's latest, on every rank (its bytes sent where a node does not see it).
+    core.pending = core.checkpoints->load_latest_collective(
+        &core.pending_path, checkpoint::CollectiveLoadOptions().node_local(o.checkpoint_node_local()));
+    if (!core.pending) print0("no checkpoint in {}; starting from epoch 1", o.checkpoint_dir());
+    return;
   }
-  core.metrics_log = std::make_unique<monitor::MetricsLog>(
-      monitor::MetricsLogOptions((dir / "metrics.jsonl").string())
-          .append(o.resume() == Resume::kLatest)
-          .csv_path((dir / "metrics.csv").string())
-          .tensorboard_dir(dir.string()),
-      monitor::RunConfig{{"device", core.device.str()},
-                         {"seed", static_cast<int64_t>(o.seed())},
-                         {"accumulate", o.accumulate()},
-                         {"precision", o.precision()},
-                         {"checkpoint_dir", o.checkpoint_dir()}});
+  // Rank 0's view of the directory decides, so that every rank agrees.
+  const auto earlier = dist::broadcast_decision<int64_t>(
+      static_cast<int64_t>(is_rank_zero() ? core.checkpoints->checkpoints().size() : 0), 0);
+  if (earlier == 0) return;
+  if (o.resume() == Resume::kNew) {
+    core::raise<ConfigError>(
+        "checkpoint directory {} holds checkpoints of an earlier run; resume it (Resume::kLatest, "
+        "--resume), replace them (Resume::kOverwrite, --overwrite-checkpoints), or choose another "
+        "directory",
+        o.checkpoint_dir());
+  }
+  print0("removing {} checkpoint(s) of an earlier run from {}", earlier, o.checkpoint_dir());
+  core.checkpoints->clear();  // collective
 }
 }  // namespace
 
@@ -223,35 +241,9 @@ void Fabric::start(FabricOptions options) {
   if (core.autocast_dtype() == torch::kHalf) core.scaler = std::make_unique<amp::GradScaler>();
   if (o.print_header()) monitor::print_header();
   if (o.device() != "auto") print0("device {}: training on {}", o.device(), core.device.str());
-  open_metrics_log(core);
-
-  if (o.checkpoint_dir().empty()) return;
-  // Collective: rank 0 creates the directory and locks it, so that a bad
-  // path fails now rather than after an epoch of training.
-  core.checkpoints = std::make_unique<checkpoint::CheckpointManager>(
-      checkpoint::CheckpointManagerOptions(o.checkpoint_dir())
-          .keep_last(o.keep_last())
-          .every_n_steps(o.checkpoint_every()));
-  if (o.resume() == Resume::kLatest) {
-    // Rank 0's latest, on every rank (its bytes sent where a node does not see it).
-    core.pending = core.checkpoints->load_latest_collective(
-        &core.pending_path, checkpoint::CollectiveLoadOptions().node_local(o.checkpoint_node_local()));
-    if (!core.pending) print0("no checkpoint in {}; starting from epoch 1", o.checkpoint_dir());
-    return;
-  }
-  // Rank 0's view of the directory decides, so that every rank agrees.
-  const auto earlier = dist::broadcast_decision<int64_t>(
-      static_cast<int64_t>(is_global_zero() ? core.checkpoints->checkpoints().size() : 0), 0);
-  if (earlier == 0) return;
-  if (o.resume() == Resume::kNew) {
-    core::raise<ConfigError>(
-        "checkpoint directory {} holds checkpoints of an earlier run; resume it (Resume::kLatest, "
-        "--resume), replace them (Resume::kOverwrite, --overwrite-checkpoints), or choose another "
-        "directory",
-        o.checkpoint_dir());
-  }
-  print0("removing {} checkpoint(s) of an earlier run from {}", earlier, o.checkpoint_dir());
-  core.checkpoints->clear();  // collective
+  core.progress = std::make_unique<monitor::ProgressBar>(o.progress());
+  if (!o.checkpoint_dir().empty()) open_checkpoints(core);
+  create_metrics_dir(core);
 }
 
 Fabric::~Fabric() {
@@ -299,6 +291,14 @@ void Fabric::register_model(torch::nn::Module& model, torch::optim::Optimizer& o
   }
   core_->describe_run();
   core_->model_hooks = std::move(hooks);
+  core_->flops_per_sample = core_->options.flops_per_sample();
+  if (core_->flops_per_sample <= 0) {
+    try {
+      core_->flops_per_sample = monitor::training_flops_per_sample(model);
+    } catch (const ConfigError&) {
+      core_->flops_per_sample = 0;  // a layer it cannot count: no MFU (docs/fabric.md)
+    }
+  }
   if (core_->options.seed_per_rank()) {
     torch::manual_seed(core_->options.seed() + static_cast<uint64_t>(rank()));
   }
@@ -362,6 +362,7 @@ void Fabric::backward(const torch::Tensor& loss) {
     objective.backward();
   }
   if (loss.device().is_cpu() && loss.numel() == 1) core_->last_loss = loss.item<double>();
+  if (core.batch_in_flight) core.batch_loss = loss.detach();  // the progress's loss
 }
 
 bool Fabric::optimizer_step() {
@@ -458,10 +459,30 @@ int64_t Fabric::step() const { return core_->state.step; }
 void Fabric::log(const std::string& name, double value) { log_dict({{name, value}}); }
 
 void Fabric::log_dict(const monitor::MetricValues& values) {
-  if (core_->metrics_log) core_->metrics_log->log_step(step(), epoch() + 1, values);
+  if (auto* log = core_->log()) log->log_step(step(), epoch() + 1, values);
 }
 
-monitor::MetricsLog* Fabric::metrics_log() { return core_->metrics_log.get(); }
+void Fabric::log_hyperparams(const monitor::RunConfig& values) {
+  RANKWISE_CHECK(core_->metrics_log == nullptr, ConfigError, core::here(),
+                 "Fabric::log_hyperparams after the metrics log's first record: its config "
+                 "record is written; call it before training (before log(), log_dict() and "
+                 "the first training batch)");
+  auto& mine = core_->hyperparameters;
+  mine.insert(mine.end(), values.begin(), values.end());
+}
+
+void Fabric::log_epoch(const monitor::MetricValues& values) {
+  auto* log = core_->log();
+  if (log == nullptr) return;
+  const double per_second = core_->throughput().epoch_samples_per_s;
+  log->log_epoch(std::max<int64_t>(core_->finished_epoch, 1), step(), values,
+                                std::isfinite(per_second) ? std::optional<double>(per_second)
+                                                          : std::nullopt);
+}
+
+fabric::Throughput Fabric::throughput() { return core_->throughput(); }
+
+monitor::MetricsLog* Fabric::metrics_log() { return core_->log(); }
 
 std::string Fabric::save() {
   core_->note_pending_gradients("Fabric::save() was called between optimizer steps");
@@ -505,6 +526,7 @@ Fabric::EpochRange::Iterator Fabric::EpochRange::begin() {
   core_->ensure_resumed();
   Iterator it(core_.get(), total_);
   it.current_ = core_->state.epoch;
+  core_->total_epochs = total_;
   if (core_->resumed && it.current_ >= total_) {
     const auto& state = core_->state;
     const std::string at =
@@ -521,6 +543,8 @@ Fabric::EpochRange::Iterator Fabric::EpochRange::begin() {
 Fabric::EpochRange::Iterator& Fabric::EpochRange::Iterator::operator++() {
   auto& state = core_->state;
   if (state.epoch == current_) {  // the training loader did not finish this epoch
+    core_->end_progress();
+    core_->finished_epoch = current_ + 1;
     state.epoch = current_ + 1;
     state.position = 0;
   } else if (state.epoch > current_ + 1 && !core_->warned_passes) {

@@ -57,19 +57,28 @@ void LoaderHooks::begin_training_batch(FabricCore& core, int64_t start, int64_t 
   core.begin_accumulation_batch(start, end, shard_size);
 }
 
-void LoaderHooks::end_training_batch(FabricCore& core, int64_t end, int64_t shard_size) {
+void LoaderHooks::start_training_progress(FabricCore& core, int64_t total, int64_t done) {
+  core.start_progress(total, done);
+}
+
+void LoaderHooks::end_training_batch(FabricCore& core, int64_t end, int64_t shard_size,
+                                     int64_t real_samples) {
   core.batch_in_flight.reset();
   // The batch's samples, padding duplicates included (they were computed).
   const bool stepped = core.end_accumulation_batch(end - core.state.position);
   core.state.position = end;
-  if (!stepped) return;  // within an accumulation group: the same step
-  monitor::record_step(core.group.samples, std::exchange(core.last_loss, std::nullopt));
-  core.state.step += 1;
-  if (end < shard_size) core.save_if_due(/*epoch_end=*/false);
+  if (stepped) {  // else within an accumulation group: the same step
+    monitor::record_step(core.group.samples, std::exchange(core.last_loss, std::nullopt));
+    core.state.step += 1;
+  }
+  core.update_progress(real_samples);  // every batch, on every rank: its count decides
+  if (stepped && end < shard_size) core.save_if_due(/*epoch_end=*/false);
 }
 
 void LoaderHooks::end_training_pass(FabricCore& core, int64_t epoch) {
   core.batch_in_flight.reset();
+  core.end_progress();
+  core.finished_epoch = epoch + 1;
   core.reset_accumulation();
   if (core.model_hooks.join) core.model_hooks.join();  // every rank, after its last batch
   core.state.epoch = epoch + 1;

@@ -11,8 +11,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <utility>
@@ -28,7 +31,9 @@
 #include "rankwise/error.h"
 #include "rankwise/fabric/cli.h"
 #include "rankwise/metrics/collection.h"
+#include "rankwise/monitor/progress_bar.h"
 #include "rankwise/monitor/step_stats.h"
+#include "rankwise/monitor/throughput.h"
 #include "rankwise/seed.h"
 
 namespace rankwise::fabric {
@@ -61,7 +66,9 @@ class FabricCore {
   FabricOptions options;
   torch::Device device{torch::kCPU};
   std::unique_ptr<checkpoint::CheckpointManager> checkpoints;
-  std::unique_ptr<monitor::MetricsLog> metrics_log;  // with FabricOptions::metrics_dir
+  // With FabricOptions::metrics_dir: opened at its first record (log()).
+  std::unique_ptr<monitor::MetricsLog> metrics_log;
+  monitor::RunConfig hyperparameters;  // Fabric::log_hyperparams(), for its config record
   std::optional<checkpoint::Checkpoint> pending;  // loaded, restored when training starts
   std::string pending_path;
   bool resumed = false;  // a checkpoint was restored
@@ -87,6 +94,18 @@ class FabricCore {
   std::optional<double> last_loss;
   // Loss scaling under precision 16-mixed; null otherwise.
   std::unique_ptr<amp::GradScaler> scaler;
+  // The training loader's progress (FabricOptions::progress), its epoch
+  // started and not yet ended; the last loss backward() saw (detached, on
+  // its device); the run's total epochs (Fabric::epochs), 0 before.
+  std::unique_ptr<monitor::ProgressBar> progress;
+  bool progress_open = false;
+  torch::Tensor batch_loss;
+  int64_t total_epochs = 0;
+  int64_t finished_epoch = 0;  // 1-based: the last epoch the training loader finished
+  // For MFU: FLOPs per training sample (0: unknown) and one device's peak
+  // FLOP/s (0: not yet resolved).
+  double flops_per_sample = 0;
+  double peak = 0;
 
   // The dtype a mixed precision autocasts to (FabricOptions::precision).
   std::optional<c10::ScalarType> autocast_dtype() const {
@@ -231,6 +250,96 @@ class FabricCore {
              rankwise::dist::is_initialized() ? rankwise::dist::world_size() : 1, earlier,
              state.position);
     }
+  }
+
+  // The precision's compute dtype: what MFU's peak is measured in.
+  c10::ScalarType compute_dtype() const {
+    return autocast_dtype().value_or(true_dtype().value_or(torch::kFloat32));
+  }
+
+  // One device's peak FLOP/s, once (a measurement on the CPU: 0.3 s).
+  void resolve_peak() {
+    if (peak > 0) return;
+    peak = options.peak_flops() > 0 ? options.peak_flops()
+                                    : monitor::peak_flops(device, compute_dtype());
+  }
+
+  fabric::Throughput throughput() {
+    fabric::Throughput t;
+    if (progress) {
+      t.samples_per_s = progress->samples_per_second();
+      t.epoch_samples_per_s = progress->epoch_samples_per_second();
+    }
+    if (flops_per_sample <= 0) return t;
+    t.flops_per_sample = flops_per_sample;
+    resolve_peak();
+    if (std::isfinite(t.samples_per_s)) {
+      const int world = dist::is_initialized() ? dist::world_size() : 1;
+      t.mfu = t.samples_per_s * flops_per_sample / (world * peak);
+    }
+    return t;
+  }
+
+  // The run's metrics log, opened at the first call (null without a
+  // metrics_dir): its config record holds the program, the run's settings,
+  // the training loader's sizes and log_hyperparams()'s entries.
+  monitor::MetricsLog* log() {
+    if (metrics_log || options.metrics_dir().empty()) return metrics_log.get();
+    const std::filesystem::path dir(options.metrics_dir());
+    std::error_code error;
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe", error);
+    monitor::RunConfig config{{"program", error ? std::string("run") : exe.filename().string()},
+                              {"device", device.str()},
+                              {"seed", static_cast<int64_t>(options.seed())},
+                              {"accumulate", options.accumulate()},
+                              {"precision", options.precision()},
+                              {"checkpoint_dir", options.checkpoint_dir()}};
+    if (has_training_loader) {
+      config.emplace_back("train_samples", train_samples);
+      config.emplace_back("batch_size_per_rank", batch_size);
+    }
+    if (flops_per_sample > 0) config.emplace_back("flops_per_sample", flops_per_sample);
+    config.insert(config.end(), hyperparameters.begin(), hyperparameters.end());
+    metrics_log = std::make_unique<monitor::MetricsLog>(
+        monitor::MetricsLogOptions((dir / "metrics.jsonl").string())
+            .append(options.resume() == Resume::kLatest)
+            .csv_path((dir / "metrics.csv").string())
+            .tensorboard_dir(dir.string()),
+        config);
+    return metrics_log.get();
+  }
+
+  // After a progress reduction (every rank): the step record of the metrics log.
+  void log_progress() {
+    auto* metrics_log = log();
+    if (!metrics_log || !metrics_log->writing()) return;
+    monitor::MetricValues values{{"loss", progress->loss()}};
+    const auto t = throughput();
+    if (t.mfu) values.emplace_back("mfu", *t.mfu);
+    metrics_log->log_step(state.step, state.epoch + 1, values, t.samples_per_s,
+                          progress->rank_stats());
+  }
+
+  // A training pass of `total` batches, `done` of them already, starts.
+  void start_progress(int64_t total, int64_t done) {
+    if (!progress) return;
+    // The metrics log's MFU needs the peak: measured now, before the epoch's clock starts.
+    if (flops_per_sample > 0 && log() && log()->writing()) resolve_peak();
+    progress->start_epoch(state.epoch + 1, std::max(total_epochs, state.epoch + 1), total, done);
+    progress_open = true;
+  }
+
+  // A training batch of `real_samples` (padding not counted) finished.
+  void update_progress(int64_t real_samples) {
+    if (!progress_open) return;
+    if (progress->update(real_samples, std::exchange(batch_loss, torch::Tensor()))) log_progress();
+  }
+
+  // The epoch's training ends (every rank): the steps since the last reduction.
+  void end_progress() {
+    if (!progress_open) return;
+    progress_open = false;
+    if (progress->end_epoch()) log_progress();
   }
 
   // After --help, once the program's own parser (if any) has had its turn.

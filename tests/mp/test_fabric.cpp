@@ -516,7 +516,9 @@ TEST(Fabric, LogWritesTheMetricsDirsJsonLinesCsvAndTensorBoardFiles) {
     fabric.barrier();
   }
   rankwise::Fabric fabric(quiet().metrics_dir(dir.string()));
-  ASSERT_NE(fabric.metrics_log(), nullptr);
+  fabric.log_hyperparams({{"lr", 0.5}, {"model", std::string("mlp")}});
+  ASSERT_NE(fabric.metrics_log(), nullptr);  // opens the log: its config record is written
+  EXPECT_THROW(fabric.log_hyperparams({{"late", int64_t{1}}}), rankwise::ConfigError);
   fabric.log("loss", 0.5);
   fabric.log_dict({{"accuracy", 0.75}, {"zero", 0.0}});
   fabric.barrier();
@@ -527,6 +529,10 @@ TEST(Fabric, LogWritesTheMetricsDirsJsonLinesCsvAndTensorBoardFiles) {
     ASSERT_EQ(records.size(), 3u);
     EXPECT_EQ(records[0]["kind"], "config");
     EXPECT_EQ(records[0]["world_size"], fabric.world_size());
+    EXPECT_EQ(records[0]["config"]["lr"], 0.5);
+    EXPECT_EQ(records[0]["config"]["model"], "mlp");
+    EXPECT_EQ(records[0]["config"]["program"], "mp_test_fabric");
+    EXPECT_EQ(records[0]["config"]["precision"], "32-true");
     EXPECT_EQ(records[1]["kind"], "step");
     EXPECT_EQ(records[1]["step"], 0);
     EXPECT_EQ(records[1]["epoch"], 1);
@@ -547,4 +553,69 @@ TEST(Fabric, LogWritesTheMetricsDirsJsonLinesCsvAndTensorBoardFiles) {
     EXPECT_EQ(event_files, 1);
   }
   fabric.barrier();
+}
+
+// The Fabric's progress (FabricOptions::progress): one reduction every
+// every_n_steps batches and one for the rest at the pass's end; each writes a
+// step record of the sample-weighted loss over ranks, samples/s, MFU
+// (samples/s * FLOPs per sample / (world size * peak)) and every rank's
+// statistics; throughput() is the same on every rank.
+TEST(Fabric, ProgressReducesOnScheduleAndLogsLossThroughputAndMfu) {
+  const fs::path dir = shared_dir("progress");
+  rankwise::Fabric fabric(quiet()
+                              .metrics_dir(dir.string())
+                              .progress(rankwise::monitor::ProgressBarOptions().every_n_steps(2).style(
+                                  rankwise::monitor::ProgressBarStyle::kOff))
+                              .flops_per_sample(1000)
+                              .peak_flops(1e9));
+  const int world = fabric.world_size();
+  auto net = std::make_shared<Net>();
+  torch::optim::SGD optimizer(net->parameters(), 0.1);
+  auto ddp = fabric.setup(net, optimizer);
+  auto loader = fabric.setup_dataloader(Numbers(10 * world), /*batch_size=*/2);  // 5 batches per rank
+  std::vector<double> loss_sums(3, 0.0);  // this rank's loss * samples per reduction: batches 1-2, 3-4, 5
+  int64_t batch = 0;
+  for (int64_t epoch : fabric.epochs(1)) {
+    (void)epoch;
+    for (auto& b : loader) {
+      auto loss = torch::cross_entropy_loss(ddp.forward(b.data), b.target);
+      fabric.backward(loss);
+      fabric.optimizer_step();
+      loss_sums[std::min<int64_t>(batch++ / 2, 2)] += loss.item<double>() * b.data.size(0);
+    }
+    fabric.log_epoch({{"done", 1.0}});
+  }
+  const auto throughput = fabric.throughput();
+  ASSERT_TRUE(throughput.mfu.has_value());
+  EXPECT_DOUBLE_EQ(*throughput.flops_per_sample, 1000);
+  EXPECT_DOUBLE_EQ(*throughput.mfu, throughput.samples_per_s * 1000 / (world * 1e9));
+  const auto everyone = fabric.all_gather(torch::tensor({throughput.samples_per_s, throughput.epoch_samples_per_s},
+                                                        torch::kFloat64));
+  for (const auto& other : everyone) EXPECT_TRUE(other.equal(everyone.front()));
+  const auto sums = fabric.all_gather(torch::tensor(loss_sums, torch::kFloat64));
+  fabric.barrier();
+  if (!fabric.is_global_zero()) return;
+  std::ifstream jsonl(dir / "metrics.jsonl");
+  std::vector<nlohmann::json> steps, epochs;
+  for (std::string line; std::getline(jsonl, line);) {
+    auto record = nlohmann::json::parse(line);
+    if (record["kind"] == "step") steps.push_back(record);
+    if (record["kind"] == "epoch") epochs.push_back(record);
+  }
+  ASSERT_EQ(steps.size(), 3u);
+  const int64_t samples[3] = {4, 4, 2};  // per rank in each reduction
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(steps[k]["step"], std::min(2 * (k + 1), 5)) << steps[k];
+    double total = 0;
+    for (const auto& s : sums) total += s[k].item<double>();
+    EXPECT_NEAR(steps[k]["metrics"]["loss"].get<double>(), total / (samples[k] * world), 1e-6) << steps[k];
+    const double per_second = steps[k]["samples_per_s"].get<double>();
+    EXPECT_GT(per_second, 0);
+    EXPECT_NEAR(steps[k]["metrics"]["mfu"].get<double>(), per_second * 1000 / (world * 1e9), 1e-12 * per_second);
+    EXPECT_EQ(steps[k]["ranks"].size(), static_cast<size_t>(world));
+  }
+  ASSERT_EQ(epochs.size(), 1u);
+  EXPECT_EQ(epochs[0]["epoch"], 1);
+  EXPECT_EQ(epochs[0]["step"], 5);
+  EXPECT_DOUBLE_EQ(epochs[0]["samples_per_s"].get<double>(), throughput.epoch_samples_per_s);
 }

@@ -37,9 +37,43 @@ inline std::function<std::string(const std::string&)> integer_in(int64_t lo, int
   };
 }
 
+/// Adds --progress, --progress-every, --progress-interval, --flops-per-sample
+/// and --peak-flops (FabricOptions::progress, flops_per_sample, peak_flops).
+inline void add_progress_options(CLI::App& app, FabricOptions& options) {
+  app.add_option_function<std::string>(
+         "--progress",
+         [&options](const std::string& style) {
+           options.progress().style(monitor::parse_progress_style(style));
+         },
+         "progress on rank 0: auto (a bar on a terminal, else lines), bar, lines, off")
+      ->check(CLI::IsMember({"auto", "bar", "lines", "off"}))
+      ->default_str("auto");
+  app.add_option("--progress-every,--progress_every", options.progress().every_n_steps(),
+                 "reduce the progress over ranks every N batches")
+      ->check(integer_in(1, int64_t{1} << 30))
+      ->capture_default_str();
+  app.add_option_function<double>(
+         "--progress-interval,--progress_interval",
+         [&options](double seconds) {
+           options.progress().line_interval(
+               std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000 + 0.5)));
+         },
+         "seconds between progress lines (not on a terminal)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->default_str(std::to_string(options.progress().line_interval().count() / 1000));
+  app.add_option("--flops-per-sample,--flops_per_sample", options.flops_per_sample(),
+                 "FLOPs to train on one sample, for MFU (0: counted for a model of Linear layers)")
+      ->check(CLI::Range(0.0, 1e30))
+      ->capture_default_str();
+  app.add_option("--peak-flops,--peak_flops", options.peak_flops(),
+                 "peak FLOP/s of one device, for MFU (0: the table's for a known GPU, else measured)")
+      ->check(CLI::Range(0.0, 1e30))
+      ->capture_default_str();
+}
+
 /// Adds --device, --seed, --checkpoint-dir, --checkpoint-every, --keep-last,
 /// --resume, --overwrite-checkpoints, --accumulate, --checkpoint-node-local,
-/// --metrics-dir and --precision to `app` (each also with
+/// --metrics-dir, --precision and add_progress_options()'s flags to `app` (each also with
 /// underscores, as rankwise-run and torchrun accept), bound to `options`
 /// (whose current values are the defaults shown by --help). Bad values are
 /// CLI11 parse errors that name the flag.
@@ -93,6 +127,7 @@ inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
                  "float16 with loss scaling) or bf16-true (a bfloat16 model)")
       ->check([](const std::string& value) { return precision_option_error(value); })
       ->capture_default_str();
+  add_progress_options(app, options);
 }
 
 /// True on the rank that prints --help: global rank 0, by

@@ -47,9 +47,14 @@ struct LoaderHooks {
   /// (once), as begin_training_pass does, but resets nothing. Returns the
   /// epoch and the position.
   static std::pair<int64_t, int64_t> next_training_pass(FabricCore& core);
+  /// A training pass of `total` batches on this rank, `done` of them
+  /// already (a resumed epoch), starts: the Fabric's progress.
+  static void start_training_progress(FabricCore& core, int64_t total, int64_t done);
   /// After the training batch that ended at position `end` of a shard of
-  /// `shard_size` indices: one more step; saves when the schedule says so.
-  static void end_training_batch(FabricCore& core, int64_t end, int64_t shard_size);
+  /// `shard_size` indices, `real_samples` of its samples not padding: one
+  /// more step; progress; saves when the schedule says so.
+  static void end_training_batch(FabricCore& core, int64_t end, int64_t shard_size,
+                                 int64_t real_samples);
   /// The training batch [start, end) of a shard of `shard_size` indices is
   /// handed to the loop body (under no_sync() when it accumulates).
   static void begin_training_batch(FabricCore& core, int64_t start, int64_t end, int64_t shard_size);
@@ -165,6 +170,11 @@ class FabricLoader {
     indices_ = sampler_.indices();
     padding_ = sampler_.is_padding();
     done_ = false;
+    if (training_) {
+      const auto total = (static_cast<int64_t>(indices_.size()) + batch_size_ - 1) / batch_size_;
+      LoaderHooks::start_training_progress(*core_, total,
+                                           std::min(total, (position_ + batch_size_ - 1) / batch_size_));
+    }
     load_from(position_);
     return Iterator(this);
   }
@@ -231,8 +241,8 @@ class FabricLoader {
     autocast_.reset();
     if (done_) return;
     if (training_) {
-      LoaderHooks::end_training_batch(*core_, batch_end_,
-                                              static_cast<int64_t>(indices_.size()));
+      LoaderHooks::end_training_batch(*core_, batch_end_, static_cast<int64_t>(indices_.size()),
+                                      num_real_samples());
     }
     load_from(batch_end_);
   }
