@@ -75,13 +75,12 @@ int main(int argc, char** argv) {
         test_f1->update(logits, batch.target);
       }
     }
-    auto train_values = train_metrics.compute();
+    const double loss = train_metrics.compute().at("loss").item<double>();
     auto test_values = test_metrics.compute();
-    const double samples_per_second = processed / seconds;
+    const double accuracy = test_values.at("accuracy").item<double>(), f1 = test_values.at("macro_f1").item<double>();
     std::cout << fmt::format(
         "epoch {}/{} | train loss {:.4f} over {} samples | test accuracy {:.4f}, macro F1 {:.4f} over {} samples | {:.0f} samples/s\n",
-        epoch + 1, epochs, train_values.at("loss").item<double>(), *train.size(), test_values.at("accuracy").item<double>(),
-        test_values.at("macro_f1").item<double>(), *test.size(), samples_per_second) << std::flush;
+        epoch + 1, epochs, loss, *train.size(), accuracy, f1, *test.size(), processed / seconds) << std::flush;
   }
   return 0;
 }

@@ -81,20 +81,27 @@ if ! grep -q 'epoch 1/1' <<<"$out14"; then  # no usable GPU here
   grep -q -- "asked for a GPU per process (--device cuda, DeviceKind::kCuda)" <<<"$out14" || fail "--device cuda message: $out14"
   grep -q -- "use --device auto or cpu" <<<"$out14" || fail "--device cuda advice: $out14"
 fi
-# --metrics-log PATH: the JSON Lines log goes there (not beside the
-# checkpoints): the run's config, step records, and the epoch's record at
-# step 2 (100 samples per rank in batches of 64).
-log="$work/logs/run.jsonl"; mkdir -p "$work/logs"
+# --metrics-dir DIR: the JSON Lines log goes there (not beside the
+# checkpoints): the run's config, step records with the loss, samples/s and
+# MFU (the MLP's FLOPs are counted; the CPU's peak measured), and the
+# epoch's record at step 2 (100 samples per rank in batches of 64).
+logs="$work/logs"; log="$logs/metrics.jsonl"
 out15=$("$run" --nproc-per-node 2 "$program" --epochs 1 --limit 200 --checkpoint-dir "$work/mlog" \
-  --metrics-log "$log" 2>&1) || fail "--metrics-log: $out15"
-[ -s "$log" ] || fail "--metrics-log wrote nothing at $log: $out15"
-[ -e "$work/mlog/metrics.jsonl" ] && fail "--metrics-log also wrote metrics.jsonl beside the checkpoints"
-/usr/bin/python3 - "$log" <<'PY' || fail "--metrics-log content: $(cat "$log")"
+  --metrics-dir "$logs" --progress-every 1 2>&1) || fail "--metrics-dir: $out15"
+[ -s "$log" ] || fail "--metrics-dir wrote nothing at $log: $out15"
+[ -e "$work/mlog/metrics.jsonl" ] && fail "--metrics-dir also wrote metrics.jsonl beside the checkpoints"
+/usr/bin/python3 - "$log" <<'PY' || fail "--metrics-dir content: $(cat "$log")"
 import json, sys
 records = [json.loads(line) for line in open(sys.argv[1])]
 kinds = [r["kind"] for r in records]
-assert kinds[0] == "config" and kinds[-1] == "epoch" and "step" in kinds, kinds
-assert records[0]["config"]["train_samples"] == 200, records[0]
+assert kinds[0] == "config" and kinds[-1] == "epoch" and kinds.count("step") == 2, kinds
+assert records[0]["config"]["precision"] == "32-true", records[0]
+steps = [r for r in records if r["kind"] == "step"]
+assert [r["step"] for r in steps] == [1, 2], steps
+for r in steps:
+    assert r["samples_per_s"] > 0 and len(r["ranks"]) == 2, r
+    assert 0 < r["metrics"]["mfu"] < 1.5 and r["metrics"]["loss"] > 0, r
 assert records[-1]["step"] == 2 and "train_loss" in records[-1]["metrics"], records[-1]
+assert records[-1]["samples_per_s"] > 0, records[-1]
 PY
 echo PASS
