@@ -89,7 +89,8 @@ struct Throughput {
   /// counted for a model of Linear layers); nullopt when unknown.
   std::optional<double> flops_per_sample;
   /// Model FLOPs utilisation of samples_per_s against world_size devices'
-  /// peak (monitor/throughput.h), in [0, 1]; nullopt without FLOPs per sample.
+  /// peak (monitor/throughput.h), normally in (0, 1] (above 1 the Fabric
+  /// warns once: a wrong FLOPs or peak); nullopt without FLOPs per sample.
   std::optional<double> mfu;
 };
 }  // namespace fabric
@@ -182,7 +183,8 @@ struct FabricOptions {
   /// Directory of the run's metrics (rank 0 writes; created if missing):
   /// log() and log_dict() append to metrics.jsonl (monitor::MetricsLog, which
   /// rankwise-report draws), metrics.csv and live TensorBoard event files
-  /// (`tensorboard --logdir DIR`); a resumed run (Resume::kLatest) appends.
+  /// (`tensorboard --logdir DIR`); a resumed run (Resume::kLatest) appends, a
+  /// new run replaces an earlier run's files there (with a note).
   /// Empty (default): none, and log() does nothing.
   TORCH_ARG(std::string, metrics_dir) = "";
   /// Progress of the training loader on rank 0 (monitor::ProgressBar: a bar
@@ -331,10 +333,11 @@ class Fabric {
   /// ZeroRedundancyOptimizer use its clip_grad_norm), and returns the total
   /// norm before clipping (a 0-dim tensor). Call it after backward() and
   /// before optimizer_step(), at a group's end when accumulating
-  /// (`if (!fabric.is_accumulating())`). With precision "16-mixed" it
-  /// unscales the gradients first (scaler.unscale_, collective; Error while
-  /// accumulating). Otherwise local: DDP made every rank's gradients the
-  /// same. Throws as parallel::clip_grad_norm, Error before setup().
+  /// (`if (!fabric.is_accumulating())`; Error in a batch that accumulates:
+  /// its gradients are not yet averaged). With precision "16-mixed" it
+  /// unscales the gradients first (scaler.unscale_, collective). Otherwise
+  /// local: DDP made every rank's gradients the same. Throws as
+  /// parallel::clip_grad_norm, Error before setup().
   torch::Tensor clip_gradients(double max_norm, double norm_type = 2.0,
                                bool error_if_nonfinite = false);
   /// The GradScaler that precision "16-mixed" steps through (e.g. its

@@ -295,8 +295,12 @@ void Fabric::register_model(torch::nn::Module& model, torch::optim::Optimizer& o
   if (core_->flops_per_sample <= 0) {
     try {
       core_->flops_per_sample = monitor::training_flops_per_sample(model);
-    } catch (const ConfigError&) {
+    } catch (const ConfigError& error) {
       core_->flops_per_sample = 0;  // a layer it cannot count: no MFU (docs/fabric.md)
+      if (!core_->options.metrics_dir().empty()) {
+        const std::string why = error.what();  // from "cannot count", without the rank prefix
+        print0("note: the metrics log will have no MFU: {}", why.substr(std::min(why.find("cannot"), why.size())));
+      }
     }
   }
   if (core_->options.seed_per_rank()) {
@@ -385,13 +389,12 @@ bool Fabric::optimizer_step() {
 
 torch::Tensor Fabric::clip_gradients(double max_norm, double norm_type, bool error_if_nonfinite) {
   require_setup(*core_, "clip_gradients", "there are no gradients to clip");
-  if (core_->scaler) {
-    RANKWISE_CHECK(!is_accumulating(), Error, core::here(),
-                   "Fabric::clip_gradients with precision 16-mixed in a batch that accumulates: "
-                   "the gradients are unscaled once per optimizer step; call it at the group's "
-                   "end (if (!fabric.is_accumulating()))");
-    core_->scaler->unscale_(*core_->state.optimizer);
-  }
+  RANKWISE_CHECK(!is_accumulating(), Error, core::here(),
+                 "Fabric::clip_gradients in a batch that accumulates: its gradients are this "
+                 "rank's partial sums, not yet averaged across ranks{}; call it at the group's "
+                 "end (if (!fabric.is_accumulating()))",
+                 core_->scaler ? ", and scaled (unscaled once per optimizer step)" : "");
+  if (core_->scaler) core_->scaler->unscale_(*core_->state.optimizer);
   return parallel::clip_grad_norm(core_->state.model->parameters(), max_norm, norm_type,
                                   error_if_nonfinite);
 }
@@ -459,7 +462,7 @@ int64_t Fabric::step() const { return core_->state.step; }
 void Fabric::log(const std::string& name, double value) { log_dict({{name, value}}); }
 
 void Fabric::log_dict(const monitor::MetricValues& values) {
-  if (auto* log = core_->log()) log->log_step(step(), epoch() + 1, values);
+  if (auto* log = core_->log()) log->log_step(step(), core_->loop_epoch.value_or(epoch()) + 1, values);
 }
 
 void Fabric::log_hyperparams(const monitor::RunConfig& values) {
@@ -527,6 +530,7 @@ Fabric::EpochRange::Iterator Fabric::EpochRange::begin() {
   Iterator it(core_.get(), total_);
   it.current_ = core_->state.epoch;
   core_->total_epochs = total_;
+  core_->loop_epoch = it.current_;
   if (core_->resumed && it.current_ >= total_) {
     const auto& state = core_->state;
     const std::string at =
@@ -558,6 +562,7 @@ Fabric::EpochRange::Iterator& Fabric::EpochRange::Iterator::operator++() {
   }
   core_->save_if_due(/*epoch_end=*/true, /*run_end=*/state.epoch >= total_);
   current_ = state.epoch;
+  core_->loop_epoch = current_ < total_ ? std::optional<int64_t>(current_) : std::nullopt;
   return *this;
 }
 

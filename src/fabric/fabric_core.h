@@ -106,6 +106,9 @@ class FabricCore {
   // FLOP/s (0: not yet resolved).
   double flops_per_sample = 0;
   double peak = 0;
+  bool warned_mfu = false;
+  // The epoch of Fabric::epochs()'s loop body, while one runs: log()'s epoch.
+  std::optional<int64_t> loop_epoch;
 
   // The dtype a mixed precision autocasts to (FabricOptions::precision).
   std::optional<c10::ScalarType> autocast_dtype() const {
@@ -257,11 +260,18 @@ class FabricCore {
     return autocast_dtype().value_or(true_dtype().value_or(torch::kFloat32));
   }
 
-  // One device's peak FLOP/s, once (a measurement on the CPU: 0.3 s).
+  // One device's peak FLOP/s, once, at the first training pass on every
+  // rank (collective: every rank begins its passes alike): rank 0's value,
+  // measured on the CPU while every rank measures (0.1 s), so that each
+  // process gets its share of the cores and the epoch's clock has not started.
   void resolve_peak() {
-    if (peak > 0) return;
-    peak = options.peak_flops() > 0 ? options.peak_flops()
-                                    : monitor::peak_flops(device, compute_dtype());
+    if (peak > 0 || flops_per_sample <= 0) return;
+    if (options.peak_flops() > 0) {
+      peak = options.peak_flops();
+      return;
+    }
+    peak = monitor::peak_flops(device, compute_dtype(), std::chrono::milliseconds(100));
+    if (dist::is_initialized()) peak = dist::broadcast_decision(peak, 0);
   }
 
   fabric::Throughput throughput() {
@@ -272,12 +282,32 @@ class FabricCore {
     }
     if (flops_per_sample <= 0) return t;
     t.flops_per_sample = flops_per_sample;
-    resolve_peak();
-    if (std::isfinite(t.samples_per_s)) {
+    if (std::isfinite(t.samples_per_s) && peak > 0) {
       const int world = dist::is_initialized() ? dist::world_size() : 1;
       t.mfu = t.samples_per_s * flops_per_sample / (world * peak);
+      warn_if_mfu_above_one(*t.mfu);
     }
     return t;
+  }
+
+  // A new run (not a resume) in a directory with an earlier run's metrics
+  // replaces them, with a note (rank 0): its log, CSV and TensorBoard event
+  // files, so that TensorBoard does not show two runs as one.
+  static void remove_earlier_metrics(const std::filesystem::path& dir) {
+    if (!is_rank_zero()) return;
+    std::error_code error;
+    int removed = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+      const std::string name = entry.path().filename().string();
+      if (name != "metrics.jsonl" && name != "metrics.csv" && name.rfind("events.out.tfevents.", 0) != 0) continue;
+      std::error_code ignored;
+      removed += std::filesystem::remove(entry.path(), ignored) ? 1 : 0;
+    }
+    if (removed > 0) {
+      print0("note: {} held an earlier run's metrics; this new run replaces them ({} file{}: the "
+             "metrics log, CSV and TensorBoard events); --resume appends instead",
+             dir.string(), removed, removed == 1 ? "" : "s");
+    }
   }
 
   // The run's metrics log, opened at the first call (null without a
@@ -286,6 +316,7 @@ class FabricCore {
   monitor::MetricsLog* log() {
     if (metrics_log || options.metrics_dir().empty()) return metrics_log.get();
     const std::filesystem::path dir(options.metrics_dir());
+    if (options.resume() != Resume::kLatest) remove_earlier_metrics(dir);
     std::error_code error;
     const auto exe = std::filesystem::read_symlink("/proc/self/exe", error);
     monitor::RunConfig config{{"program", error ? std::string("run") : exe.filename().string()},
@@ -309,6 +340,17 @@ class FabricCore {
     return metrics_log.get();
   }
 
+  // An MFU above 1 means a wrong FLOPs per sample or peak: say so once.
+  void warn_if_mfu_above_one(double mfu) {
+    if (mfu <= 1 || warned_mfu) return;
+    warned_mfu = true;
+    print0("warning: MFU is {:.3g}, above 1: the FLOPs per sample ({:.4g}) or one device's peak "
+           "({:.4g} FLOP/s) is off; give --peak-flops in FLOP/s (989e12, not 989) and "
+           "--flops-per-sample for one training sample, forward and backward (this warning is "
+           "shown once)",
+           mfu, flops_per_sample, peak);
+  }
+
   // After a progress reduction (every rank): the step record of the metrics log.
   void log_progress() {
     auto* metrics_log = log();
@@ -323,8 +365,7 @@ class FabricCore {
   // A training pass of `total` batches, `done` of them already, starts.
   void start_progress(int64_t total, int64_t done) {
     if (!progress) return;
-    // The metrics log's MFU needs the peak: measured now, before the epoch's clock starts.
-    if (flops_per_sample > 0 && log() && log()->writing()) resolve_peak();
+    resolve_peak();  // MFU's peak, before the epoch's clock starts
     progress->start_epoch(state.epoch + 1, std::max(total_epochs, state.epoch + 1), total, done);
     progress_open = true;
   }

@@ -106,11 +106,11 @@ double measure_matmul_flops(torch::Device device, c10::ScalarType dtype,
   return best;
 }
 
-double peak_flops(torch::Device device, c10::ScalarType dtype) {
+double peak_flops(torch::Device device, c10::ScalarType dtype, std::chrono::milliseconds budget) {
   if (device.is_cuda()) {
     if (auto peak = gpu_peak_flops(gpu_name(device.index() < 0 ? 0 : device.index()), dtype)) return *peak;
   }
-  return measure_matmul_flops(device, dtype);
+  return measure_matmul_flops(device, dtype, budget);
 }
 
 }  // namespace rankwise::monitor

@@ -351,6 +351,23 @@ TEST(Fabric, OptionsFromTheCommandLine) {
       << message({"prog", "--accumulate", "abc"});
   EXPECT_NE(message({"prog", "--checkpoint-every", "-1"}).find("'-1' is not an integer in [0, "),
             std::string::npos);
+  // The progress and MFU flags: NaN, text and negatives are refused by name.
+  EXPECT_NE(message({"prog", "--progress-interval", "nan"}).find("--progress-interval: 'nan' is not a number in [0, 1e+06]"),
+            std::string::npos)
+      << message({"prog", "--progress-interval", "nan"});
+  EXPECT_NE(message({"prog", "--flops-per-sample", "abc"}).find("'abc' is not a number in [0, 1e+30]"),
+            std::string::npos);
+  EXPECT_NE(message({"prog", "--peak-flops", "-1"}).find("'-1' is not a number"), std::string::npos);
+  EXPECT_NE(message({"prog", "--progress", "sometimes"}).find("--progress"), std::string::npos);
+  {
+    auto fabric = parse({"prog", "--progress", "off", "--progress-every", "7", "--progress-interval", "2.5",
+                         "--flops-per-sample", "1e6", "--peak-flops", "2e9"});
+    EXPECT_EQ(fabric.options().progress().style(), rankwise::monitor::ProgressBarStyle::kOff);
+    EXPECT_EQ(fabric.options().progress().every_n_steps(), 7);
+    EXPECT_EQ(fabric.options().progress().line_interval(), std::chrono::milliseconds(2500));
+    EXPECT_EQ(fabric.options().flops_per_sample(), 1e6);
+    EXPECT_EQ(fabric.options().peak_flops(), 2e9);
+  }
 }
 
 TEST(Fabric, OneAtATimeAndNoSilentlyIgnoredSettings) {
@@ -583,6 +600,7 @@ TEST(Fabric, ProgressReducesOnScheduleAndLogsLossThroughputAndMfu) {
       fabric.optimizer_step();
       loss_sums[std::min<int64_t>(batch++ / 2, 2)] += loss.item<double>() * b.data.size(0);
     }
+    fabric.log("after_pass", 1.0);  // the loop body's epoch, though the loader moved on
     fabric.log_epoch({{"done", 1.0}});
   }
   const auto throughput = fabric.throughput();
@@ -599,6 +617,10 @@ TEST(Fabric, ProgressReducesOnScheduleAndLogsLossThroughputAndMfu) {
   std::vector<nlohmann::json> steps, epochs;
   for (std::string line; std::getline(jsonl, line);) {
     auto record = nlohmann::json::parse(line);
+    if (record["kind"] == "step" && record["metrics"].contains("after_pass")) {
+      EXPECT_EQ(record["epoch"], 1) << record;
+      continue;
+    }
     if (record["kind"] == "step") steps.push_back(record);
     if (record["kind"] == "epoch") epochs.push_back(record);
   }
@@ -618,4 +640,69 @@ TEST(Fabric, ProgressReducesOnScheduleAndLogsLossThroughputAndMfu) {
   EXPECT_EQ(epochs[0]["epoch"], 1);
   EXPECT_EQ(epochs[0]["step"], 5);
   EXPECT_DOUBLE_EQ(epochs[0]["samples_per_s"].get<double>(), throughput.epoch_samples_per_s);
+}
+
+// Clipping inside an accumulation group would clip this rank's partial,
+// unaveraged gradients: an Error at every precision, as under 16-mixed.
+TEST(Fabric, ClipGradientsWhileAccumulatingIsAnError) {
+  rankwise::Fabric fabric(quiet().accumulate(2));
+  auto net = std::make_shared<Net>();
+  torch::optim::SGD optimizer(net->parameters(), 0.1);
+  auto ddp = fabric.setup(net, optimizer);
+  auto loader = fabric.setup_dataloader(Numbers(4 * fabric.world_size()), 2);
+  int batch = 0;
+  for (auto& b : loader) {
+    fabric.backward(torch::cross_entropy_loss(ddp.forward(b.data), b.target));
+    if (batch++ == 0) {
+      try {
+        fabric.clip_gradients(1.0);
+        ADD_FAILURE() << "clip_gradients was accepted mid-accumulation";
+      } catch (const rankwise::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("in a batch that accumulates"), std::string::npos) << e.what();
+      }
+    } else {
+      EXPECT_GT(fabric.clip_gradients(1e9).item<double>(), 0);  // the group's end: allowed
+    }
+    fabric.optimizer_step();
+  }
+}
+
+// A new run in a metrics directory replaces the earlier run's log, CSV and
+// TensorBoard files (one run's curves, not two mixed); a resume appends.
+TEST(Fabric, ANewRunReplacesAnEarlierRunsMetrics) {
+  const fs::path dir = shared_dir("replace");
+  auto run = [&](rankwise::Resume resume) {
+    rankwise::Fabric fabric(quiet().metrics_dir(dir.string()).resume(resume).checkpoint_dir(
+        resume == rankwise::Resume::kLatest ? (dir / "ckpt").string() : ""));
+    fabric.log("x", 1.0);
+    fabric.barrier();
+  };
+  auto count = [&](const std::string& prefix) {
+    int n = 0;
+    for (const auto& entry : fs::directory_iterator(dir)) n += entry.path().filename().string().rfind(prefix, 0) == 0;
+    return n;
+  };
+  auto configs = [&] {
+    std::ifstream jsonl(dir / "metrics.jsonl");
+    int n = 0;
+    for (std::string line; std::getline(jsonl, line);) n += nlohmann::json::parse(line)["kind"] == "config";
+    return n;
+  };
+  run(rankwise::Resume::kNew);
+  run(rankwise::Resume::kNew);
+  {
+    rankwise::Fabric probe(quiet());  // only to synchronise the ranks' reads
+    if (probe.is_global_zero()) {
+      EXPECT_EQ(count("events.out.tfevents."), 1);
+      EXPECT_EQ(configs(), 1);
+    }
+    probe.barrier();
+  }
+  run(rankwise::Resume::kLatest);  // appends: a second segment, a second event file
+  rankwise::Fabric probe(quiet());
+  if (probe.is_global_zero()) {
+    EXPECT_EQ(count("events.out.tfevents."), 2);
+    EXPECT_EQ(configs(), 2);
+  }
+  probe.barrier();
 }

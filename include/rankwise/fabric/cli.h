@@ -14,7 +14,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <fmt/format.h>
+
 #include <charconv>
+#include <cstdlib>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -34,6 +37,18 @@ inline std::function<std::string(const std::string&)> integer_in(int64_t lo, int
     if (error == std::errc() && end == value.data() + value.size() && n >= lo && n <= hi) return "";
     return "'" + value + "' is not an integer in [" + std::to_string(lo) + ", " +
            std::to_string(hi) + "]";
+  };
+}
+
+/// A CLI11 check that a flag's value is a number in [lo, hi] (not NaN): ""
+/// when it is, else what is wrong ("'abc' is not a number in [0, 1e+06]").
+inline std::function<std::string(const std::string&)> number_in(double lo, double hi) {
+  return [lo, hi](const std::string& value) -> std::string {
+    char* end = nullptr;
+    const double x = std::strtod(value.c_str(), &end);
+    if (!value.empty() && end == value.c_str() + value.size() && x >= lo && x <= hi) return "";
+    return "'" + value + "' is not a number in [" + fmt::format("{:g}", lo) + ", " +
+           fmt::format("{:g}", hi) + "]";
   };
 }
 
@@ -59,15 +74,16 @@ inline void add_progress_options(CLI::App& app, FabricOptions& options) {
                std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000 + 0.5)));
          },
          "seconds between progress lines (not on a terminal)")
-      ->check(CLI::Range(0.0, 1e6))
+      ->check(number_in(0, 1e6))
       ->default_str(std::to_string(options.progress().line_interval().count() / 1000));
   app.add_option("--flops-per-sample,--flops_per_sample", options.flops_per_sample(),
                  "FLOPs to train on one sample, for MFU (0: counted for a model of Linear layers)")
-      ->check(CLI::Range(0.0, 1e30))
+      ->check(number_in(0, 1e30))
       ->capture_default_str();
   app.add_option("--peak-flops,--peak_flops", options.peak_flops(),
-                 "peak FLOP/s of one device, for MFU (0: the table's for a known GPU, else measured)")
-      ->check(CLI::Range(0.0, 1e30))
+                 "peak FLOP/s of one device, e.g. 989e12, for MFU (0: the table's for a known GPU, "
+                 "else measured)")
+      ->check(number_in(0, 1e30))
       ->capture_default_str();
 }
 

@@ -39,7 +39,8 @@ double measure_matmul_flops(torch::Device device, c10::ScalarType dtype,
                             std::chrono::milliseconds budget = std::chrono::milliseconds(300));
 
 /// The peak FLOP/s MFU is measured against: the table's for a known GPU,
-/// else measure_matmul_flops(). Local.
-double peak_flops(torch::Device device, c10::ScalarType dtype);
+/// else measure_matmul_flops() for `budget`. Local.
+double peak_flops(torch::Device device, c10::ScalarType dtype,
+                  std::chrono::milliseconds budget = std::chrono::milliseconds(300));
 
 }  // namespace rankwise::monitor
