@@ -2,12 +2,14 @@
 // (and refused, naming the layer, for one it cannot count), the GPU peak
 // table by CUDA's device names, and the CPU's measured matmul rate.
 #include <gtest/gtest.h>
+#include <torch/cuda.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
+#include <iostream>
 #include <string>
 
 #include "rankwise/error.h"
@@ -49,6 +51,17 @@ TEST(Throughput, TheCpuPeakIsMeasured) {
   EXPECT_GT(flops, 1e8);    // any CPU of this century
   EXPECT_LT(flops, 1e14);   // no CPU core reaches 100 TFLOP/s in float32
   EXPECT_EQ(gpu_name(999), "");  // no such device, with or without a CUDA driver
+}
+
+// On the GPU check's machine: CUDA's name of the GPU, which the peak table
+// knows (an H100/H200).
+TEST(Throughput, AVisibleGpuHasANameAndAPeak) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible";
+  torch::ones({1}, torch::kCUDA);  // loads the CUDA driver
+  const std::string name = gpu_name(0);
+  EXPECT_NE(name, "");
+  std::cout << "GPU 0: " << name << ", bfloat16 peak "
+            << gpu_peak_flops(name, torch::kBFloat16).value_or(0) / 1e12 << " TFLOP/s\n";
 }
 
 TEST(Throughput, MeasuringLeavesTheProgramsRandomNumbersAlone) {
