@@ -5,7 +5,12 @@
 #                     consumer finds it with find_package(rankwise)
 #   add_subdirectory: the consumer adds SOURCE_DIR with add_subdirectory() and
 #                     builds its own librankwise (the consumer target only; it
-#                     runs under BUILD_DIR's launcher)
+#                     runs under BUILD_DIR's launcher), in BUILD_DIR-subproject:
+#                     beside BUILD_DIR, its compile lines are BUILD_DIR's once
+#                     ccache makes the paths under SOURCE_DIR relative, so its
+#                     objects come from the cache that BUILD_DIR's build filled
+#                     (same sources, flags and compiler), not from minutes of
+#                     compiling; a difference in them compiles anew
 # The compiler, build type and libtorch are the parent build's (WORK_DIR/parent.cmake
 # and prefix_path.txt, written by tests/CMakeLists.txt), so it passes on either
 # libtorch leg; VERSION is rankwise's, which the consumer's line must show.
@@ -16,6 +21,8 @@ route=$1; build=$2; source=$3; work=$4; version=$5; mode=${6:-build}
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$work/$route"
 mkdir -p "$work/$route"
+subproject="$build-subproject"
+[ "$route" = add_subdirectory ] && rm -rf "$subproject"
 consumer="$work/$route/build"
 if [ "$route" = find_package ]; then
   prefix="$work/$route/prefix"
@@ -32,6 +39,7 @@ if [ "$route" = find_package ]; then
 else
   cmake -S "$source/tests/consumer" -B "$consumer" -C "$work/parent.cmake" \
         -DRANKWISE_CONSUMER_ROUTE=add_subdirectory -DRANKWISE_SOURCE_DIR="$source" \
+        -DRANKWISE_BINARY_DIR="$subproject" \
         -DCMAKE_PREFIX_PATH="$(cat "$work/prefix_path.txt")"
   grep -q '^RANKWISE_BUILD_TESTS:BOOL=OFF$' "$consumer/CMakeCache.txt" || fail "RANKWISE_BUILD_TESTS is not OFF in a subproject"
   if [ "$mode" = configure ]; then
