@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -163,11 +164,21 @@ inline Result run(const std::vector<std::string>& args, const std::map<std::stri
   return Launcher(args, env).wait();
 }
 
+/// Checks `condition` until it holds (true) or `timeout_s` passed (false):
+/// a wait on a state of another process or thread that shows no line.
+inline bool eventually(const std::function<bool()>& condition, double timeout_s = 30) {
+  const auto start = Clock::now();
+  while (!condition()) {
+    if (since(start) > timeout_s) return false;
+    ::poll(nullptr, 0, 20);  // a poll interval, not a synchronisation
+  }
+  return true;
+}
+
 /// Waits until something listens on 127.0.0.1:`port` (at most 30 s): a
 /// launcher that hosts the rendezvous store is up.
 inline bool wait_for_listener(int port) {
-  const auto start = Clock::now();
-  while (std::chrono::duration<double>(Clock::now() - start).count() < 30) {
+  return eventually([port] {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -175,10 +186,8 @@ inline bool wait_for_listener(int port) {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
     ::close(fd);
-    if (up) return true;
-    ::poll(nullptr, 0, 50);  // a poll interval, not a synchronisation
-  }
-  return false;
+    return up;
+  });
 }
 
 }  // namespace rankwise::test

@@ -44,9 +44,11 @@ TEST(ElasticLaunch, ANodeThatJoinsThenLeavesWithSigtermChangesTheWorldSizeEachTi
   ASSERT_TRUE(a.wait_for_err("rendezvous round 0: 1 node", 30));
   Launcher b(elastic_args(port, "el", 60));
   ASSERT_TRUE(b.wait_for_err("rendezvous round 1: 2 nodes", 30));
-  // Once B's workers run, B leaves: its launcher gets SIGTERM.
+  // Once every worker of round 1 printed its view, B leaves: its launcher
+  // gets SIGTERM.
   ASSERT_TRUE(b.wait_for_err("this is node 1", 10));
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  for (const char* line : {"rank 0 of 4,", "rank 1 of 4,"}) ASSERT_TRUE(a.wait_for_out(line, 10)) << line;
+  for (const char* line : {"rank 2 of 4,", "rank 3 of 4,"}) ASSERT_TRUE(b.wait_for_out(line, 10)) << line;
   ::kill(b.pid(), SIGTERM);
   const Result rb = b.wait(30);
   EXPECT_EQ(rb.code, 128 + SIGTERM) << rb.err;

@@ -31,6 +31,7 @@
 #include "launch/output/line_assembler.h"
 #include "support/launcher.h"
 #include "support/shell.h"
+#include "support/store.h"
 
 namespace {
 
@@ -64,14 +65,9 @@ std::string read_file(const std::string& path) {
 
 /// Waits until every file exists (generous deadline for a loaded machine).
 bool wait_for_files(const std::vector<std::string>& paths, double timeout_s = 30) {
-  const auto start = Clock::now();
-  for (;;) {
-    bool all = true;
-    for (const auto& p : paths) all = all && std::filesystem::exists(p);
-    if (all) return true;
-    if (since(start) > timeout_s) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  return eventually([&] {
+    return std::all_of(paths.begin(), paths.end(), [](const auto& p) { return std::filesystem::exists(p); });
+  }, timeout_s);
 }
 
 /// True while `pid` exists and is not a zombie.
@@ -212,10 +208,7 @@ TEST(LaunchRun, WorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {
   pid_t sleeper = 0;
   std::ifstream(child) >> sleeper;
   ASSERT_GT(sleeper, 0) << "rank 0 did not record its child";
-  const auto deadline = Clock::now() + std::chrono::seconds(5);  // SIGKILL takes effect at once
-  while (process_alive(sleeper) && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  eventually([&] { return !process_alive(sleeper); }, 5);  // SIGKILL takes effect at once
   EXPECT_FALSE(process_alive(sleeper)) << "rank 0's child " << sleeper << " outlived the job";
   if (process_alive(sleeper)) ::kill(sleeper, SIGKILL);
 }
@@ -268,14 +261,8 @@ TEST(LaunchRun, WorkersDieWhenTheLauncherIsKilled) {
   ASSERT_EQ(::kill(l.pid(), SIGKILL), 0);
   const Result r = l.wait();
   EXPECT_EQ(r.code, 128 + SIGKILL);
-  const auto start = Clock::now();
-  bool any_alive = true;
-  while (any_alive && since(start) < 10) {
-    any_alive = false;
-    for (pid_t pid : pids) any_alive = any_alive || process_alive(pid);
-    if (any_alive) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_FALSE(any_alive) << "a worker outlived the SIGKILLed launcher";
+  EXPECT_TRUE(eventually([&] { return std::none_of(pids.begin(), pids.end(), process_alive); }, 10))
+      << "a worker outlived the SIGKILLed launcher";
 }
 
 // Every thread of every worker gets the --cpu-sched policy (read back from
@@ -737,7 +724,7 @@ TEST(LaunchRun, ANodeRankGivenTwiceIsNamed) {
   Launcher first(node("0"));
   ASSERT_TRUE(wait_for_listener(port));
   Launcher second(node("1"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // it claimed node rank 1
+  store_client(port).wait({"rankwise/nodes/1"}, std::chrono::seconds(30));  // it claimed node rank 1
   const Result twice = run(node("1"));
   EXPECT_EQ(twice.code, 2) << twice.err;
   char name[256] = {};
@@ -792,8 +779,9 @@ TEST(LaunchRun, NodeOfAnotherJobOrCountIsRefusedNamingBothAndTheJobGoesOn) {
   EXPECT_TRUE(contains(counted.err, "this node's --nnodes 3 --nproc-per-node 1 differ from node "
                                     "0's --nnodes 2 --nproc-per-node 1"))
       << counted.err;
-  // None of them joined J (nor took its node rank 1): node 0 still waits for its node 1.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // None of them joined J (nor took its node rank 1): node 0 still waits for
+  // its node 1. They have exited, so what they registered is in the store.
+  EXPECT_FALSE(store_client(port).check({"rankwise/nodes/1"}));
   EXPECT_FALSE(std::filesystem::exists(dir / "started_0"));
   Launcher second(node("J"));
   const Result r0 = first.wait(), r1 = second.wait();

@@ -16,6 +16,7 @@
 #include "launch/rendezvous/free_port.h"
 #include "launch/options.h"
 #include "launch/rendezvous/node_rendezvous.h"
+#include "support/launcher.h"
 
 using namespace rankwise::launch;
 using namespace rankwise::launch::cli;
@@ -118,14 +119,11 @@ TEST(ElasticRendezvousProtocol, ALateLauncherJoinsTheNextRoundAndIsSeenWaiting) 
   EXPECT_FALSE(newcomer_waiting(*client, "", 1, {0}));
   ElasticRendezvous late(client, "a", "", l);
   auto waiting = std::async(std::launch::async, [&] { return late.join(0, {5, "hc"}, never); });
-  const auto until = Clock::now() + milliseconds(5000);
-  while (!newcomer_waiting(*client, "", 1, {0}) && Clock::now() < until) {
-    std::this_thread::sleep_for(milliseconds(20));
-  }
-  EXPECT_TRUE(newcomer_waiting(*client, "", 1, {0}));
+  EXPECT_TRUE(rankwise::test::eventually([&] { return newcomer_waiting(*client, "", 1, {0}); }, 5));
   EXPECT_FALSE(newcomer_waiting(*client, "", 1, {0, 5}));
   // Round 1 stays open while round 0 runs, though MIN (1) joined it long
-  // since: two rounds' workers never run at once.
+  // since: two rounds' workers never run at once. A fixed wait: what is
+  // checked is that nothing happens in it.
   std::this_thread::sleep_for(milliseconds(600));
   EXPECT_EQ(waiting.wait_for(milliseconds(0)), std::future_status::timeout);
   host.end_round(0);
@@ -158,7 +156,8 @@ TEST(ElasticRendezvousProtocol, ALauncherWaitingWhenTheJobEndsIsTold) {
   const auto server = store(port, true);
   ElasticRendezvous host(server, "a", "", limits(2, 3, 100));
   auto waiting = std::async(std::launch::async, [&] { return host.join(0, {0, "ha"}, never); });
-  std::this_thread::sleep_for(milliseconds(300));
+  const auto client = store(port, false);  // the host's store is in use by its join
+  ASSERT_TRUE(rankwise::test::eventually([&] { return newcomer_waiting(*client, "", 0, {}); }, 5));
   ElasticRendezvous(store(port, false), "a", "", limits(2, 3, 100)).end_job("all done");
   try {
     waiting.get();
@@ -199,9 +198,12 @@ TEST(ElasticRendezvousProtocol, TheNextRoundWaitsForEveryNodeOfTheRoundBefore) {
   ASSERT_TRUE(a.join(0, {0, "ha"}, never));
   ASSERT_TRUE(b_round.get());
   auto c_round = std::async(std::launch::async, [&] { return c.join(0, {2, "hc"}, never); });
-  std::this_thread::sleep_for(milliseconds(300));
+  const auto client = store(port, false);  // C waits in round 1
+  ASSERT_TRUE(rankwise::test::eventually([&] { return newcomer_waiting(*client, "", 1, {0, 1}); }, 5));
   b.end_round(0);
-  std::this_thread::sleep_for(milliseconds(1000));  // > the last call
+  // Longer than the last call; a fixed wait: what is checked is that C's
+  // round does not close in it.
+  std::this_thread::sleep_for(milliseconds(1000));
   EXPECT_EQ(c_round.wait_for(milliseconds(0)), std::future_status::timeout);
   a.end_round(0);
   const auto a1 = a.join(1, {0, "ha"}, never);

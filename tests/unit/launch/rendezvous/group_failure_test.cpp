@@ -19,6 +19,7 @@
 #include "launch/rendezvous/group_failure.h"
 #include "launch/rendezvous/launcher_heartbeat.h"
 #include "support/launcher.h"
+#include "support/store.h"
 
 namespace {
 
@@ -39,12 +40,9 @@ std::string this_host() {
 // Polls `watch` until its first failure satisfies `done`, at most 10 s.
 template <typename Done>
 std::optional<NodeFailure> first_when(const GroupFailureWatch& watch, Done done) {
-  for (auto deadline = Clock::now() + std::chrono::seconds(10); Clock::now() < deadline;) {
-    const auto f = watch.first();
-    if (done(f)) return f;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return watch.first();
+  std::optional<NodeFailure> f;
+  eventually([&] { return done(f = watch.first()); }, 10);
+  return f;
 }
 
 // A store on the loopback address, as node 0's launcher hosts it.
@@ -417,7 +415,9 @@ TEST(GroupFailure, ANodeThatLeavesDuringTheRestartRoundIsNotRestartedWithout) {
   // Node 1 waits in round 1 (once it said so; a fixed sleep could signal it
   // before, on a loaded machine).
   ASSERT_TRUE(node1.wait_for_err("restarting (1/1) with every node", 60));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // ... and registered in it.
+  store_client(port).wait({"rankwise/" + kJobKey.at("RANKWISE_JOB_KEY") + "/round_1/nodes/1"},
+                          std::chrono::seconds(30));
   ::kill(node1.pid(), SIGINT);
   const Result r1 = node1.wait(60), r0 = node0.wait(60);
   EXPECT_EQ(r1.code, 130) << r1.err;

@@ -26,6 +26,7 @@
 #include "launch/rendezvous/free_port.h"
 #include "launch/rendezvous/node_rendezvous.h"
 #include "support/launcher.h"
+#include "support/store.h"
 
 namespace {
 
@@ -57,29 +58,22 @@ std::vector<std::string> listening_addresses(int port) {
 // query type and half a length, then leaves the socket open. -1 when the
 // store never came up.
 int send_partial_message(int port) {
-  for (auto deadline = Clock::now() + std::chrono::seconds(10); Clock::now() < deadline;) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int fd = -1;
+  eventually([&] {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
       const unsigned char partial[] = {0, 5, 0, 0};
-      if (::send(fd, partial, sizeof(partial), 0) == static_cast<ssize_t>(sizeof(partial))) return fd;
+      if (::send(fd, partial, sizeof(partial), 0) == static_cast<ssize_t>(sizeof(partial))) return true;
     }
     ::close(fd);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return -1;
-}
-
-c10d::TCPStore client_of(int port) {
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(port);
-  options.isServer = false;
-  options.waitWorkers = false;
-  options.timeout = std::chrono::seconds(10);
-  return c10d::TCPStore("127.0.0.1", options);  // retries until the store is up
+    fd = -1;
+    return false;
+  }, 10);
+  return fd;
 }
 
 TEST(StoreExposure, AStuckClientDoesNotHoldUpTheLaunchersSignals) {
@@ -92,7 +86,10 @@ TEST(StoreExposure, AStuckClientDoesNotHoldUpTheLaunchersSignals) {
                      "--grace-period", "1", "sleep", "20"});
   const int fd = send_partial_message(port);
   ASSERT_GE(fd, 0) << "the store never came up on port " << port;
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the hang check runs
+  // The hang check runs and reads the store. A fixed wait: that thread
+  // shows no line, and the store it would be stuck on (1.13) answers no
+  // other client either.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   ::kill(launcher.pid(), SIGINT);
   const Result r = launcher.wait(60);
   ::close(fd);
@@ -111,6 +108,9 @@ TEST(StoreExposure, AStuckClientDoesNotHoldUpTheRendezvous) {
                     {{"RANKWISE_JOB_KEY", "s3cret"}});
   const int fd = send_partial_message(port);
   ASSERT_GE(fd, 0) << "the store never came up on port " << port;
+  // Node 0 waits in the rendezvous. A fixed wait: it shows no line while it
+  // waits, and the store a client could read its registration from stalls
+  // on the partial message (1.13).
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   ::kill(launcher.pid(), SIGINT);
   const Result r = launcher.wait(60);
@@ -130,7 +130,7 @@ TEST(StoreExposure, ANodeRegisteredWithoutTheJobKeyDoesNotCount) {
                 "--rendezvous-timeout", "3", "sleep", "1"},
                {{"RANKWISE_JOB_KEY", "s3cret"}});
   });
-  c10d::TCPStore hostile = client_of(port);
+  c10d::TCPStore hostile = store_client(port);
   const std::string value = "evil";
   hostile.set("rankwise/nodes/1", std::vector<uint8_t>(value.begin(), value.end()));
   const Result r = job.get();
@@ -161,7 +161,7 @@ TEST(StoreExposure, GuessedKeysCannotSpoilARestart) {
                 "if [ \"$RANKWISE_RESTART_COUNT\" = 0 ] && [ \"$RANK\" = 1 ]; then sleep 1.5; "
                 "exit 3; fi; exec " + probe});
   });
-  c10d::TCPStore hostile = client_of(port);
+  c10d::TCPStore hostile = store_client(port);
   const std::string garbage = "garbage";
   for (int r = 0; r < 2; ++r) {
     for (const std::string& key : {"rankwise/1/0/" + std::to_string(r), "rankwise/1/0/rank_" +
@@ -187,11 +187,7 @@ TEST(StoreExposure, OneNodeStoreListensOnLoopbackOnly) {
     return run({"--nproc-per-node", "2", "--master-port", std::to_string(port), "sleep", "3"});
   });
   std::vector<std::string> addresses;
-  for (auto deadline = Clock::now() + std::chrono::seconds(3);
-       addresses.empty() && Clock::now() < deadline;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    addresses = listening_addresses(port);
-  }
+  eventually([&] { return !(addresses = listening_addresses(port)).empty(); }, 3);
   const Result r = job.get();
   EXPECT_EQ(r.code, 0) << r.err;
   ASSERT_EQ(addresses.size(), 1u) << "no listening socket found on port " << port;
