@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bench/run_main_job.sh BUILD: the main job (examples/fashion_mnist, one
 # epoch, 2 ranks, batch 64, --progress off; its printed samples/s: the
-# training loop of the slowest rank, metrics included, evaluation and the
-# epoch-end checkpoint not) against the minimal Python DDP loop of
+# Fabric's epoch throughput, every rank's samples over rank 0's time from the
+# pass's start to its last progress reduction, which every rank enters after
+# its last batch; metrics included, evaluation and the epoch-end checkpoint
+# not) against the minimal Python DDP loop of
 # bench/main_job_reference.py (same model, optimizer, order and batches, each
 # gathered by indexing the whole split). 3 alternating trials; the median
 # ratio (> 1 favours rankwise). Needs Debian's dataset-fashion-mnist.
