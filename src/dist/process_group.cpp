@@ -26,6 +26,7 @@
 #include "wire/hang_diagnosis.h"
 #include "util/text.h"
 #include "diag/collective_clock.h"
+#include "diag/completion_poller.h"
 #include "diag/collective_progress_publisher.h"
 #include "wire/collective_progress.h"
 #include "core/check.h"
@@ -354,14 +355,28 @@ void ProcessGroup::recorded(diag::CollectiveRecord call,
 }
 
 void ProcessGroup::record_launched(diag::CollectiveRecord call,
-                                   const c10::intrusive_ptr<c10::ivalue::Future>& done) {
+                                   const c10::intrusive_ptr<c10d::Work>& work) {
   const uint64_t sequence = recorder_->enter(std::move(call));
   diag::collective_clock().begin(sequence);
   if (publisher_) publisher_->notify();  // its heartbeat publishes the completion
-  done->addCallback([recorder = recorder_, sequence](c10::ivalue::Future& f) {
-    recorder->end(sequence, !f.hasError());
+  auto ended = [recorder = recorder_, sequence](bool ok) {
+    recorder->end(sequence, ok);
     diag::collective_clock().end(sequence);
-  });
+  };
+  const auto future = work->getFuture();
+  if (future->devices().empty()) {  // a CPU work: its future completes when it has run
+    future->addCallback([ended](c10::ivalue::Future& f) { ended(!f.hasError()); });
+    return;
+  }
+  if (!device_completions_) {
+    device_completions_ = std::make_unique<diag::CompletionPoller>(std::chrono::microseconds(500));
+  }
+  device_completions_->add(
+      [work]() -> std::optional<bool> {
+        if (!work->isCompleted()) return std::nullopt;
+        return work->exception() == nullptr;
+      },
+      ended);
 }
 
 std::string ProcessGroup::explain_failure(uint64_t sequence) {

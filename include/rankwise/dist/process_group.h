@@ -49,16 +49,15 @@
 #include "rankwise/env.h"
 #include "rankwise/diag/flight_recorder.h"
 
-namespace c10::ivalue {
-struct Future;
-}  // namespace c10::ivalue
 namespace c10d {
 class ProcessGroup;
 class Store;
+class Work;
 }  // namespace c10d
 
 namespace rankwise::diag {
 class CollectiveProgressPublisher;
+class CompletionPoller;
 }  // namespace rankwise::diag
 
 namespace rankwise::dist {
@@ -190,10 +189,12 @@ class ProcessGroup {
   /// For a collective launched on c10d_group() directly, from the same code
   /// on every rank (rankwise's DistributedDataParallel launches its per-step
   /// count of ranks that still have inputs so): records `call` as entered now
-  /// and as completed or failed when `done` (the work's future) completes,
-  /// on whichever thread completes it. Such collectives are not checked in
-  /// debug mode (check_collectives), as c10d's Reducer's buckets are not.
-  void record_launched(diag::CollectiveRecord call, const c10::intrusive_ptr<c10::ivalue::Future>& done);
+  /// and as completed or failed when `work` has run. On the CPU that is when
+  /// its future completes; on CUDA, where the future completes at launch, a
+  /// background thread polls work->isCompleted() (diag/completion_poller.h).
+  /// Such collectives are not checked in debug mode (check_collectives), as
+  /// c10d's Reducer's buckets are not.
+  void record_launched(diag::CollectiveRecord call, const c10::intrusive_ptr<c10d::Work>& work);
 
   /// The underlying c10d objects, for code that needs more than the above.
   const c10::intrusive_ptr<c10d::ProcessGroup>& c10d_group() const { return group_; }
@@ -206,6 +207,7 @@ class ProcessGroup {
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   std::shared_ptr<diag::FlightRecorder> recorder_;
   std::unique_ptr<diag::CollectiveProgressPublisher> publisher_;  // null for world size 1
+  std::unique_ptr<diag::CompletionPoller> device_completions_;  // at the first CUDA work
   uint64_t monitored_barriers_ = 0;  // monitored_barrier calls so far
   // Records `call` in the flight recorder, publishes the progress and runs
   // `body` (the check, then the collective) with its sequence number.

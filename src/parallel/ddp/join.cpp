@@ -43,7 +43,7 @@ c10::intrusive_ptr<c10d::Work> DdpJoin::launch_count(torch::Tensor count, std::s
   const auto site = std::source_location::current();
   call.file = site.file_name();
   call.line = site.line();
-  group_->record_launched(std::move(call), work->getFuture());
+  group_->record_launched(std::move(call), work);
   return work;
 }
 

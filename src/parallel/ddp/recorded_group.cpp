@@ -31,7 +31,7 @@ class RecordedGroup final : public c10d::ProcessGroup {
     auto work = inner_->allreduce(tensors, opts);
     auto call = describe("all_reduce", tensors, what_());
     call.reduce_op = opts.reduceOp == c10d::ReduceOp::SUM ? "sum" : "other";
-    group_->record_launched(std::move(call), work->getFuture());
+    group_->record_launched(std::move(call), work);
     return work;
   }
 
@@ -43,7 +43,7 @@ class RecordedGroup final : public c10d::ProcessGroup {
     auto work = inner_->broadcast(tensors, opts);
     group_->record_launched(
         describe("broadcast", tensors, "DistributedDataParallel: the rebuilt gradient buckets"),
-        work->getFuture());
+        work);
     return work;
   }
   WorkPtr allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
