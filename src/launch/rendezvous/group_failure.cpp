@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -57,10 +58,19 @@ struct GroupFailureWatch::State {
   Clock::time_point store_answered = Clock::now();  // the last poll that succeeded
   Clock::time_point heartbeats_read{};               // when the others' were last read
   std::map<int, std::string> hosts;                  // node rank -> host, as each joined
+  bool read = false;                                 // a poll has succeeded
+  std::condition_variable read_once;
 };
 
 namespace {
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+// "node 0 (host n0)", or "node 0" when `hosts` lacks it.
+std::string named(const std::map<int, std::string>& hosts, int n) {
+  const auto host = hosts.find(n);
+  return host == hosts.end() ? fmt::format("node {}", n)
+                             : fmt::format("node {} (host {})", n, host->second);
+}
 }  // namespace
 
 void publish_first(c10d::TCPStore& store, const std::string& key, const NodeFailure& failure) {
@@ -119,7 +129,19 @@ GroupFailureWatch::GroupFailureWatch(const std::string& addr, int port,
                   state->heartbeats_read = now;
                   state->silence.record(beats, now);
                 }
+                state->read = true;
+                state->read_once.notify_all();
               }) {}
+
+bool GroupFailureWatch::wait_until_read(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  return state_->read_once.wait_for(lock, timeout, [this] { return state_->read; });
+}
+
+std::string GroupFailureWatch::node_name(int node_rank) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return named(state_->hosts, node_rank);
+}
 
 void GroupFailureWatch::report(const NodeFailure& failure) {
   poller_.post([key = failure_key_, failure](c10d::TCPStore& store) {
@@ -140,11 +162,6 @@ std::optional<NodeFailure> GroupFailureWatch::first() const {
   const auto seconds = [](auto d) {
     return std::chrono::duration_cast<std::chrono::seconds>(d).count();
   };
-  const auto node = [&](int n) {
-    const auto host = state_->hosts.find(n);
-    return host == state_->hosts.end() ? fmt::format("node {}", n)
-                                       : fmt::format("node {} (host {})", n, host->second);
-  };
   // Node 0's store gone is node 0's launcher gone: say so rather than that
   // its heartbeat stopped (which can cross the limit first: it is measured
   // from its last change).
@@ -153,10 +170,12 @@ std::optional<NodeFailure> GroupFailureWatch::first() const {
   if (node_rank_ != 0 && unanswered >= 3 * kHeartbeatInterval &&
       (unanswered >= kLauncherSilenceLimit || (quiet && quiet->first == 0))) {
     return lost_store_failure(
-        node(0), store_address_,
+        named(state_->hosts, 0), store_address_,
         fmt::format("no store call has succeeded for {} s", seconds(unanswered)));
   }
-  if (quiet) return silent_launcher_failure(quiet->first, node(quiet->first), quiet->second);
+  if (quiet) {
+    return silent_launcher_failure(quiet->first, named(state_->hosts, quiet->first), quiet->second);
+  }
   return std::nullopt;
 }
 

@@ -90,6 +90,12 @@ class GroupFailureWatch {
   std::optional<NodeFailure> first() const;
   /// Waits at most `timeout` until the reports above reached the store.
   bool flush(std::chrono::milliseconds timeout) { return poller_.flush(timeout); }
+  /// Waits at most `timeout` until the store was read once (the other
+  /// nodes' host names with it, for the messages when a node is lost
+  /// later); true when it was.
+  bool wait_until_read(std::chrono::milliseconds timeout) const;
+  /// "node 0 (host n0)", or "node 0" while its host is unknown.
+  std::string node_name(int node_rank) const;
 
   struct State;  // shared with the poller's thread
 

@@ -18,6 +18,7 @@
 #include "launch/rendezvous/free_port.h"
 #include "launch/rendezvous/group_failure.h"
 #include "launch/rendezvous/launcher_heartbeat.h"
+#include "launch/rendezvous/node_rendezvous.h"
 #include "support/launcher.h"
 #include "support/store.h"
 
@@ -82,6 +83,21 @@ TEST(GroupFailure, TheFirstFailureStaysAndItsFinalDetailsReplaceIt) {
   EXPECT_EQ(f->error, "boom");
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a check that nothing follows
   EXPECT_FALSE(other_attempt.first());  // another attempt's keys
+}
+
+// The launcher waits for the first read before it starts its workers: a
+// node 0 killed at once is still named with its host (it was named "node 0"
+// when it went before the first poll).
+TEST(GroupFailure, TheFirstReadLearnsTheOtherNodesHosts) {
+  const int port = rankwise::launch::rendezvous::find_free_port("127.0.0.1");
+  auto server = store_server(port);
+  const std::string host = "h0";
+  server->set(rankwise::launch::rendezvous::node_key("k", 0), {host.begin(), host.end()});
+  GroupFailureWatch node1("127.0.0.1", port, "rankwise/k/0", "k", std::chrono::hours(1), 1, 2);
+  ASSERT_TRUE(node1.wait_until_read(std::chrono::seconds(10)));
+  server.reset();  // node 0's launcher and its store are gone
+  EXPECT_EQ(node1.node_name(0), "node 0 (host h0)");
+  EXPECT_EQ(node1.node_name(2), "node 2");
 }
 
 TEST(GroupFailure, EncodedFailuresRoundTripAndOtherTextIsRefused) {
