@@ -396,7 +396,7 @@ class Fabric {
   /// Local. No-op without a metrics_dir.
   void log_epoch(const monitor::MetricValues& values);
   /// The training loop's throughput and MFU (see fabric::Throughput). Local;
-  /// the first call with FLOPs per sample on the CPU measures the peak (0.3 s).
+  /// on the CPU the peak is measured at the first training pass (0.1 s).
   fabric::Throughput throughput();
   /// The run's metrics log (null without FabricOptions::metrics_dir), for
   /// records log_dict() does not write (epoch records, per-rank statistics).

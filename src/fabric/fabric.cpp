@@ -478,9 +478,9 @@ void Fabric::log_epoch(const monitor::MetricValues& values) {
   auto* log = core_->log();
   if (log == nullptr) return;
   const double per_second = core_->throughput().epoch_samples_per_s;
-  log->log_epoch(std::max<int64_t>(core_->finished_epoch, 1), step(), values,
-                                std::isfinite(per_second) ? std::optional<double>(per_second)
-                                                          : std::nullopt);
+  // state.epoch counts the finished epochs: the last one's 1-based number
+  log->log_epoch(std::max<int64_t>(core_->state.epoch, 1), step(), values,
+                 std::isfinite(per_second) ? std::optional<double>(per_second) : std::nullopt);
 }
 
 fabric::Throughput Fabric::throughput() { return core_->throughput(); }
@@ -548,7 +548,6 @@ Fabric::EpochRange::Iterator& Fabric::EpochRange::Iterator::operator++() {
   auto& state = core_->state;
   if (state.epoch == current_) {  // the training loader did not finish this epoch
     core_->end_progress();
-    core_->finished_epoch = current_ + 1;
     state.epoch = current_ + 1;
     state.position = 0;
   } else if (state.epoch > current_ + 1 && !core_->warned_passes) {

@@ -78,7 +78,6 @@ void LoaderHooks::end_training_batch(FabricCore& core, int64_t end, int64_t shar
 void LoaderHooks::end_training_pass(FabricCore& core, int64_t epoch) {
   core.batch_in_flight.reset();
   core.end_progress();
-  core.finished_epoch = epoch + 1;
   core.reset_accumulation();
   if (core.model_hooks.join) core.model_hooks.join();  // every rank, after its last batch
   core.state.epoch = epoch + 1;

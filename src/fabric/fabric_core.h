@@ -101,7 +101,6 @@ class FabricCore {
   bool progress_open = false;
   torch::Tensor batch_loss;
   int64_t total_epochs = 0;
-  int64_t finished_epoch = 0;  // 1-based: the last epoch the training loader finished
   // For MFU: FLOPs per training sample (0: unknown) and one device's peak
   // FLOP/s (0: not yet resolved).
   double flops_per_sample = 0;

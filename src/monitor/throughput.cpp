@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 
 #include "core/check.h"
 #include "rankwise/error.h"

@@ -171,9 +171,8 @@ class FabricLoader {
     padding_ = sampler_.is_padding();
     done_ = false;
     if (training_) {
-      const auto total = (static_cast<int64_t>(indices_.size()) + batch_size_ - 1) / batch_size_;
-      LoaderHooks::start_training_progress(*core_, total,
-                                           std::min(total, (position_ + batch_size_ - 1) / batch_size_));
+      const PassSteps steps = pass_steps(static_cast<int64_t>(indices_.size()), position_);
+      LoaderHooks::start_training_progress(*core_, steps.total, steps.done);
     }
     load_from(position_);
     return Iterator(this);
@@ -209,13 +208,10 @@ class FabricLoader {
     sampler.set_epoch(epoch);
     auto stretches = LoaderHooks::epoch_stretches(*core_);
     if (!stretches.empty()) sampler.resume_epoch(std::move(stretches));
-    const int64_t total = (sampler.num_samples() + batch_size_ - 1) / batch_size_;
-    return {std::min(total, (position + batch_size_ - 1) / batch_size_), total};
+    return pass_steps(sampler.num_samples(), position);
   }
   /// Batches per pass on this rank.
-  int64_t size() const {
-    return (sampler_.num_samples() + batch_size_ - 1) / batch_size_;
-  }
+  int64_t size() const { return pass_steps(sampler_.num_samples(), 0).total; }
   /// Indices of this rank's shard per pass.
   int64_t num_samples() const { return sampler_.num_samples(); }
   /// Samples in the whole dataset.
@@ -224,6 +220,11 @@ class FabricLoader {
   const data::DistributedSampler& sampler() const { return sampler_; }
 
  private:
+  // A pass over `shard` samples, `position` of them already seen.
+  PassSteps pass_steps(int64_t shard, int64_t position) const {
+    const int64_t total = (shard + batch_size_ - 1) / batch_size_;
+    return {std::min(total, (position + batch_size_ - 1) / batch_size_), total};
+  }
   void load_from(int64_t position) {
     position_ = position;
     const auto shard = static_cast<int64_t>(indices_.size());
