@@ -7,6 +7,7 @@
 #include "rankwise/checkpoint/manager.h"
 #include "rankwise/checkpoint/optimizer_state.h"
 #include "rankwise/checkpoint/rng_state.h"
+#include "rankwise/checkpoint/safetensors.h"
 #include "rankwise/checkpoint/sharded_checkpoint.h"
 #include "rankwise/checkpoint/sharded_manager.h"
 #include "rankwise/checkpoint/sharded_metadata.h"
