@@ -13,11 +13,14 @@ set(RANKWISE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/rankwise)
 get_filename_component(RANKWISE_TORCH_LIBRARY_DIR "${TORCH_LIBRARY}" DIRECTORY)
 set_target_properties(rankwise rankwise-run PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE
   INSTALL_RPATH "${RANKWISE_TORCH_LIBRARY_DIR}")
+# rankwise-ckpt links the shared librankwise too: found beside bin/, in lib/.
+set_target_properties(rankwise-ckpt PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE
+  INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR};${RANKWISE_TORCH_LIBRARY_DIR}")
 # rankwise_fmt (cmake/torch_compat.cmake) is part of rankwise's interface:
 # consumers compile log.h with the fmt rankwise was built with.
 set_target_properties(rankwise_fmt PROPERTIES EXPORT_NAME fmt)
 
-install(TARGETS rankwise rankwise_fmt rankwise-run EXPORT rankwiseTargets
+install(TARGETS rankwise rankwise_fmt rankwise-run rankwise-ckpt EXPORT rankwiseTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/rankwise DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

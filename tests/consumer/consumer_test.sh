@@ -28,9 +28,11 @@ if [ "$route" = find_package ]; then
   prefix="$work/$route/prefix"
   cmake --install "$build" --prefix "$prefix" >/dev/null
   for f in include/rankwise/rankwise.h lib/cmake/rankwise/rankwiseConfig.cmake \
-           lib/cmake/rankwise/rankwiseConfigVersion.cmake bin/rankwise-run; do
+           lib/cmake/rankwise/rankwiseConfigVersion.cmake bin/rankwise-run bin/rankwise-ckpt; do
     [ -e "$prefix/$f" ] || fail "cmake --install did not install $f"
   done
+  # The installed tool finds the installed librankwise and libtorch (its RPATH).
+  "$prefix/bin/rankwise-ckpt" --help >/dev/null || fail "the installed rankwise-ckpt does not run"
   cmake -S "$source/tests/consumer" -B "$consumer" -C "$work/parent.cmake" \
         -DRANKWISE_CONSUMER_ROUTE=find_package -DCMAKE_PREFIX_PATH="$prefix;$(cat "$work/prefix_path.txt")"
   cmake --build "$consumer" -j2
