@@ -1,13 +1,16 @@
 """rankwise's safetensors export read back by Hugging Face's `safetensors` package
 (tests/unit/checkpoint/safetensors_test.cpp), compared with PyTorch's own reading of
-the checkpoint it came from.
+the checkpoint it came from, or with the values it was saved with.
 
   safetensors_interop.py KIND SRC OUT PREFIX [KIND SRC OUT PREFIX ...]
     KIND torch-save: SRC is a torch.save file (torch.load)
-    KIND dcp:        SRC is a DCP directory (format_utils.dcp_to_torch_save)
+    KIND set:        SRC is SET:SEED of a DCP directory tests/programs/torch_sharded_checkpoint
+                     saved: the values tests/python/dcp_interop.py's expected() gives
+                     (the formulas Python's dcp.load is checked against there)
 
 The reference is SRC as PyTorch reads it, nested dicts and lists flattened into dotted
-keys (as DCP flattens them), its tensors only, those under PREFIX with PREFIX removed.
+keys (as DCP flattens them), or SET's values; its tensors only, those under PREFIX with
+PREFIX removed.
 OUT is one .safetensors file, or a model.safetensors.index.json whose weight_map names
 the files, read as transformers reads a sharded checkpoint: every file the index names,
 each key from the file the index says. Every tensor must be equal, bit for bit, with
@@ -17,7 +20,6 @@ its dtype and shape; the index's total_size must be the bytes of the tensors. Pr
 import json
 import os
 import sys
-import tempfile
 
 import torch
 from safetensors import safe_open
@@ -35,16 +37,17 @@ def flatten(prefix, value, out):
 
 
 def reference(kind, src, prefix):
-    if kind == "dcp":
-        from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "ref.pt")
-            dcp_to_torch_save(src, path)
-            state = torch.load(path, weights_only=False)
-    else:
-        state = torch.load(src, weights_only=False)
     flat = {}
-    flatten("", state, flat)
+    if kind == "set":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import dcp_interop
+        set_name, seed = src.split(":")
+        for k, (key, shape, dtype, layout) in enumerate(dcp_interop.SETS[set_name], start=1):
+            if layout != "object":  # a "flat" tensor is stored flattened: global shape [numel]
+                value = dcp_interop.expected(torch, shape, dtype, k, int(seed))
+                flat[key] = value.reshape(-1) if layout == "flat" else value
+    else:
+        flatten("", torch.load(src, weights_only=False), flat)
     return {k[len(prefix):]: v for k, v in flat.items() if k.startswith(prefix) and len(k) > len(prefix)}
 
 

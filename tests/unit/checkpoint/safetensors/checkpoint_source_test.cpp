@@ -1,7 +1,7 @@
 // CheckpointSource (checkpoint/safetensors/checkpoint_source.h): a replicated
 // file flattened into dotted keys, a sharded checkpoint's tensors read whole,
 // and verify_entries() on a byte-flip sweep of a sharded checkpoint (as the
-// fuzz sweep of sharded_untrusted_inputs_test.cpp, at fewer positions): every
+// fuzz sweep of sharded_untrusted_inputs_test.cpp, at fewer positions, to stay fast): every
 // flip of a data file is found, naming the file and the key (what
 // `rankwise-ckpt verify` prints).
 #include <ATen/ATen.h>
@@ -89,7 +89,7 @@ TEST(CheckpointSource, VerifyFindsEveryByteFlipOfAShardedCheckpointNamingFileAnd
   }
   // Byte positions of the sweep in each data file: every record's first and
   // last byte, the edges of its storage (header | data | trailer), and every
-  // 17th byte.
+  // 29th byte.
   const auto manifest = nlohmann::json::parse(read_bytes(dir / ".rankwise-manifest.json"));
   std::map<std::string, std::set<int64_t>> positions;
   std::set<std::string> keys;
@@ -105,7 +105,7 @@ TEST(CheckpointSource, VerifyFindsEveryByteFlipOfAShardedCheckpointNamingFileAnd
   int flips = 0;
   for (auto& [file, flips_at] : positions) {
     const std::string original = read_bytes(dir / file);
-    for (int64_t i = 0; i < static_cast<int64_t>(original.size()); i += 17) flips_at.insert(i);
+    for (int64_t i = 0; i < static_cast<int64_t>(original.size()); i += 29) flips_at.insert(i);
     for (const int64_t i : flips_at) {
       std::string damaged = original;
       damaged[i] = static_cast<char>(damaged[i] ^ 0xff);
@@ -121,7 +121,7 @@ TEST(CheckpointSource, VerifyFindsEveryByteFlipOfAShardedCheckpointNamingFileAnd
     }
     write_bytes(dir / file, original);
   }
-  EXPECT_GT(flips, 200);
+  EXPECT_GT(flips, 100);
   // .metadata: refused when opened, naming it.
   const std::string metadata = read_bytes(dir / ".metadata");
   for (std::size_t i = 0; i < metadata.size(); i += 37) {
