@@ -16,7 +16,9 @@ namespace fs = std::filesystem;
 using rankwise::checkpoint::safetensors::HeaderTensor;
 using rankwise::checkpoint::safetensors::SafetensorsWriter;
 
-TEST(SafetensorsFile, HeaderLengthJsonPaddingAndDataAsTheFormatSays) {
+void refuses_tensors_out_of_order();
+
+TEST(SafetensorsFile, WritesTheFormatByteByByteAndRefusesTensorsOutOfOrder) {
   const auto dir = rankwise::test::fresh_dir("rankwise_safetensors_file", "bytes");
   const auto path = (dir / "x.safetensors").string();
   SafetensorsWriter writer(path, {{"x", c10::ScalarType::Float, {2}, 8}, {"m", c10::ScalarType::Bool, {3, 1}, 3}},
@@ -37,9 +39,11 @@ TEST(SafetensorsFile, HeaderLengthJsonPaddingAndDataAsTheFormatSays) {
                                std::string("\x00\x00\x80\x3f\x00\x00\x00\xc0\x01\x00\x01", 11);
   EXPECT_EQ(bytes, expected);
   fs::remove_all(dir);
+  refuses_tensors_out_of_order();
 }
 
-TEST(SafetensorsFile, RefusesATensorOutOfOrderAndAnIncompleteFile) {
+// Part of SafetensorsFile.WritesTheFormatByteByByteAndRefusesTensorsOutOfOrder.
+void refuses_tensors_out_of_order() {
   const auto dir = rankwise::test::fresh_dir("rankwise_safetensors_file", "order");
   const auto path = (dir / "x.safetensors").string();
   {
