@@ -50,6 +50,12 @@ void require_checkpoint(const std::string& path) {
   }
   if (fs::is_directory(status)) {
     if (!fs::exists(fs::path(path) / ".metadata")) {
+      std::ifstream latest(fs::path(path) / "latest");
+      std::string name;
+      if (latest && std::getline(latest, name) && !name.empty()) {
+        throw BadInput(fmt::format("rankwise-ckpt: '{}' is a checkpoint manager's directory; give one of "
+                                   "its checkpoints, e.g. its latest, '{}'", path, (fs::path(path) / name).string()));
+      }
       throw BadInput(fmt::format("rankwise-ckpt: '{}' is a directory without .metadata, not a sharded checkpoint; "
                                  "give the directory save_sharded() wrote (e.g. ckpts/checkpoint-0000000200)", path));
     }

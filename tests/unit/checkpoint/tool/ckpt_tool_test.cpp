@@ -214,6 +214,8 @@ TEST(CkptTool, BadInputIsOneLineOnStderrAndExit2) {
   const auto dir = rankwise::test::fresh_dir("rankwise_ckpt_tool", "bad");
   std::ofstream(dir / "text.txt") << "not a checkpoint\n";
   fs::create_directories(dir / "empty");
+  fs::create_directories(dir / "managed");
+  std::ofstream(dir / "managed" / "latest") << "checkpoint-0000000016.pt\n";
   const std::string missing = (dir / "missing.pt").string();
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{}, "A subcommand is required"},
@@ -221,6 +223,9 @@ TEST(CkptTool, BadInputIsOneLineOnStderrAndExit2) {
       {{"inspect"}, "PATH is required"},
       {{"inspect", missing}, "'" + missing + "' does not exist; give a checkpoint file"},
       {{"verify", (dir / "empty").string()}, "is a directory without .metadata, not a sharded checkpoint"},
+      {{"inspect", (dir / "managed").string()},
+       "is a checkpoint manager's directory; give one of its checkpoints, e.g. its latest, '" +
+           (dir / "managed" / "checkpoint-0000000016.pt").string() + "'"},
       {{"diff", (dir / "text.txt").string(), missing}, "is not a checkpoint (not a torch.save zip file)"},
       {{"convert", "--to", "onnx", missing, (dir / "x").string()}, "--to"},
       {{"diff", "--atol", "-1", missing, missing}, "--atol"},
