@@ -30,7 +30,7 @@ else
 $(error TORCH=$(TORCH): use TORCH=debian (Debian's libtorch 1.13) or TORCH=wheel (PyPI's torch))
 endif
 
-.PHONY: all setup configure build test demo bench fuzz clean
+.PHONY: all setup configure build test demo bench fuzz gpu-dry-run clean
 
 all: build
 
@@ -63,6 +63,18 @@ bench: build
 fuzz: setup
 	@bash scripts/setup-fuzz
 	bash fuzz/run $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+# The GPU check's dry run (scripts/gpu-check dry-run), as CI runs it: the
+# torch the GPU machines have (GPU_TORCH, into build-gpu/venv) and only the
+# prepared .debs; builds the library, the launcher and the no-GPU CUDA test.
+# GPU_CHECK_TARGETS= (empty) builds everything the GPU check runs.
+GPU_TORCH ?= 2.11.0
+GPU_CHECK_TARGETS ?= rankwise-run mp_test_cuda_nccl
+gpu-dry-run: setup
+	bash scripts/setup-torch-wheel build-gpu/venv $(GPU_TORCH)
+	[ -n "$$(ls build-gpu/debs/*.deb 2>/dev/null)" ] || bash scripts/gpu-check prepare
+	PYTHON=$(abspath build-gpu/venv)/bin/python GPU_CHECK_JOBS=$(JOBS) GPU_CHECK_TARGETS="$(GPU_CHECK_TARGETS)" \
+	  bash scripts/gpu-check dry-run
 
 clean:
 	rm -rf $(BUILD)
