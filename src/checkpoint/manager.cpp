@@ -4,7 +4,14 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
+#include <utility>
+
+#include "checkpoint/async/background_save.h"
+#include "checkpoint/async/host_snapshot.h"
 #include "checkpoint/managers/manager_base.h"
+#include "checkpoint/pickle/saveable_value.h"
 #include "checkpoint/ranks/agreed_read.h"
 #include "checkpoint/ranks/rank_zero.h"
 #include "checkpoint/torch_save/checkpoint_file.h"
@@ -29,12 +36,23 @@ managers::ManagedKind files() {
           [](const std::string& path) { ::unlink(path.c_str()); }};
 }
 
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace
 
 CheckpointManager::CheckpointManager(CheckpointManagerOptions options)
-    : base_(std::make_unique<managers::ManagerBase>(std::move(options), files())) {}
+    : base_(std::make_unique<managers::ManagerBase>(std::move(options), files())),
+      background_(std::make_unique<async::BackgroundSave>()) {}
 
-CheckpointManager::~CheckpointManager() = default;
+CheckpointManager::~CheckpointManager() {
+  try {
+    finish_background_save();
+  } catch (const std::exception& e) {  // no collective here: rank 0 says it
+    std::fprintf(stderr, "rankwise: %s (CheckpointManager destroyed without wait())\n", e.what());
+  }
+}
 
 const CheckpointManagerOptions& CheckpointManager::options() const { return base_->options(); }
 
@@ -45,7 +63,9 @@ bool CheckpointManager::should_save(int64_t step, bool epoch_end) const {
 std::vector<std::string> CheckpointManager::checkpoints() const { return base_->checkpoints(); }
 
 std::string CheckpointManager::save(const Checkpoint& state, int64_t step) {
+  const auto started = std::chrono::steady_clock::now();
   const std::string path = base_->path_for_save(step);
+  wait();
   ranks::on_rank_zero(
       [&] {
         base_->check_lock();
@@ -53,12 +73,59 @@ std::string CheckpointManager::save(const Checkpoint& state, int64_t step) {
         base_->point_latest_and_prune(path);
       },
       "the save by rank 0");
+  timings_.blocked_ms = ms_since(started);
   return path;
+}
+
+void CheckpointManager::finish_background_save() {
+  try {
+    timings_.waited_ms = background_->finish().count();
+  } catch (const std::exception& e) {
+    core::raise<CheckpointError>("the asynchronous save of '{}' failed: {}; the checkpoint before it stays latest",
+                                 in_flight_path_, e.what());
+  }
+}
+
+std::string CheckpointManager::save_async(const Checkpoint& state, int64_t step) {
+  const auto started = std::chrono::steady_clock::now();
+  const std::string path = base_->path_for_save(step);
+  in_flight_ = false;  // finished below, on rank 0, whatever happens
+  timings_.waited_ms = 0;
+  ranks::on_rank_zero(
+      [&] {
+        finish_background_save();
+        base_->check_lock();
+        pickle::check_saveable(c10::IValue(state.dict()));
+        if (!snapshot_) snapshot_ = std::make_unique<async::HostSnapshot>();
+        c10::IValue copy = snapshot_->take(c10::IValue(state.dict()));
+        in_flight_path_ = path;
+        background_->start([this, copy = std::move(copy), path] {
+          snapshot_->wait_for_device_copies();
+          torch_save::write_checkpoint_file(copy, path);
+          base_->point_latest_and_prune(path);
+        });
+      },
+      "the asynchronous save by rank 0");
+  in_flight_ = true;
+  timings_.blocked_ms = ms_since(started);
+  return path;
+}
+
+void CheckpointManager::wait() {
+  const auto started = std::chrono::steady_clock::now();
+  timings_.waited_ms = 0;
+  if (std::exchange(in_flight_, false)) {
+    ranks::on_rank_zero([&] { finish_background_save(); }, "the asynchronous save by rank 0");
+  }
+  timings_.blocked_ms = ms_since(started);
 }
 
 std::optional<std::string> CheckpointManager::latest() const { return base_->latest(); }
 
-void CheckpointManager::clear() { base_->clear(); }
+void CheckpointManager::clear() {
+  wait();
+  base_->clear();
+}
 
 std::optional<Checkpoint> CheckpointManager::load_latest(std::string* path) const {
   // Loading verifies the checksum, so each candidate is read once.

@@ -25,6 +25,10 @@
 namespace rankwise::checkpoint::managers {
 class ManagerBase;
 }  // namespace rankwise::checkpoint::managers
+namespace rankwise::checkpoint::async {
+class BackgroundSave;
+class HostSnapshot;
+}  // namespace rankwise::checkpoint::async
 
 namespace rankwise::checkpoint {
 
@@ -71,7 +75,36 @@ class CheckpointManager {
   /// writes, every rank returns after the pointer is durable, and a failure
   /// raises the same CheckpointError on every rank with the previous
   /// checkpoints untouched. Returns the new file's path.
+  /// Waits for an asynchronous save in flight first (wait()).
   std::string save(const Checkpoint& state, int64_t step);
+
+  /// save(), in the background: returns once rank 0 has copied `state` into
+  /// host buffers (CUDA tensors into pinned ones, without blocking); a thread
+  /// of rank 0 then writes, checksums and fsyncs the file, points `latest`
+  /// at it and prunes, in save()'s order, so `latest` moves only once the
+  /// file is durable. At most one save is in flight: this call first waits
+  /// for the previous one. Collective (every rank, same order); the other
+  /// ranks copy nothing. Throws CheckpointError on every rank when the
+  /// previous asynchronous save failed (the checkpoint before it stays
+  /// latest) or the copy fails. Extra memory: one copy of `state`, on rank 0,
+  /// kept for the next save. Returns the path the file will have.
+  /// Details: docs/checkpoints.md#asynchronous-saves.
+  std::string save_async(const Checkpoint& state, int64_t step);
+
+  /// Waits for the asynchronous save in flight, if any, and throws its
+  /// failure as a CheckpointError on every rank. Collective (every rank, same
+  /// order). save(), save_async() and clear() call it first; call it before
+  /// the run ends: the destructor waits too, but can only print a failure.
+  void wait();
+
+  /// Timings of the last save(), save_async() or wait(), in milliseconds:
+  /// how long this rank waited for the asynchronous save before it, and how
+  /// long the call blocked in all (that wait included). Local.
+  struct Timings {
+    double waited_ms = 0;
+    double blocked_ms = 0;
+  };
+  Timings last_timings() const { return timings_; }
 
   /// The newest checkpoint that verifies: the one `latest` names, or, when
   /// the pointer is missing or names a file that fails verification (corrupt,
@@ -101,12 +134,20 @@ class CheckpointManager {
   /// new run starts in a directory that holds an earlier run's files (whose
   /// higher step numbers would otherwise win the fallback of latest()).
   /// Collective, like save().
+  /// Waits for an asynchronous save in flight first (wait()).
   void clear();
 
   const CheckpointManagerOptions& options() const;
 
  private:
+  void finish_background_save();  // rank 0: waits for it and rethrows its failure
+
   std::unique_ptr<managers::ManagerBase> base_;  // what ShardedCheckpointManager shares
+  std::unique_ptr<async::HostSnapshot> snapshot_;  // rank 0, from the first save_async
+  std::unique_ptr<async::BackgroundSave> background_;  // declared last: joined first
+  bool in_flight_ = false;  // every rank: a save_async not yet waited for
+  std::string in_flight_path_;
+  Timings timings_;
 };
 
 }  // namespace rankwise::checkpoint

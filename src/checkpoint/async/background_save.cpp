@@ -1,0 +1,33 @@
+#include "checkpoint/async/background_save.h"
+
+#include <stdexcept>
+#include <utility>
+
+namespace rankwise::checkpoint::async {
+
+BackgroundSave::~BackgroundSave() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void BackgroundSave::start(std::function<void()> work) {
+  if (thread_.joinable()) throw std::logic_error("BackgroundSave::start while a save is in flight");
+  error_ = nullptr;
+  thread_ = std::thread([this, work = std::move(work)] {
+    try {
+      work();
+    } catch (...) {
+      error_ = std::current_exception();  // read after join()
+    }
+  });
+}
+
+std::chrono::duration<double, std::milli> BackgroundSave::finish() {
+  const auto started = std::chrono::steady_clock::now();
+  if (!thread_.joinable()) return {};
+  thread_.join();
+  const auto waited = std::chrono::steady_clock::now() - started;
+  if (auto error = std::exchange(error_, nullptr)) std::rethrow_exception(error);
+  return waited;
+}
+
+}  // namespace rankwise::checkpoint::async

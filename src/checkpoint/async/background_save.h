@@ -1,0 +1,36 @@
+#pragma once
+// One save running on a thread of its own while training goes on: what an
+// asynchronous save hands its write to. It never communicates; the ranks
+// agree on its outcome on the training thread (CheckpointManager::wait).
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <thread>
+
+namespace rankwise::checkpoint::async {
+
+class BackgroundSave {
+ public:
+  BackgroundSave() = default;
+  BackgroundSave(const BackgroundSave&) = delete;
+  BackgroundSave& operator=(const BackgroundSave&) = delete;
+  /// Waits for a save still running (its error, if any, is dropped: call finish() first).
+  ~BackgroundSave();
+
+  /// Runs `work` on a new thread. At most one at a time: finish() the
+  /// previous one first (a bug otherwise: std::logic_error).
+  void start(std::function<void()> work);
+
+  /// Whether a save was started and not yet finished().
+  bool in_flight() const { return thread_.joinable(); }
+
+  /// Waits for the save started last and rethrows what its work threw. A no-op
+  /// when none is in flight. Returns how long it waited.
+  std::chrono::duration<double, std::milli> finish();
+
+ private:
+  std::thread thread_;
+  std::exception_ptr error_;
+};
+
+}  // namespace rankwise::checkpoint::async

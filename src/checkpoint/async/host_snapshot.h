@@ -1,0 +1,44 @@
+#pragma once
+// The copy an asynchronous save writes from: every storage of a checkpoint
+// value copied once into host buffers that are kept and reused by the next
+// snapshot, so that saving every N steps allocates nothing after the first.
+#include <ATen/core/ivalue.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace rankwise::checkpoint::async {
+
+class HostSnapshot {
+ public:
+  /// A copy of `value` (as pickle::map_tensors) whose tensors are views, with
+  /// their sizes, strides, offsets, dtypes and requires_grad, of copies of
+  /// their storages in this object's buffers: tensors that share a storage
+  /// share its copy, so the file written from the copy is byte-identical to
+  /// one written from `value` (for CPU tensors; CUDA ones are recorded as
+  /// CPU ones). The i-th distinct storage reuses the i-th buffer when it has
+  /// the same size. CUDA storages are copied without blocking into pinned
+  /// buffers: call wait_for_device_copies() before reading the copy. A tensor
+  /// that is undefined, not strided, or lazily conjugated or negated is
+  /// cloned instead (or kept, when undefined, for the writer to name).
+  /// Invalidates the previous copy. Throws c10::Error from the copies.
+  c10::IValue take(const c10::IValue& value);
+
+  /// Blocks until the CUDA copies of the last take() have completed (a no-op
+  /// without any). Any thread.
+  void wait_for_device_copies() const;
+
+  /// Bytes held in buffers (the extra memory of an asynchronous save).
+  int64_t bytes() const;
+  /// Buffers allocated since construction (flat once the state's storages stop changing).
+  int64_t allocations() const { return allocations_; }
+
+ private:
+  at::Tensor buffer_for(std::size_t index, const c10::Storage& storage);
+
+  std::vector<at::Tensor> buffers_;  // uint8, one per distinct storage, in order of appearance
+  std::vector<c10::DeviceIndex> devices_;  // CUDA devices the last take() copied from
+  int64_t allocations_ = 0;
+};
+
+}  // namespace rankwise::checkpoint::async
