@@ -2,6 +2,9 @@
 // RANKWISE_CHECKPOINT_FAULT set) and concurrency tests.
 //
 //   torch_checkpoint_writer manager DIR STEP   CheckpointManager(DIR, keep_last 2).save(step STEP)
+//   torch_checkpoint_writer manager-async DIR STEP   the same with save_async(), after which the
+//                                              payload is overwritten in place (training goes
+//                                              on) before wait()
 //   torch_checkpoint_writer plain PATH VALUE   rankwise::checkpoint::save(PATH) without a process group
 //   torch_checkpoint_writer check PATH         prints "value V" when the file verifies and its
 //                                              payload is uniformly V, else the error
@@ -27,7 +30,7 @@ rankwise::checkpoint::Checkpoint payload(int64_t value) {
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::cerr << "usage: torch_checkpoint_writer manager DIR STEP | plain PATH VALUE | check PATH -\n";
+    std::cerr << "usage: torch_checkpoint_writer manager|manager-async DIR STEP | plain PATH VALUE | check PATH -\n";
     return 2;
   }
   const std::string mode = argv[1], where = argv[2];
@@ -36,6 +39,13 @@ int main(int argc, char** argv) {
       const int64_t step = std::stoll(argv[3]);
       rankwise::checkpoint::CheckpointManager manager(rankwise::checkpoint::CheckpointManagerOptions(where).keep_last(2));
       manager.save(payload(step), step);
+    } else if (mode == "manager-async") {
+      const int64_t step = std::stoll(argv[3]);
+      rankwise::checkpoint::CheckpointManager manager(rankwise::checkpoint::CheckpointManagerOptions(where).keep_last(2));
+      auto state = payload(step);
+      manager.save_async(state, step);
+      state.at("payload").toTensor().fill_(-1.0f);  // the file must not see this
+      manager.wait();
     } else if (mode == "plain") {
       rankwise::checkpoint::save(where, payload(std::stoll(argv[3])));
     } else if (mode == "check") {

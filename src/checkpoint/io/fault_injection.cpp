@@ -18,9 +18,24 @@ constexpr const char* kVariable = "RANKWISE_CHECKPOINT_FAULT";
 
 struct Fault {
   std::string kind;  // "", "sleep_ms", "kill_at_byte", "kill_at"
-  std::string value;
+  std::string value;  // kill_at: the phase, without its "@N"
+  int64_t arrivals = 1;  // kill_at: die at the N-th arrival at the phase
   bool slept = false;
 };
+
+// "PHASE" or "PHASE@N" (N >= 1) into `f`; false when malformed.
+bool parse_phase(Fault& f) {
+  const auto at = f.value.find('@');
+  if (at == std::string::npos) return true;
+  const std::string count = f.value.substr(at + 1);
+  f.value.resize(at);
+  if (f.value.empty() || count.empty() || count.size() > 9 ||
+      count.find_first_not_of("0123456789") != std::string::npos) {
+    return false;
+  }
+  f.arrivals = std::stoll(count);
+  return f.arrivals >= 1;
+}
 
 Fault& fault() {
   static Fault parsed = [] {
@@ -33,12 +48,15 @@ Fault& fault() {
     bool ok = eq != std::string::npos && !f.value.empty();
     if (ok && (f.kind == "sleep_ms" || f.kind == "kill_at_byte")) {
       ok = f.value.find_first_not_of("0123456789") == std::string::npos;
-    } else if (ok && f.kind != "kill_at") {
+    } else if (ok && f.kind == "kill_at") {
+      ok = parse_phase(f);
+    } else {
       ok = false;
     }
     if (!ok) {
       core::raise<ConfigError>(
-          "{}='{}' is not sleep_ms=N, kill_at_byte=N or kill_at=PHASE (a testing knob; unset it)",
+          "{}='{}' is not sleep_ms=N, kill_at_byte=N, kill_at=PHASE or kill_at=PHASE@N (a testing "
+          "knob; unset it)",
           kVariable, *text);
     }
     return f;
@@ -65,7 +83,7 @@ void fault_after_bytes(std::size_t written) {
 
 void fault_at(const char* phase) {
   Fault& f = fault();
-  if (f.kind == "kill_at" && f.value == phase) die();
+  if (f.kind == "kill_at" && f.value == phase && --f.arrivals == 0) die();
 }
 
 }  // namespace rankwise::checkpoint::io

@@ -2,6 +2,7 @@
 // src/checkpoint/io/fault_injection.h): a writer SIGKILLed at 20 points
 // of a save never costs the last good checkpoint, and the next save works;
 // writers racing on one path never publish a torn file.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -33,31 +34,31 @@ int64_t latest_step(const fs::path& dir) {
   return latest ? latest->at("step").toInt() : -1;
 }
 
-}  // namespace
-
-TEST(CheckpointFaults, KillDuringSaveAtTwentyPointsKeepsTheLastGoodCheckpoint) {
-  const auto dir = fs::temp_directory_path() / ("rankwise_faults_" + std::to_string(::getpid()));
+// `byte_points` kills at byte offsets drawn from a fixed seed across the
+// whole file, then one at each of the 5 phases between the write and the end
+// of the save, each followed by a save that must work. `mode` is the
+// writer's: "manager" (save) or "manager-async" (save_async, then training
+// overwrites the state before wait()).
+void kill_during_saves(const std::string& mode, int byte_points) {
+  const auto dir = fs::temp_directory_path() / ("rankwise_faults_" + mode + std::to_string(::getpid()));
   fs::remove_all(dir);
-  ASSERT_NE(writer("manager " + dir.string() + " 1").find("saved\nrc=0"), std::string::npos);
+  ASSERT_NE(writer(mode + " " + dir.string() + " 1").find("saved\nrc=0"), std::string::npos);
   const auto file_size = fs::file_size(dir / "checkpoint-0000000001.pt");
 
-  // 15 byte offsets drawn from a fixed seed across the whole file, plus the 5
-  // phases between the write and the end of the save.
   std::vector<std::string> faults;
   std::mt19937_64 rng(20261130);
   std::uniform_int_distribution<std::size_t> offset(1, file_size - 1);
-  for (int i = 0; i < 15; ++i) faults.push_back("kill_at_byte=" + std::to_string(offset(rng)));
+  for (int i = 0; i < byte_points; ++i) faults.push_back("kill_at_byte=" + std::to_string(offset(rng)));
   for (const char* phase :
        {"before-fsync", "before-rename", "before-dir-fsync", "before-latest", "before-prune"}) {
     faults.push_back(std::string("kill_at=") + phase);
   }
-  ASSERT_EQ(faults.size(), 20u);
 
   int64_t good = 1;
   int64_t step = 1;
   for (const auto& fault : faults) {
     ++step;
-    const std::string out = writer("manager " + dir.string() + " " + std::to_string(step), fault);
+    const std::string out = writer(mode + " " + dir.string() + " " + std::to_string(step), fault);
     EXPECT_NE(out.find("rc=137"), std::string::npos) << fault << ": " << out;  // 128 + SIGKILL
     // Killed before the rename: the previous checkpoint is the latest; after
     // it, the new one may be (it is complete and durable).
@@ -70,12 +71,16 @@ TEST(CheckpointFaults, KillDuringSaveAtTwentyPointsKeepsTheLastGoodCheckpoint) {
       EXPECT_EQ(latest, good) << fault;
     }
     good = latest;
-    // The next save works and becomes the latest.
+    // The next save works and becomes the latest, its payload whole.
     ++step;
-    ASSERT_NE(writer("manager " + dir.string() + " " + std::to_string(step)).find("saved\nrc=0"),
+    ASSERT_NE(writer(mode + " " + dir.string() + " " + std::to_string(step)).find("saved\nrc=0"),
               std::string::npos)
         << "after " << fault;
     EXPECT_EQ(latest_step(dir), step) << "after " << fault;
+    if (mode == "manager-async") {  // the file holds the state before training overwrote it
+      const auto path = dir / fmt::format("checkpoint-{:010d}.pt", step);
+      EXPECT_EQ(shell(kWriter + " check " + path.string() + " - 2>&1"), fmt::format("value {}\n", step));
+    }
     good = step;
   }
   // Nothing left behind but keep_last (2) checkpoints, the pointer and the lock.
@@ -84,6 +89,18 @@ TEST(CheckpointFaults, KillDuringSaveAtTwentyPointsKeepsTheLastGoodCheckpoint) {
   EXPECT_EQ(names.size(), 4u);
   EXPECT_TRUE(names.count("latest") && names.count("rankwise.lock"));
   fs::remove_all(dir);
+}
+
+}  // namespace
+
+TEST(CheckpointFaults, KillDuringSaveAtTwentyPointsKeepsTheLastGoodCheckpoint) {
+  kill_during_saves("manager", 15);
+}
+
+// The same kills in save_async's background thread, while the state it was
+// given is overwritten: the file holds the state as it was at the call.
+TEST(CheckpointFaults, KillDuringAnAsyncSaveAtTenPointsKeepsTheLastGoodCheckpoint) {
+  kill_during_saves("manager-async", 5);
 }
 
 TEST(CheckpointFaults, WritersRacingOnOnePathNeverPublishATornFile) {
