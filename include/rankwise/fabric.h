@@ -156,6 +156,12 @@ struct FabricOptions {
   /// reads the shared directory, waiting up to 10 s for a stale view
   /// (network filesystems) before rank 0 sends it the file.
   TORCH_ARG(bool, checkpoint_node_local) = false;
+  /// Save checkpoints in the background (CheckpointManager::save_async):
+  /// training waits only while rank 0 copies the state into host buffers,
+  /// at the cost of one more copy of the state in rank 0's memory. A failed
+  /// save is raised on every rank at the next save or at the end of the run
+  /// (the last epoch's end waits for it). Default false.
+  TORCH_ARG(bool, checkpoint_async) = false;
   /// Print the sanity header (monitor::print_header()) at construction.
   TORCH_ARG(bool, print_header) = true;
   /// Checked collectives (InitOptions::check_collectives): one extra

@@ -560,6 +560,7 @@ Fabric::EpochRange::Iterator& Fabric::EpochRange::Iterator::operator++() {
                       state.epoch - current_, current_ + 1, state.epoch + 1));
   }
   core_->save_if_due(/*epoch_end=*/true, /*run_end=*/state.epoch >= total_);
+  if (state.epoch >= total_) core_->finish_saves();
   current_ = state.epoch;
   core_->loop_epoch = current_ < total_ ? std::optional<int64_t>(current_) : std::nullopt;
   return *this;

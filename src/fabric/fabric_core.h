@@ -80,6 +80,11 @@ class FabricCore {
   int64_t deferred_since = -1;
   bool noted_deferral = false;
   bool noted_pending = false;
+  // Milliseconds saves blocked and waited for an asynchronous save, since the
+  // last step record (its checkpoint_blocked_ms and checkpoint_waited_ms).
+  double save_blocked_ms = 0;
+  double save_waited_ms = 0;
+  bool saved_since_record = false;
   // The end position of the training batch the loop body holds, if any.
   std::optional<int64_t> batch_in_flight;
   // Built by Fabric(argc, argv) with --help: nothing started; using it exits.
@@ -357,6 +362,11 @@ class FabricCore {
     monitor::MetricValues values{{"loss", progress->loss()}};
     const auto t = throughput();
     if (t.mfu) values.emplace_back("mfu", *t.mfu);
+    if (saved_since_record) {
+      values.emplace_back("checkpoint_blocked_ms", std::exchange(save_blocked_ms, 0.0));
+      values.emplace_back("checkpoint_waited_ms", std::exchange(save_waited_ms, 0.0));
+      saved_since_record = false;
+    }
     metrics_log->log_step(state.step, state.epoch + 1, values, t.samples_per_s,
                           progress->rank_stats());
   }
@@ -489,7 +499,26 @@ class FabricCore {
                                "Fabric::save without a checkpoint directory; set "
                                "FabricOptions::checkpoint_dir (--checkpoint-dir)");
     }
-    return checkpoints->save(capture(s), s.step);  // collective
+    // collective
+    const std::string path = options.checkpoint_async() ? checkpoints->save_async(capture(s), s.step)
+                                                        : checkpoints->save(capture(s), s.step);
+    note_save_times(checkpoints->last_timings());
+    return path;
+  }
+
+  // The run's last epoch ended: its asynchronous save is durable, or its
+  // failure raised on every rank, before the loop ends. Collective.
+  void finish_saves() {
+    if (!checkpoints) return;
+    checkpoints->wait();
+    note_save_times(checkpoints->last_timings());
+  }
+
+  // What saves cost training since the last step record of the metrics log.
+  void note_save_times(const checkpoint::CheckpointManager::Timings& t) {
+    save_blocked_ms += t.blocked_ms;
+    save_waited_ms += t.waited_ms;
+    saved_since_record = true;
   }
 };
 

@@ -10,6 +10,7 @@
 // rank joins in writing DIR/final.pt (the captured training state, for
 // tests/e2e/compare_checkpoints.py). With SAVE_EVERY, the loop body also
 // calls fabric.save() after the optimizer step of every SAVE_EVERY-th batch.
+// A 6th argument "async" saves in the background (--checkpoint-async).
 #include <torch/data/datasets/base.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/dropout.h>
@@ -52,6 +53,7 @@ int train(int argc, char** argv) {
   const std::string dir = argv[3];
   const int64_t kill_at = argc > 4 ? std::stoll(argv[4]) : 0;
   const int64_t save_every = argc > 5 ? std::stoll(argv[5]) : 0;
+  const bool async = argc > 6 && std::string(argv[6]) == "async";
   rankwise::Fabric fabric(rankwise::FabricOptions()
                               .device("cpu")
                               .seed(3)
@@ -60,6 +62,7 @@ int train(int argc, char** argv) {
                               .checkpoint_dir(dir + "/ckpt")
                               .checkpoint_every(every)
                               .keep_last(2)
+                              .checkpoint_async(async)
                               .resume(rankwise::Resume::kLatest));
   auto model = std::make_shared<Net>();
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(0.02));

@@ -89,7 +89,8 @@ inline void add_progress_options(CLI::App& app, FabricOptions& options) {
 
 /// Adds --device, --seed, --checkpoint-dir, --checkpoint-every, --keep-last,
 /// --resume, --overwrite-checkpoints, --accumulate, --checkpoint-node-local,
-/// --metrics-dir, --precision and add_progress_options()'s flags to `app` (each also with
+/// --checkpoint-async, --metrics-dir, --precision and add_progress_options()'s
+/// flags to `app` (each also with
 /// underscores, as rankwise-run and torchrun accept), bound to `options`
 /// (whose current values are the defaults shown by --help). Bad values are
 /// CLI11 parse errors that name the flag.
@@ -134,6 +135,9 @@ inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
   app.add_flag("--checkpoint-node-local,--checkpoint_node_local", options.checkpoint_node_local(),
                "--checkpoint-dir is on each node's own disk (not shared): a resume sends rank 0's "
                "checkpoint to the other nodes' ranks");
+  app.add_flag("--checkpoint-async,--checkpoint_async", options.checkpoint_async(),
+               "save checkpoints in the background: training waits only while rank 0 copies "
+               "the state (FabricOptions::checkpoint_async)");
   app.add_option("--metrics-dir,--metrics_dir", options.metrics_dir(),
                  "directory of the run's metrics: metrics.jsonl, metrics.csv and TensorBoard event "
                  "files written by fabric.log() (empty: none)")
