@@ -706,3 +706,50 @@ TEST(Fabric, ANewRunReplacesAnEarlierRunsMetrics) {
   }
   probe.barrier();
 }
+
+// --checkpoint-async: saves in the background, the metrics log's step records
+// say what they cost, and the last epoch's save is durable when the loop ends.
+TEST(Fabric, AsyncCheckpointsAreTimedInTheMetricsLogAndDoneAtTheEnd) {
+  const fs::path dir = shared_dir("async_checkpoints");
+  std::vector<std::string> args = {"prog", "--checkpoint-async"};
+  std::vector<char*> argv = {args[0].data(), args[1].data(), nullptr};
+  int argc = 2;
+  rankwise::Fabric fabric(argc, argv.data(),
+                          quiet()
+                              .metrics_dir(dir.string())
+                              .checkpoint_dir((dir / "ckpt").string())
+                              .checkpoint_every(2)
+                              .progress(rankwise::monitor::ProgressBarOptions().every_n_steps(2).style(
+                                  rankwise::monitor::ProgressBarStyle::kOff)));
+  ASSERT_TRUE(fabric.options().checkpoint_async());
+  auto net = std::make_shared<Net>();
+  torch::optim::SGD optimizer(net->parameters(), 0.1);
+  auto ddp = fabric.setup(net, optimizer);
+  auto loader = fabric.setup_dataloader(Numbers(10 * fabric.world_size()), /*batch_size=*/2);
+  for (int64_t epoch : fabric.epochs(1)) {
+    (void)epoch;
+    for (auto& b : loader) {
+      fabric.backward(torch::cross_entropy_loss(ddp.forward(b.data), b.target));
+      fabric.optimizer_step();
+    }
+  }
+  // The loop's end waited for the epoch-end save (step 5): it is the latest.
+  std::ifstream latest(dir / "ckpt" / "latest");
+  std::string named;
+  std::getline(latest, named);
+  EXPECT_EQ(named, "checkpoint-0000000005.pt") << "rank " << fabric.rank();
+  fabric.barrier();
+  if (!fabric.is_global_zero()) return;
+  std::ifstream jsonl(dir / "metrics.jsonl");
+  int timed = 0;
+  for (std::string line; std::getline(jsonl, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record["kind"] != "step" || !record["metrics"].contains("checkpoint_blocked_ms")) continue;
+    ++timed;
+    const double blocked = record["metrics"]["checkpoint_blocked_ms"].get<double>();
+    const double waited = record["metrics"]["checkpoint_waited_ms"].get<double>();
+    EXPECT_GE(waited, 0) << record;
+    EXPECT_GE(blocked, waited) << record;  // the wait is part of the blocking
+  }
+  EXPECT_EQ(timed, 2) << "the step records after the saves of steps 2 and 4";
+}
