@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <utility>
 
 #include "checkpoint/async/background_save.h"
@@ -46,11 +48,21 @@ CheckpointManager::CheckpointManager(CheckpointManagerOptions options)
     : base_(std::make_unique<managers::ManagerBase>(std::move(options), files())),
       background_(std::make_unique<async::BackgroundSave>()) {}
 
+// A save that failed with nobody left to raise it to: the run must not end
+// as if it had succeeded. Rank 0 says why and exits with status 1 (unless an
+// exception is already ending the run), so the launcher names it.
 CheckpointManager::~CheckpointManager() {
   try {
     finish_background_save();
-  } catch (const std::exception& e) {  // no collective here: rank 0 says it
-    std::fprintf(stderr, "rankwise: %s (CheckpointManager destroyed without wait())\n", e.what());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "error: %s; the CheckpointManager was destroyed without wait(), which would have "
+                 "raised this on every rank: call wait() before the end of the run\n",
+                 e.what());
+    if (std::uncaught_exceptions() == 0) {
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
   }
 }
 
@@ -81,7 +93,7 @@ void CheckpointManager::finish_background_save() {
   try {
     timings_.waited_ms = background_->finish().count();
   } catch (const std::exception& e) {
-    core::raise<CheckpointError>("the asynchronous save of '{}' failed: {}; the checkpoint before it stays latest",
+    core::raise<CheckpointError>("the asynchronous save of '{}' failed: {}; the checkpoint before it, if any, stays latest",
                                  in_flight_path_, e.what());
   }
 }
