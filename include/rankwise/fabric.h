@@ -156,11 +156,12 @@ struct FabricOptions {
   /// reads the shared directory, waiting up to 10 s for a stale view
   /// (network filesystems) before rank 0 sends it the file.
   TORCH_ARG(bool, checkpoint_node_local) = false;
-  /// Save checkpoints in the background (CheckpointManager::save_async):
-  /// training waits only while rank 0 copies the state into host buffers,
-  /// at the cost of one more copy of the state in rank 0's memory. A failed
-  /// save is raised on every rank at the next save or at the end of the run
-  /// (the last epoch's end waits for it). Default false.
+  /// Save the scheduled checkpoints (checkpoint_every, epoch ends) in the
+  /// background (CheckpointManager::save_async): training waits only while
+  /// rank 0 copies the state into host buffers, at the cost of one more copy
+  /// of the state in rank 0's memory. A failed save is raised on every rank
+  /// at the next save or at the end of the run (the last epoch's end waits
+  /// for it). save() stays synchronous. Needs checkpoint_dir. Default false.
   TORCH_ARG(bool, checkpoint_async) = false;
   /// Print the sanity header (monitor::print_header()) at construction.
   TORCH_ARG(bool, print_header) = true;
@@ -414,6 +415,7 @@ class Fabric {
   /// (with a note when gradients accumulated under no_sync() are pending: a
   /// checkpoint holds none, see docs/fabric.md). Collective: rank 0 writes, every rank waits; a failure raises the
   /// same CheckpointError on every rank and keeps the previous checkpoints.
+  /// Synchronous under checkpoint_async too: the file exists when it returns.
   /// Returns the file's path. Throws ConfigError without a checkpoint_dir.
   std::string save();
   /// Restores the training state from the checkpoint file `path` as rank 0

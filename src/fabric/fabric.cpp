@@ -198,10 +198,12 @@ void Fabric::start(FabricOptions options) {
     core::raise<ConfigError>("FabricOptions::keep_last is {}; keep at least 1 checkpoint",
                              o.keep_last());
   }
-  if (o.checkpoint_dir().empty() && (o.resume() != Resume::kNew || o.checkpoint_every() > 0)) {
+  if (o.checkpoint_dir().empty() &&
+      (o.resume() != Resume::kNew || o.checkpoint_every() > 0 || o.checkpoint_async())) {
     core::raise<ConfigError>(
         "{} without a checkpoint directory: set FabricOptions::checkpoint_dir (--checkpoint-dir)",
         (o.checkpoint_every() > 0 ? "checkpoint_every (--checkpoint-every)"
+         : o.checkpoint_async()   ? "checkpoint_async (--checkpoint-async)"
                                   : "a resume policy (--resume, --overwrite-checkpoints)"));
   }
   if (o.accumulate() < 1) {

@@ -477,31 +477,33 @@ class FabricCore {
 
   // Fabric::save(): inside a training batch's body, that batch counts as
   // trained (the user saves after the optimizer step), so that a resume
-  // starts at the next batch instead of applying this one twice.
+  // starts at the next batch instead of applying this one twice. Always
+  // synchronous: the file exists when it returns its path.
   std::string save_explicit() {
-    if (!batch_in_flight) return save();
+    if (!batch_in_flight) return save(/*scheduled=*/false);
     describe_run();
     checkpoint::TrainingState counted = state;  // the model and the rest by pointer
     if (group.boundary) counted.step += 1;
     counted.position = *batch_in_flight;
-    return write(counted);
+    return write(counted, /*scheduled=*/false);
   }
 
-  std::string save() {
+  std::string save(bool scheduled = true) {
     describe_run();
-    return write(state);
+    return write(state, scheduled);
   }
 
-  // Saves `s` as the checkpoint of its step. Collective.
-  std::string write(const checkpoint::TrainingState& s) {
+  // Saves `s` as the checkpoint of its step; a scheduled one in the
+  // background under checkpoint_async. Collective.
+  std::string write(const checkpoint::TrainingState& s, bool scheduled) {
     if (!checkpoints) {
       core::raise<ConfigError>(core::here(),
                                "Fabric::save without a checkpoint directory; set "
                                "FabricOptions::checkpoint_dir (--checkpoint-dir)");
     }
     // collective
-    const std::string path = options.checkpoint_async() ? checkpoints->save_async(capture(s), s.step)
-                                                        : checkpoints->save(capture(s), s.step);
+    const std::string path = scheduled && options.checkpoint_async() ? checkpoints->save_async(capture(s), s.step)
+                                                                     : checkpoints->save(capture(s), s.step);
     note_save_times(checkpoints->last_timings());
     return path;
   }

@@ -386,6 +386,7 @@ TEST(Fabric, OneAtATimeAndNoSilentlyIgnoredSettings) {
 TEST(Fabric, ResumeOrCheckpointEveryWithoutADirectoryIsAnError) {
   EXPECT_THROW(rankwise::Fabric(quiet().resume(rankwise::Resume::kLatest)), rankwise::ConfigError);
   EXPECT_THROW(rankwise::Fabric(quiet().checkpoint_every(5)), rankwise::ConfigError);
+  EXPECT_THROW(rankwise::Fabric(quiet().checkpoint_async(true)), rankwise::ConfigError);
 }
 
 namespace {
@@ -734,6 +735,8 @@ TEST(Fabric, AsyncCheckpointsAreTimedInTheMetricsLogAndDoneAtTheEnd) {
     }
   }
   // The loop's end waited for the epoch-end save (step 5): it is the latest.
+  // An explicit save() is synchronous: its file is there when it returns.
+  EXPECT_TRUE(fs::exists(fabric.save())) << "rank " << fabric.rank();
   std::ifstream latest(dir / "ckpt" / "latest");
   std::string named;
   std::getline(latest, named);
