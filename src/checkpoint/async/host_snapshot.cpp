@@ -22,17 +22,17 @@ bool copied_by_storage(const at::Tensor& t) {
 at::Tensor HostSnapshot::buffer_for(std::size_t index, const c10::Storage& storage) {
   const auto bytes = static_cast<int64_t>(storage.nbytes());
   const bool pinned = storage.device().is_cuda();
-  if (index < buffers_.size() && buffers_[index].numel() == bytes && buffers_[index].is_pinned() == pinned) {
-    return buffers_[index];
+  if (index < buffers_.size() && buffers_[index].tensor.numel() == bytes && buffers_[index].pinned == pinned) {
+    return buffers_[index].tensor;
   }
   ++allocations_;
-  auto buffer = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned));
+  Buffer buffer{at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(pinned)), pinned};
   if (index < buffers_.size()) {
     buffers_[index] = buffer;
   } else {
     buffers_.push_back(buffer);
   }
-  return buffer;
+  return buffer.tensor;
 }
 
 c10::IValue HostSnapshot::take(const c10::IValue& value) {
@@ -72,7 +72,7 @@ void HostSnapshot::wait_for_device_copies() const {
 
 int64_t HostSnapshot::bytes() const {
   int64_t total = 0;
-  for (const auto& buffer : buffers_) total += buffer.numel();
+  for (const auto& buffer : buffers_) total += buffer.tensor.numel();
   return total;
 }
 

@@ -36,7 +36,11 @@ class HostSnapshot {
  private:
   at::Tensor buffer_for(std::size_t index, const c10::Storage& storage);
 
-  std::vector<at::Tensor> buffers_;  // uint8, one per distinct storage, in order of appearance
+  struct Buffer {
+    at::Tensor tensor;  // uint8
+    bool pinned;  // remembered: Tensor::is_pinned() asks the CUDA runtime
+  };
+  std::vector<Buffer> buffers_;  // one per distinct storage, in order of appearance
   std::vector<c10::DeviceIndex> devices_;  // CUDA devices the last take() copied from
   int64_t allocations_ = 0;
 };
