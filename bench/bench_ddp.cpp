@@ -1,8 +1,12 @@
 // rankwise DDP on the benchmark job of bench/ddp_reference.py (same models,
 // batch, threads and optimizer). Prints on rank 0:
 //   rankwise <model> world=<W> samples_per_s=<X>
-// Usage: bench_ddp MODEL STEPS BATCH [GLOO_THREADS]   (MODEL: mlp | wide; GLOO_THREADS:
-// InitOptions::gloo_threads, default rankwise's); run through rankwise-run.
+// Usage: bench_ddp MODEL STEPS BATCH [GLOO_THREADS [SAVE_EVERY sync|async DIR]]
+// (MODEL: mlp | wide; GLOO_THREADS: InitOptions::gloo_threads, 0 or absent:
+// rankwise's default); run through rankwise-run. With SAVE_EVERY, a
+// CheckpointManager in DIR (keep_last 2) saves the model's and the
+// optimizer's state every SAVE_EVERY timed steps with save() or save_async()
+// (bench/run_async_save.sh), waited for before the clock stops.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -11,8 +15,8 @@
 #include "rankwise/rankwise.h"
 
 int main(int argc, char** argv) {
-  if (argc != 4 && argc != 5) {
-    std::fprintf(stderr, "usage: bench_ddp mlp|wide STEPS BATCH [GLOO_THREADS]\n");
+  if (argc != 4 && argc != 5 && argc != 8) {
+    std::fprintf(stderr, "usage: bench_ddp mlp|wide STEPS BATCH [GLOO_THREADS [SAVE_EVERY sync|async DIR]]\n");
     return 2;
   }
   const std::string model_name = argv[1];
@@ -20,7 +24,9 @@ int main(int argc, char** argv) {
   const int64_t batch = std::stoll(argv[3]);
   torch::set_num_threads(1);
   rankwise::dist::InitOptions options;
-  if (argc == 5) options.gloo_threads(std::stoi(argv[4]));
+  if (argc >= 5 && std::stoi(argv[4]) > 0) options.gloo_threads(std::stoi(argv[4]));
+  const int64_t save_every = argc == 8 ? std::stoll(argv[5]) : 0;
+  const bool async = argc == 8 && std::string(argv[6]) == "async";
   auto& group = rankwise::dist::init(options);
 
   torch::manual_seed(0);
@@ -55,9 +61,25 @@ int main(int argc, char** argv) {
     opt.step();
   };
   for (int64_t i = 0; i < std::min<int64_t>(5, steps); ++i) step(i);
+  std::optional<rankwise::checkpoint::CheckpointManager> checkpoints;
+  if (save_every > 0) checkpoints.emplace(rankwise::checkpoint::CheckpointManagerOptions(argv[7]).keep_last(2));
+  auto save = [&](int64_t i) {
+    rankwise::checkpoint::Checkpoint state;
+    state.insert("model", rankwise::checkpoint::state_dict(*net));
+    state.insert("optimizer", rankwise::checkpoint::optimizer_state_dict(opt));
+    if (async) {
+      checkpoints->save_async(state, i);
+    } else {
+      checkpoints->save(state, i);
+    }
+  };
   rankwise::dist::barrier();
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < steps; ++i) step(i);
+  for (int64_t i = 0; i < steps; ++i) {
+    step(i);
+    if (save_every > 0 && (i + 1) % save_every == 0) save(i + 1);
+  }
+  if (checkpoints) checkpoints->wait();
   rankwise::dist::barrier();
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
