@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 #include <torch/cuda.h>
 
-#include <algorithm>
-#include <cctype>
+#include <stdexcept>
 
 #include "core/check.h"
 #include "util/text.h"
+#include "util/visible_devices.h"
 #include "rankwise/env.h"
 #include "rankwise/error.h"
 #include "core/process_env.h"
@@ -16,37 +16,6 @@ namespace rankwise {
 namespace {
 
 constexpr const char* kVariable = "CUDA_VISIBLE_DEVICES";
-
-std::string trim(const std::string& s) {
-  const auto first = s.find_first_not_of(" \t");
-  if (first == std::string::npos) return "";
-  return s.substr(first, s.find_last_not_of(" \t") - first + 1);
-}
-
-bool all_of(const std::string& s, std::size_t from, bool (*ok)(unsigned char)) {
-  return from < s.size() &&
-         std::all_of(s.begin() + static_cast<std::ptrdiff_t>(from), s.end(),
-                     [ok](char c) { return ok(static_cast<unsigned char>(c)); });
-}
-
-bool is_digit(unsigned char c) { return std::isdigit(c) != 0; }
-bool is_uuid_char(unsigned char c) { return std::isxdigit(c) != 0 || c == '-'; }
-// MIG names: "MIG-<uuid>" or "MIG-GPU-<uuid>/<gi>/<ci>".
-bool is_mig_char(unsigned char c) { return std::isalnum(c) != 0 || c == '-' || c == '/'; }
-
-// Empty when `e` is a valid entry, else why not.
-std::string entry_problem(const std::string& e) {
-  if (e.empty()) return "an empty entry";
-  if (e.rfind("GPU-", 0) == 0) {
-    return all_of(e, 4, is_uuid_char) ? "" : "a GPU UUID must be GPU- followed by hex digits";
-  }
-  if (e.rfind("MIG-", 0) == 0) {
-    return all_of(e, 4, is_mig_char) ? ""
-                                     : "a MIG name must be MIG-<uuid> or MIG-GPU-<uuid>/<gi>/<ci>";
-  }
-  if (all_of(e, 0, is_digit)) return "";
-  return "not a device index, GPU-<uuid> or MIG-<uuid>";
-}
 
 ConfigError bad_value(const std::string& value, const std::string& detail) {
   return ConfigError(core::message(
@@ -65,40 +34,11 @@ std::string describe(const std::optional<std::vector<std::string>>& visible) {
 
 std::optional<std::vector<std::string>> parse_cuda_visible_devices(
     const std::optional<std::string>& value) {
-  if (!value) return std::nullopt;
-  const std::string whole = trim(*value);
-  if (whole.empty() || whole == "-1") return std::vector<std::string>{};
-  std::vector<std::string> entries;
-  std::size_t start = 0;
-  for (;;) {
-    const std::size_t comma = whole.find(',', start);
-    const std::string entry =
-        trim(whole.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    const std::string problem = entry_problem(entry);
-    if (!problem.empty()) {
-      throw bad_value(*value,
-                      fmt::format("entry {} ('{}') is {}", entries.size() + 1, entry, problem));
-    }
-    // Indices compare by value ("01" is GPU 1), UUIDs textually.
-    std::string key = entry;
-    if (all_of(entry, 0, is_digit)) {
-      key.erase(0, std::min(key.find_first_not_of('0'), key.size() - 1));
-    }
-    for (const auto& seen : entries) {
-      std::string other = seen;
-      if (all_of(seen, 0, is_digit)) {
-        other.erase(0, std::min(other.find_first_not_of('0'), other.size() - 1));
-      }
-      if (other == key) {
-        throw bad_value(*value, "entry '" + entry + "' repeats '" + seen +
-                                    "'; each GPU may appear once");
-      }
-    }
-    entries.push_back(entry);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
+  try {
+    return util::parse_visible_devices(value);
+  } catch (const std::invalid_argument& e) {
+    throw bad_value(*value, e.what());
   }
-  return entries;
 }
 
 std::string DeviceAssignment::device_string() const {

@@ -10,9 +10,11 @@
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 #include <tuple>
 
 #include "util/text.h"
+#include "util/visible_devices.h"
 #include "util/interface_list.h"
 #include "launch/workers/cpu_sched.h"
 #include "launch/workers/visible_devices.h"
@@ -156,22 +158,42 @@ std::vector<std::string> program_and_args(const CLI::App& app) {
   return rest;
 }
 
-// --nproc-per-node, --nnodes, --node-rank and --standalone's single node.
-// --virtual-local-rank gives worker i the i-th CUDA_VISIBLE_DEVICES entry:
-// the list must have one per worker.
-void check_virtual_local_rank(const LaunchOptions& o) {
-  const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (!o.virtual_local_rank || cvd == nullptr) return;
-  const std::string list = cvd;
-  const auto entries = static_cast<int>(rankwise::util::split_list(list).size());
-  if (entries < o.nproc_per_node) {
+}  // namespace
+
+void check_virtual_local_rank(const LaunchOptions& o, const std::optional<std::string>& cuda_visible_devices,
+                              int driver_gpus) {
+  if (!o.virtual_local_rank) return;
+  std::optional<std::vector<std::string>> entries;
+  try {
+    entries = util::parse_visible_devices(cuda_visible_devices);
+  } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format(
-        "--virtual-local-rank gives each worker its own GPU, but CUDA_VISIBLE_DEVICES={} lists {} "
-        "for --nproc-per-node {}; list one GPU per worker, or start fewer workers",
-        list, entries, o.nproc_per_node));
+        "--virtual-local-rank gives each worker one entry of CUDA_VISIBLE_DEVICES='{}', which is "
+        "invalid: {}; list one GPU per worker (e.g. CUDA_VISIBLE_DEVICES=0,1), or unset it",
+        *cuda_visible_devices, e.what()));
+  }
+  const int n = o.nproc_per_node;
+  if (entries && static_cast<int>(entries->size()) < n) {
+    throw UsageError(fmt::format(
+        "--virtual-local-rank gives each worker its own GPU, but CUDA_VISIBLE_DEVICES='{}' {} for "
+        "--nproc-per-node {}; list one GPU per worker, or start fewer workers{}",
+        *cuda_visible_devices,
+        entries->empty() ? std::string("hides every GPU") : fmt::format("lists {}", entries->size()), n,
+        entries->empty() ? " (without GPUs, drop --virtual-local-rank)" : ""));
+  }
+  if (!entries && driver_gpus > 0 && driver_gpus < n) {
+    throw UsageError(fmt::format(
+        "--virtual-local-rank gives each worker its own GPU, but this node has {} (the NVIDIA "
+        "driver's /proc/driver/nvidia/gpus) for --nproc-per-node {}: the others would see none and "
+        "train on the CPU; start {} worker{}, or share a GPU without the flag (--device cuda:0, "
+        "over Gloo)",
+        driver_gpus, n, driver_gpus, driver_gpus == 1 ? "" : "s"));
   }
 }
 
+namespace {
+
+// --nproc-per-node, --nnodes, --node-rank and --standalone's single node.
 void resolve_nodes(LaunchOptions& o, const GivenFlags& g) {
   o.nproc_per_node = resolve_nproc_per_node(g.nproc);
   std::tie(o.min_nnodes, o.nnodes) = parse_nnodes(g.nnodes);
@@ -182,7 +204,9 @@ void resolve_nodes(LaunchOptions& o, const GivenFlags& g) {
   if (o.standalone && o.nnodes > 1) {
     throw UsageError("--standalone runs a single node; drop --standalone or --nnodes");
   }
-  check_virtual_local_rank(o);
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  check_virtual_local_rank(o, visible ? std::optional<std::string>(visible) : std::nullopt,
+                           workers::visible_gpu_count(std::nullopt));
 }
 
 // --rdzv-endpoint HOST[:PORT], checked against --master-addr/--master-port,

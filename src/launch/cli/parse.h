@@ -23,6 +23,15 @@ std::optional<LaunchOptions> parse_command_line(int argc, char** argv);
 /// else CPU cores). Throws UsageError for anything else or a value < 1.
 int resolve_nproc_per_node(const std::string& value);
 
+/// --virtual-local-rank gives worker i the i-th GPU a worker would see: the
+/// i-th entry of `cuda_visible_devices` (the launcher's), or GPU i when it is
+/// unset. Throws UsageError unless every worker gets one of its own, or,
+/// without a driver (`driver_gpus` 0), none does: an invalid or repeated
+/// entry, fewer entries than workers (none for "" or -1), or fewer of the
+/// driver's GPUs than workers. A no-op without the flag.
+void check_virtual_local_rank(const LaunchOptions& o, const std::optional<std::string>& cuda_visible_devices,
+                              int driver_gpus);
+
 /// Finds PROGRAM the way execvp would (PATH search when it has no '/').
 /// Throws UsageError when it does not exist or is not an executable file.
 std::string resolve_program(const std::string& program);

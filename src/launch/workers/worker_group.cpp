@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "launch/workers/attempt_runner.h"
 #include "util/text.h"
+#include "util/visible_devices.h"
 #include "wire/error_file.h"
 #include "wire/stack_dump_request.h"
 #include "wire/store_keys.h"
@@ -35,17 +37,16 @@ void set_environment_variable(std::vector<std::string>& env, const std::string& 
 // local rank, or the GPU of that index.
 void set_virtual_local_rank(std::vector<std::string>& env, int local_rank) {
   const std::string kName = "CUDA_VISIBLE_DEVICES=";
-  std::vector<std::string> visible;
+  std::optional<std::vector<std::string>> visible;  // trimmed entries, as checked at parse
   for (const std::string& v : env) {
-    if (v.rfind(kName, 0) == 0) visible = util::split_list(v.substr(kName.size()));
+    if (v.rfind(kName, 0) == 0) visible = util::parse_visible_devices(v.substr(kName.size()));
   }
-  const bool listed = !visible.empty();
   const auto index = static_cast<std::size_t>(local_rank);
   set_environment_variable(env, "LOCAL_RANK", "0");
   set_environment_variable(env, "CUDA_VISIBLE_DEVICES",
-                           listed && index < visible.size() ? visible[index]
-                           : listed                          ? std::string("-1")
-                                                             : std::to_string(local_rank));
+                           !visible                    ? std::to_string(local_rank)
+                           : index < visible->size()   ? (*visible)[index]
+                                                       : std::string("-1"));
   set_environment_variable(env, "RANKWISE_VIRTUAL_LOCAL_RANK", "1");
 }
 

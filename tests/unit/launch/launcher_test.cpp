@@ -230,8 +230,12 @@ TEST(LaunchRun, VirtualLocalRankGivesEachWorkerItsOwnGpu) {
   const Result too_few = run(show, {{"CUDA_VISIBLE_DEVICES", "3"}});
   EXPECT_EQ(too_few.code, 2) << too_few.err;
   EXPECT_TRUE(contains(too_few.err, "--virtual-local-rank gives each worker its own GPU, but "
-                                    "CUDA_VISIBLE_DEVICES=3 lists 1 for --nproc-per-node 2"))
+                                    "CUDA_VISIBLE_DEVICES='3' lists 1 for --nproc-per-node 2"))
       << too_few.err;
+  // Entries are handed out trimmed, as torchrun does.
+  const Result spaced = run(show, {{"CUDA_VISIBLE_DEVICES", " 5, 7"}});
+  EXPECT_EQ(spaced.code, 0) << spaced.err;
+  EXPECT_TRUE(contains(spaced.out, "[rank1]: 0 7 1\n")) << spaced.out;
 }
 
 TEST(LaunchRun, SigintReachesEveryWorkerAndExits130) {

@@ -582,3 +582,52 @@ TEST(LaunchCli, MonitorAndStragglerFlags) {
 }
 
 }  // namespace rankwise::launch
+
+namespace rankwise::launch {
+namespace {
+
+// The UsageError check_virtual_local_rank throws for 2 workers, or "" when none.
+std::string virtual_local_rank_error(const std::optional<std::string>& visible, int driver_gpus) {
+  LaunchOptions o;
+  o.virtual_local_rank = true;
+  o.nproc_per_node = 2;
+  try {
+    cli::check_virtual_local_rank(o, visible, driver_gpus);
+    return "";
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+}
+
+// A new user's probe: "3,3", "3," and "0,x,1" used to reach the workers,
+// which then shared one GPU (NCCL refuses), lost theirs, or failed on a
+// value the user never typed.
+TEST(LaunchVirtualLocalRank, EveryWorkerGetsAGpuOfItsOwnOrNoneDoes) {
+  EXPECT_EQ(virtual_local_rank_error(std::string("3,5"), 8), "");
+  EXPECT_EQ(virtual_local_rank_error(std::string(" 3, 5 ,7"), 8), "");  // spaces trimmed, extras unused
+  EXPECT_EQ(virtual_local_rank_error(std::nullopt, 2), "");
+  EXPECT_EQ(virtual_local_rank_error(std::nullopt, 0), "");  // no driver: every worker on the CPU
+  EXPECT_NE(virtual_local_rank_error(std::string("3,3"), 8).find("CUDA_VISIBLE_DEVICES='3,3', which is invalid: "
+                                                                  "entry '3' repeats '3'"),
+            std::string::npos);
+  EXPECT_NE(virtual_local_rank_error(std::string("3,"), 8).find("entry 2 ('') is an empty entry"), std::string::npos);
+  EXPECT_NE(virtual_local_rank_error(std::string("0,x,1"), 8).find("entry 2 ('x') is not a device index"),
+            std::string::npos);
+  EXPECT_NE(virtual_local_rank_error(std::string("3"), 8).find("CUDA_VISIBLE_DEVICES='3' lists 1 for "
+                                                               "--nproc-per-node 2"),
+            std::string::npos);
+  for (const char* hidden : {"", "-1"}) {
+    EXPECT_NE(virtual_local_rank_error(std::string(hidden), 8).find("' hides every GPU for --nproc-per-node 2"),
+              std::string::npos)
+        << hidden;
+  }
+  EXPECT_NE(virtual_local_rank_error(std::nullopt, 1).find("this node has 1 (the NVIDIA driver's "
+                                                           "/proc/driver/nvidia/gpus) for --nproc-per-node 2"),
+            std::string::npos);
+  LaunchOptions without;
+  without.nproc_per_node = 2;
+  EXPECT_NO_THROW(cli::check_virtual_local_rank(without, std::string("3,3"), 1));
+}
+
+}  // namespace
+}  // namespace rankwise::launch
