@@ -4,8 +4,8 @@
 # checkpoints every 2 steps, so that one is nearly always being written).
 # Run A saves synchronously, uninterrupted. Each faulted run saves in the
 # background and rank 0, the writer, is SIGKILLed inside a background save by
-# RANKWISE_CHECKPOINT_FAULT (before the rename, before `latest`, before
-# pruning, of later saves through PHASE@N; kills mid-write are
+# RANKWISE_CHECKPOINT_FAULT (before the rename and before `latest` of later
+# saves, through PHASE@N; kills mid-write and before pruning are
 # CheckpointFaults.KillDuringAnAsyncSave*'s); the job fails.
 # A second job then resumes from what the kill left, again asynchronously,
 # and must end with A's parameters, optimizer and scheduler state and RNG
@@ -16,7 +16,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$work"; mkdir -p "$work"
 out=$("$run" --nproc-per-node 2 "$program" 1 2 "$work/A" 0 0 2>&1) || fail "run A: $out"
-for fault in kill_at=before-rename@3 kill_at=before-latest@4 kill_at=before-prune@5; do
+for fault in kill_at=before-rename@3 kill_at=before-latest@4; do
   dir="$work/${fault//[=@]/_}"
   out=$(RANKWISE_CHECKPOINT_FAULT=$fault "$run" --nproc-per-node 2 "$program" 1 2 "$dir" 0 0 async 2>&1) \
     && fail "$fault: the run was not killed: $out"
