@@ -21,9 +21,6 @@ class BackgroundSave {
   /// previous one first (a bug otherwise: std::logic_error).
   void start(std::function<void()> work);
 
-  /// Whether a save was started and not yet finished().
-  bool in_flight() const { return thread_.joinable(); }
-
   /// Waits for the save started last and rethrows what its work threw. A no-op
   /// when none is in flight. Returns how long it waited.
   std::chrono::duration<double, std::milli> finish();

@@ -14,9 +14,10 @@ class HostSnapshot {
   /// A copy of `value` (as pickle::map_tensors) whose tensors are views, with
   /// their sizes, strides, offsets, dtypes and requires_grad, of copies of
   /// their storages in this object's buffers: tensors that share a storage
-  /// share its copy, so the file written from the copy is byte-identical to
-  /// one written from `value` (for CPU tensors; CUDA ones are recorded as
-  /// CPU ones). The i-th distinct storage reuses the i-th buffer when it has
+  /// share its copy, so the file written from the copy has the same tensor
+  /// records as one written from `value` and loads bitwise the same (not
+  /// byte for byte: the pickler memoizes only objects held elsewhere too;
+  /// CUDA storages are recorded as CPU ones). The i-th distinct storage reuses the i-th buffer when it has
   /// the same size. CUDA storages are copied without blocking into pinned
   /// buffers: call wait_for_device_copies() before reading the copy. A tensor
   /// that is undefined, not strided, or lazily conjugated or negated is
