@@ -4,18 +4,18 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <signal.h>
 #include <stdlib.h>
-#include <sys/resource.h>
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "rankwise/checkpoint/checkpoint.h"
 #include "rankwise/checkpoint/manager.h"
 #include "rankwise/dist/process_group.h"
 #include "rankwise/env.h"
 #include "rankwise/error.h"
+#include "support/file_size_limit.h"
 
 namespace fs = std::filesystem;
 using rankwise::checkpoint::Checkpoint;
@@ -74,14 +74,8 @@ TEST(AsyncCheckpoint, AFailedWriteOnRankZeroIsRaisedOnEveryRank) {
   const auto dir = shared_dir("full");
   CheckpointManager manager(CheckpointManagerOptions(dir.string()));
   manager.save_async(payload(1, 16), 1);
-  rlimit saved{};
-  ::getrlimit(RLIMIT_FSIZE, &saved);
-  if (pg.rank() == 0) {  // a full disk, as far as rank 0's write can tell (EFBIG)
-    ::signal(SIGXFSZ, SIG_IGN);
-    rlimit limit = saved;
-    limit.rlim_cur = 64 << 10;
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-  }
+  std::optional<rankwise::test::FileSizeLimit> full;  // a full disk for rank 0's write
+  if (pg.rank() == 0) full.emplace(64 << 10);
   const std::string failed = manager.save_async(payload(2, 1 << 18), 2);
   try {
     manager.save_async(payload(3, 16), 3);
@@ -93,7 +87,7 @@ TEST(AsyncCheckpoint, AFailedWriteOnRankZeroIsRaisedOnEveryRank) {
       EXPECT_NE(text.find("(raised on rank 1 for the asynchronous save by rank 0)"), std::string::npos) << text;
     }
   }
-  if (pg.rank() == 0) ::setrlimit(RLIMIT_FSIZE, &saved);
+  full.reset();
   EXPECT_EQ(manager.load_latest()->at("step").toInt(), 1) << "rank " << pg.rank();
   pg.barrier();
   if (pg.rank() == 0) fs::remove_all(dir);

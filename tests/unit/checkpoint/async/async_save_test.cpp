@@ -6,8 +6,6 @@
 #include <torch/optim/adam.h>
 #include <torch/torch.h>
 
-#include <signal.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -18,11 +16,13 @@
 #include "rankwise/checkpoint/optimizer_state.h"
 #include "rankwise/checkpoint/state_dict.h"
 #include "rankwise/error.h"
+#include "support/file_size_limit.h"
 
 namespace fs = std::filesystem;
 using rankwise::checkpoint::Checkpoint;
 using rankwise::checkpoint::CheckpointManager;
 using rankwise::checkpoint::CheckpointManagerOptions;
+using rankwise::test::FileSizeLimit;
 
 namespace {
 
@@ -74,24 +74,6 @@ int64_t resident_bytes() {
   statm >> pages >> resident;
   return resident * ::sysconf(_SC_PAGESIZE);
 }
-
-// A file-size limit (SIGXFSZ ignored, so write(2) fails with EFBIG) stands in
-// for a full disk while it lives.
-struct FileSizeLimit {
-  explicit FileSizeLimit(rlim_t bytes) {
-    ::getrlimit(RLIMIT_FSIZE, &saved);
-    old_handler = ::signal(SIGXFSZ, SIG_IGN);
-    rlimit limit = saved;
-    limit.rlim_cur = bytes;
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-  }
-  ~FileSizeLimit() {
-    ::setrlimit(RLIMIT_FSIZE, &saved);
-    ::signal(SIGXFSZ, old_handler);
-  }
-  rlimit saved{};
-  sighandler_t old_handler;
-};
 
 }  // namespace
 
