@@ -62,7 +62,7 @@ class ElasticAgent {
         rdzv_(rdzv),
         elastic_(rdzv.store(), fmt::format("{}:{}", o.master_addr, rdzv.port()), setup_.job_key,
                  rendezvous::ElasticLimits{o.min_nnodes, o.nnodes, o.rendezvous_timeout,
-                                           o.last_call_timeout}),
+                                           o.last_call_timeout, o.launcher_silence_limit}),
         me_{elastic_.take_member_id(setup_.host_store, setup_.store_timeout), setup_.host,
             static_cast<int>(::getpid())} {}
 

@@ -199,13 +199,15 @@ bool open_store_at_port(const LaunchOptions& o, const std::string& key,
   }
   try {
     rdzv = std::make_unique<rendezvous::NodeRendezvous>(o.master_addr, *o.master_port, host_store,
-                                                        store_timeout, key);
+                                                        store_timeout, key,
+                                                        o.launcher_silence_limit);
   } catch (const RendezvousError& e) {
     if (!host_store) throw;
     if (!may_fall_back) throw UsageError(e.what());  // port in use: configuration
     host_store = false;
     rdzv = std::make_unique<rendezvous::NodeRendezvous>(o.master_addr, *o.master_port, false,
-                                                        store_timeout, key);
+                                                        store_timeout, key,
+                                                        o.launcher_silence_limit);
   }
   return host_store;
 }
@@ -223,7 +225,7 @@ void host_store_on_free_port(const LaunchOptions& o, const std::string& key,
     }
     try {
       rdzv = std::make_unique<rendezvous::NodeRendezvous>(o.master_addr, port, true, store_timeout,
-                                                          key);
+                                                          key, o.launcher_silence_limit);
     } catch (const RendezvousError&) {
       if (tries >= 4) throw;  // someone took the port between the probe and the bind
     }

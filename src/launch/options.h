@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "launch/cli/rdzv_flags.h"
+#include "launch/rendezvous/launcher_heartbeat.h"
 
 namespace rankwise::launch {
 
@@ -52,6 +53,10 @@ struct LaunchOptions {
   /// --rdzv-conf last_call_timeout (elastic ranges): once MIN nodes have
   /// joined a round, how long it stays open for more (torchelastic's default, 30 s).
   std::chrono::milliseconds last_call_timeout{30000};
+  /// Multi-node: how long another node's launcher may stay silent (its
+  /// heartbeat unchanged, or node 0's store unanswered) before this node
+  /// names it lost (--rdzv-conf keep_alive_interval x keep_alive_max_attempt).
+  std::chrono::milliseconds launcher_silence_limit = rendezvous::kLauncherSilenceLimit;
   int node_rank = 0;       ///< index of this node, in [0, nnodes)
   /// --rdzv-backend c10d on several nodes without --node-rank: the rendezvous
   /// assigns node_rank (the node hosting the store is node 0, the others

@@ -9,7 +9,8 @@
 #      nodes, world size 4, and the job resumes from its epoch-end checkpoint;
 #   3. after an epoch at world size 4, B's launcher is killed with SIGKILL:
 #      round 2 has A alone (world size 2, B named as gone), the job resumes
-#      again and finishes every epoch; A exits 0.
+#      again (once B was silent for 5 s: keep_alive_interval=1 x
+#      keep_alive_max_attempt=5) and finishes every epoch; A exits 0.
 # Each round's membership and world size are printed once (on A). Then, on
 # loopback: fewer than MIN nodes is a clear error after the rendezvous timeout.
 set -uo pipefail
@@ -18,7 +19,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/netns_nodes.sh"  # ns0, ns1, work, fail, skip; the namespaces are up
 port=29621
 elastic=(--nnodes 1:2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint "10.231.0.1:$port"
-         --rdzv-id elastic-test --rdzv-conf last_call_timeout=2 --max-restarts 3
+         --rdzv-id elastic-test --max-restarts 3
+         --rdzv-conf last_call_timeout=2,keep_alive_interval=1,keep_alive_max_attempt=5
          --rendezvous-timeout 60)
 args=(--epochs 8 --limit 12000 --checkpoint-dir "$work/ckpt" --resume --progress off)
 

@@ -112,7 +112,9 @@ void add_node_flags(CLI::App& app, LaunchOptions& o, GivenFlags& g) {
                  "read_timeout=S (connecting to the store and each store call; default: the "
                  "rendezvous timeout), is_host=1|0 (whether this node hosts the store), "
                  "last_call_timeout=S (elastic --nnodes MIN:MAX: how long a round stays open "
-                 "for more nodes once MIN have joined; default 30). E.g. --rdzv-conf "
+                 "for more nodes once MIN have joined; default 30), keep_alive_interval=S and "
+                 "keep_alive_max_attempt=N (multi-node: another node's launcher silent for S x N "
+                 "s is named lost; default 5 x 3). E.g. --rdzv-conf "
                  "join_timeout=600,last_call_timeout=10");
   app.add_flag("--standalone", o.standalone,
                "Single node with a local store on a free port (like torchrun --standalone)");

@@ -308,6 +308,25 @@ void resolve_monitor(LaunchOptions& o, const GivenFlags& g) {
   o.straggler_window = seconds_to_ms(g.straggler_window_s, "--straggler-window", false);
 }
 
+// --rdzv-conf keep_alive_interval x keep_alive_max_attempt (torchelastic's
+// defaults 5 s x 3): how long a silent launcher is waited for. Launchers beat
+// every second, so less than 3 s would name live ones lost.
+void apply_keep_alive(LaunchOptions& o, const RdzvConf& conf) {
+  if (!conf.keep_alive_interval && !conf.keep_alive_max_attempt) return;
+  const auto interval = conf.keep_alive_interval.value_or(std::chrono::milliseconds(5000));
+  const int attempts = conf.keep_alive_max_attempt.value_or(3);
+  const auto limit = interval * attempts;
+  if (limit < 3 * rendezvous::kHeartbeatInterval) {
+    throw UsageError(fmt::format(
+        "--rdzv-conf keep_alive_interval={} x keep_alive_max_attempt={} = {} s: a launcher "
+        "silent that long would be named lost while alive (launchers beat every {} s); give at "
+        "least 3 s, e.g. keep_alive_interval=1,keep_alive_max_attempt=3",
+        interval.count() / 1000.0, attempts, limit.count() / 1000.0,
+        rendezvous::kHeartbeatInterval.count() / 1000.0));
+  }
+  o.launcher_silence_limit = limit;
+}
+
 // --rdzv-conf's settings, checked against the flags they repeat.
 void apply_rdzv_conf(LaunchOptions& o, const GivenFlags& g) {
   const RdzvConf conf = parse_rdzv_conf(g.rdzv_conf);
@@ -322,6 +341,7 @@ void apply_rdzv_conf(LaunchOptions& o, const GivenFlags& g) {
   o.store_timeout = conf.read_timeout;
   o.is_host = conf.is_host;
   if (conf.last_call_timeout) o.last_call_timeout = *conf.last_call_timeout;
+  apply_keep_alive(o, conf);
 }
 
 // Who numbers the nodes: --node-rank, or the rendezvous (c10d without it, an

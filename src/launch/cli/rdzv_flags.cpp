@@ -25,7 +25,19 @@ std::string lower(std::string s) {
   return s;
 }
 
-constexpr const char* kSupportedConf = "join_timeout, read_timeout, last_call_timeout, is_host";
+// An integer >= 1, e.g. keep_alive_max_attempt's.
+int positive_count(const std::string& key, const std::string& value) {
+  char* end = nullptr;
+  const long n = std::strtol(value.c_str(), &end, 10);
+  if (*end != '\0' || n < 1 || n > 1000000) {
+    throw UsageError(fmt::format("--rdzv-conf {}={}: not a whole number from 1 to 1000000", key, value));
+  }
+  return static_cast<int>(n);
+}
+
+constexpr const char* kSupportedConf =
+    "join_timeout, read_timeout, last_call_timeout, keep_alive_interval, keep_alive_max_attempt, "
+    "is_host";
 
 }  // namespace
 
@@ -124,6 +136,10 @@ RdzvConf parse_rdzv_conf(const std::string& text) {
       conf.read_timeout = seconds();
     } else if (name == "last_call_timeout") {
       conf.last_call_timeout = seconds();
+    } else if (name == "keep_alive_interval") {
+      conf.keep_alive_interval = seconds();
+    } else if (name == "keep_alive_max_attempt") {
+      conf.keep_alive_max_attempt = positive_count(key, value);
     } else if (name == "is_host") {
       const std::string v = lower(value);
       if (v == "1" || v == "true" || v == "t" || v == "yes" || v == "y") {

@@ -39,7 +39,8 @@ std::string without_brackets(const std::string& host);
 
 /// `--rdzv-conf key=value,...` (torchrun's syntax; spaces around keys and
 /// values are ignored). Keys: join_timeout (alias timeout, the name of
-/// torchrun's static backend), read_timeout, last_call_timeout (seconds > 0),
+/// torchrun's static backend), read_timeout, last_call_timeout,
+/// keep_alive_interval (seconds > 0), keep_alive_max_attempt (an integer > 0),
 /// is_host (1/0, true/false, t/f, yes/no, y/n, any case). Unknown keys, a key
 /// given twice and values that do not parse throw, naming the key.
 struct RdzvConf {
@@ -52,6 +53,10 @@ struct RdzvConf {
   std::optional<std::chrono::milliseconds> last_call_timeout;
   /// Whether this node hosts the store (instead of "node 0 hosts it").
   std::optional<bool> is_host;
+  /// torchelastic's keep-alive: a launcher silent for interval x max_attempt
+  /// is lost (LaunchOptions::launcher_silence_limit).
+  std::optional<std::chrono::milliseconds> keep_alive_interval;
+  std::optional<int> keep_alive_max_attempt;
 };
 RdzvConf parse_rdzv_conf(const std::string& text);
 

@@ -201,7 +201,7 @@ class RoundWaiter {
     *done = store_->check({over}) ? store_->add(over, 0) : 0;
     if (*done > 0 && !first_over_seen_) first_over_seen_ = now;
     return static_cast<std::size_t>(*done) >= n ||
-           (first_over_seen_ && now - *first_over_seen_ >= kLauncherSilenceLimit);
+           (first_over_seen_ && now - *first_over_seen_ >= limits_.launcher_silence_limit);
   }
 
   // The current round closed with membership `closed`: true when this

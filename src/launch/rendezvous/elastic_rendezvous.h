@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "launch/rendezvous/launcher_heartbeat.h"
+
 namespace c10d {
 class TCPStore;
 }
@@ -45,6 +47,9 @@ struct ElasticLimits {
   std::chrono::milliseconds join_timeout{300000};
   /// How long a round with at least min_nodes stays open for more.
   std::chrono::milliseconds last_call_timeout{30000};
+  /// How long a launcher that ended the round stays silent before the
+  /// others stop waiting for it (LaunchOptions::launcher_silence_limit).
+  std::chrono::milliseconds launcher_silence_limit = kLauncherSilenceLimit;
 };
 
 /// One launcher of the job.
@@ -107,7 +112,7 @@ class ElasticRendezvous {
 
   /// Marks this launcher's attempt of round `round` ended (for any reason).
   /// The next round's last call starts only once every node of `round` did
-  /// (or one did and kLauncherSilenceLimit passed: a node killed with SIGKILL
+  /// (or one did and launcher_silence_limit passed: a node killed with SIGKILL
   /// never says so), so that two rounds' workers never run at once and the
   /// nodes of `round` all get into the next one. Waits at most 2 s; never throws.
   void end_round(int round);

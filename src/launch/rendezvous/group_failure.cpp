@@ -54,7 +54,9 @@ struct GroupFailureWatch::State {
   using Clock = std::chrono::steady_clock;
   std::mutex mutex;
   std::optional<NodeFailure> first;
-  SilenceTracker silence{kLauncherSilenceLimit};
+  explicit State(std::chrono::milliseconds limit) : silence(limit), silence_limit(limit) {}
+  SilenceTracker silence;
+  const std::chrono::milliseconds silence_limit;
   Clock::time_point store_answered = Clock::now();  // the last poll that succeeded
   Clock::time_point heartbeats_read{};               // when the others' were last read
   std::map<int, std::string> hosts;                  // node rank -> host, as each joined
@@ -82,11 +84,11 @@ GroupFailureWatch::GroupFailureWatch(const std::string& addr, int port,
                                      const std::string& attempt_prefix,
                                      const std::string& job_key,
                                      std::chrono::milliseconds interval, int node_rank,
-                                     int nnodes)
+                                     int nnodes, std::chrono::milliseconds silence_limit)
     : failure_key_(failure_key(attempt_prefix)),
       final_key_(failure_key_ + "_final"),
       closed_key_(closed_key(job_key)),
-      state_(std::make_shared<State>()),
+      state_(std::make_shared<State>(silence_limit)),
       store_address_(fmt::format("{}:{}", addr, port)),
       node_rank_(node_rank),
       poller_(addr, port, interval,
@@ -168,7 +170,7 @@ std::optional<NodeFailure> GroupFailureWatch::first() const {
   const auto quiet = state_->silence.silent(now);
   const auto unanswered = now - state_->store_answered;
   if (node_rank_ != 0 && unanswered >= 3 * kHeartbeatInterval &&
-      (unanswered >= kLauncherSilenceLimit || (quiet && quiet->first == 0))) {
+      (unanswered >= state_->silence_limit || (quiet && quiet->first == 0))) {
     return lost_store_failure(
         named(state_->hosts, 0), store_address_,
         fmt::format("no store call has succeeded for {} s", seconds(unanswered)));

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "launch/rendezvous/launcher_heartbeat.h"
 #include "launch/rendezvous/store_poller.h"
 
 namespace rankwise::launch::rendezvous {
@@ -70,13 +71,14 @@ NodeFailure lost_store_failure(const std::string& node, const std::string& store
 /// addr:port every `interval` on a thread of its own (StorePoller): the first
 /// failure published in the attempt, else a node that left the job, else a
 /// node whose launcher stopped answering (`silent`): another node's heartbeat
-/// unchanged, or node 0's store unreachable, for kLauncherSilenceLimit.
+/// unchanged, or node 0's store unreachable, for `silence_limit`.
 class GroupFailureWatch {
  public:
   /// `node_rank` is this node's, of `nnodes`.
   GroupFailureWatch(const std::string& addr, int port, const std::string& attempt_prefix,
                     const std::string& job_key, std::chrono::milliseconds interval,
-                    int node_rank, int nnodes);
+                    int node_rank, int nnodes,
+                    std::chrono::milliseconds silence_limit = kLauncherSilenceLimit);
 
   /// Publishes this node's failure unless one was published before (a
   /// compareSet on one key: the first stays). Does not block.

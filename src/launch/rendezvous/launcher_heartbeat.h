@@ -5,11 +5,13 @@
 /// SIGKILL, stopped, its host down) instead of waiting for it. Each launcher
 /// adds 1 to its counter every second (kHeartbeatInterval) for as long as it
 /// runs, between attempts and in the exit barrier too, and marks itself
-/// exited when it ends; a node whose counter has not moved for
-/// kLauncherSilenceLimit (15 s, as torchelastic's c10d rendezvous keep-alive:
-/// 5 s interval, 3 missed beats) is reported by the others' GroupFailureWatch
-/// (group_failure.h), as is node 0 when its store has not answered for as
-/// long. Keys: `<job prefix>launchers/<node rank>/heartbeat` and `.../exited`.
+/// exited when it ends; a node whose counter has not moved for the silence
+/// limit (LaunchOptions::launcher_silence_limit: by default
+/// kLauncherSilenceLimit, 15 s, as torchelastic's c10d rendezvous keep-alive
+/// of 5 s interval and 3 missed beats; --rdzv-conf keep_alive_interval and
+/// keep_alive_max_attempt set it) is reported by the others'
+/// GroupFailureWatch (group_failure.h), as is node 0 when its store has not
+/// answered for as long. Keys: `<job prefix>launchers/<node rank>/heartbeat` and `.../exited`.
 
 #include <chrono>
 #include <cstdint>

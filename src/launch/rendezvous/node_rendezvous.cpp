@@ -52,8 +52,10 @@ bool store_listens_on_master_address_only() {
 }
 
 NodeRendezvous::NodeRendezvous(const std::string& addr, int port, bool host_store,
-                               std::chrono::milliseconds timeout, const std::string& job_key)
-    : addr_(addr), port_(port), job_key_(job_key), host_store_(host_store) {
+                               std::chrono::milliseconds timeout, const std::string& job_key,
+                               std::chrono::milliseconds silence_limit)
+    : addr_(addr), port_(port), job_key_(job_key), silence_limit_(silence_limit),
+      host_store_(host_store) {
   c10d::TCPStoreOptions o;
   o.port = static_cast<std::uint16_t>(port);
   o.isServer = host_store;
@@ -406,6 +408,7 @@ struct LeaveRequest {
   int nnodes = 0;
   int node_rank = 0;
   std::vector<int> gone;
+  std::chrono::milliseconds silence_limit;
   SteadyClock::time_point start;
   SteadyClock::time_point deadline;
   std::function<void(int)> still_waiting;
@@ -442,7 +445,7 @@ bool wait_for_all_finished(c10d::TCPStore& store, const LeaveRequest& req,
   const int expected = req.nnodes - static_cast<int>(req.gone.size());
   std::int64_t done = store.add(finished_key(req.job_key), 1);
   bool said = false;
-  SilenceTracker silence(kLauncherSilenceLimit);
+  SilenceTracker silence(req.silence_limit);
   for (;;) {
     // Another node's failure, or its leaving, ends the wait: it will
     // not finish. (Looked at once more after the last node finished:
@@ -522,6 +525,7 @@ std::optional<NodeFailure> NodeRendezvous::leave(int node_rank, int nnodes,
                          nnodes,
                          node_rank,
                          gone,
+                         silence_limit_,
                          start,
                          start + timeout,
                          still_waiting};

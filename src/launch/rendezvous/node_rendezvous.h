@@ -56,7 +56,8 @@ class NodeRendezvous {
   /// when the port cannot be bound. Other nodes: connect to addr:port,
   /// retrying until `timeout`; throws RendezvousError when unreachable.
   NodeRendezvous(const std::string& addr, int port, bool host_store,
-                 std::chrono::milliseconds timeout, const std::string& job_key = "");
+                 std::chrono::milliseconds timeout, const std::string& job_key = "",
+                 std::chrono::milliseconds silence_limit = kLauncherSilenceLimit);
   ~NodeRendezvous();
   NodeRendezvous(const NodeRendezvous&) = delete;
   NodeRendezvous& operator=(const NodeRendezvous&) = delete;
@@ -143,6 +144,7 @@ class NodeRendezvous {
   std::string addr_;
   int port_;
   std::string job_key_;  // see node_key
+  std::chrono::milliseconds silence_limit_;  // leave(): a silent node is lost after it
   bool host_store_;
 };
 

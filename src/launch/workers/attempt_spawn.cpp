@@ -69,7 +69,7 @@ void AttemptRunner::start_watches() {
   if (o_.monitor) start_monitor();
   if (o_.nnodes > 1) {
     group_.emplace(o_.master_addr, c_.master_port, attempt_prefix, c_.job_key, kGroupPoll,
-                   o_.node_rank, o_.nnodes);
+                   o_.node_rank, o_.nnodes, o_.launcher_silence_limit);
     // Learn the other nodes' hosts before the workers start: a node lost at
     // once is then named with its host.
     group_->wait_until_read(std::chrono::seconds(5));

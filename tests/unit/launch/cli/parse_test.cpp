@@ -122,7 +122,15 @@ TEST(LaunchCli, BadUsageNamesTheFlag) {
       {{"--nnodes", "2", sh}, "or --rdzv-endpoint HOST:PORT"},
       {{"--rdzv-conf", "join_timeout=5,heartbeat_timeout=3", sh},
        "--rdzv-conf 'join_timeout=5,heartbeat_timeout=3': unknown key 'heartbeat_timeout'; "
-       "rankwise-run supports join_timeout, read_timeout, last_call_timeout, is_host"},
+       "rankwise-run supports join_timeout, read_timeout, last_call_timeout, keep_alive_interval, "
+       "keep_alive_max_attempt, is_host"},
+      {{"--rdzv-conf", "keep_alive_max_attempt=2.5", sh},
+       "--rdzv-conf keep_alive_max_attempt=2.5: not a whole number from 1 to 1000000"},
+      {{"--rdzv-conf", "keep_alive_max_attempt=0", sh}, "keep_alive_max_attempt=0: not a whole"},
+      {{"--rdzv-conf", "keep_alive_interval=0", sh}, "--rdzv-conf keep_alive_interval"},
+      {{"--rdzv-conf", "keep_alive_interval=1,keep_alive_max_attempt=2", sh},
+       "--rdzv-conf keep_alive_interval=1 x keep_alive_max_attempt=2 = 2 s: a launcher silent "
+       "that long would be named lost while alive (launchers beat every 1 s); give at least 3 s"},
       {{"--rdzv-conf", "join_timeout", sh}, "join_timeout has no value"},
       {{"--rdzv-conf", "=5", sh}, "'=5' is not key=value"},
       {{"--rdzv-conf", "timeout=5,join_timeout=6", sh}, "join_timeout is given twice"},
@@ -431,6 +439,17 @@ TEST(LaunchCli, RdzvEndpointAndConfParse) {
   }
   const launch::cli::RdzvConf none = launch::cli::parse_rdzv_conf("");
   EXPECT_FALSE(none.join_timeout || none.read_timeout || none.last_call_timeout || none.is_host);
+
+  // keep_alive_interval x keep_alive_max_attempt is the silence limit;
+  // either alone keeps torchelastic's default for the other (5 s, 3).
+  EXPECT_EQ(parsed({"sh"}).launcher_silence_limit, std::chrono::milliseconds(15000));
+  EXPECT_EQ(parsed({"--rdzv-conf", "keep_alive_interval=1,keep_alive_max_attempt=5", "sh"})
+                .launcher_silence_limit,
+            std::chrono::milliseconds(5000));
+  EXPECT_EQ(parsed({"--rdzv-conf", "keep_alive_interval=2", "sh"}).launcher_silence_limit,
+            std::chrono::milliseconds(6000));
+  EXPECT_EQ(parsed({"--rdzv-conf", "keep_alive_max_attempt=4", "sh"}).launcher_silence_limit,
+            std::chrono::milliseconds(20000));
 
   // Onto the options: join_timeout is the rendezvous timeout, read_timeout the store's.
   const LaunchOptions o = parsed({"--rdzv-conf", "join_timeout=7,read_timeout=3", "sh"});
