@@ -19,9 +19,7 @@ bool copied_by_storage(const at::Tensor& t) {
 
 }  // namespace
 
-at::Tensor HostSnapshot::buffer_for(std::size_t index, const c10::Storage& storage) {
-  const auto bytes = static_cast<int64_t>(storage.nbytes());
-  const bool pinned = storage.device().is_cuda();
+at::Tensor HostSnapshot::buffer_for(std::size_t index, int64_t bytes, bool pinned) {
   if (index < buffers_.size() && buffers_[index].tensor.numel() == bytes && buffers_[index].pinned == pinned) {
     return buffers_[index].tensor;
   }
@@ -45,8 +43,8 @@ c10::IValue HostSnapshot::take(const c10::IValue& value) {
     const c10::Storage& storage = t.storage();
     auto found = copies.find(storage.unsafeGetStorageImpl());
     if (found == copies.end()) {
-      at::Tensor buffer = buffer_for(copies.size(), storage);
       const auto bytes = static_cast<int64_t>(storage.nbytes());
+      at::Tensor buffer = buffer_for(copies.size(), bytes, storage.device().is_cuda());
       if (storage.device().is_cuda()) {
         auto whole = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(storage.device()));
         whole.set_(storage, 0, {bytes}, {1});
@@ -64,6 +62,35 @@ c10::IValue HostSnapshot::take(const c10::IValue& value) {
     return view.requires_grad_(t.requires_grad());
   };
   return pickle::map_tensors(value, copy);
+}
+
+std::vector<at::Tensor> HostSnapshot::take_each(const std::vector<at::Tensor>& tensors) {
+  devices_.clear();
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) {
+    if (!t.defined()) {
+      out.push_back(t);
+      continue;
+    }
+    const bool cuda = t.device().is_cuda();
+    const auto bytes = static_cast<int64_t>(t.numel() * static_cast<int64_t>(t.element_size()));
+    at::Tensor buffer = buffer_for(out.size(), bytes, cuda);
+    auto copy = at::empty({0}, t.options().device(at::kCPU).pinned_memory(false).requires_grad(false));
+    copy.set_(buffer.storage(), 0, t.sizes());  // contiguous
+    if (cuda) {
+      copy.copy_(t, /*non_blocking=*/true);
+      if (std::find(devices_.begin(), devices_.end(), t.device().index()) == devices_.end()) {
+        devices_.push_back(t.device().index());
+      }
+    } else if (t.is_contiguous() && !t.is_conj() && !t.is_neg() && t.layout() == at::kStrided) {
+      if (bytes > 0) std::memcpy(buffer.data_ptr(), t.data_ptr(), static_cast<std::size_t>(bytes));
+    } else {
+      copy.copy_(t);
+    }
+    out.push_back(copy.requires_grad_(t.requires_grad()));
+  }
+  return out;
 }
 
 void HostSnapshot::wait_for_device_copies() const {

@@ -1,7 +1,8 @@
 #pragma once
 // The copy an asynchronous save writes from: every storage of a checkpoint
-// value copied once into host buffers that are kept and reused by the next
-// snapshot, so that saving every N steps allocates nothing after the first.
+// value (take), or every tensor of a sharded state (take_each), copied once
+// into host buffers that are kept and reused by the next snapshot, so that
+// saving every N steps allocates nothing after the first.
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
@@ -25,6 +26,16 @@ class HostSnapshot {
   /// Invalidates the previous copy. Throws c10::Error from the copies.
   c10::IValue take(const c10::IValue& value);
 
+  /// Copies of `tensors`, each holding only its own elements, contiguous, in
+  /// a buffer of its own (not its whole storage: a chunk that views a few
+  /// rows of a large tensor copies those rows), with its dtype, sizes and
+  /// requires_grad. What a sharded save writes, one record per chunk: the
+  /// records of the copies are byte for byte those of `tensors`. Undefined
+  /// tensors are kept (for the writer to name). The i-th tensor reuses the
+  /// i-th buffer when it has the same size; CUDA tensors, as in take().
+  /// Invalidates the previous copy. Throws c10::Error from the copies.
+  std::vector<at::Tensor> take_each(const std::vector<at::Tensor>& tensors);
+
   /// Blocks until the CUDA copies of the last take() have completed (a no-op
   /// without any). Any thread.
   void wait_for_device_copies() const;
@@ -35,7 +46,7 @@ class HostSnapshot {
   int64_t allocations() const { return allocations_; }
 
  private:
-  at::Tensor buffer_for(std::size_t index, const c10::Storage& storage);
+  at::Tensor buffer_for(std::size_t index, int64_t bytes, bool pinned);
 
   struct Buffer {
     at::Tensor tensor;  // uint8

@@ -76,3 +76,29 @@ TEST(HostSnapshot, UndefinedAndConjugatedTensorsAreKeptOrCloned) {
   complex.mul_(2);
   EXPECT_FALSE(torch::equal(copy.at("conj").toTensor(), complex.conj()));
 }
+
+// What a sharded asynchronous save copies: each chunk's own elements (a few
+// rows of a large tensor copy those rows), contiguous, in reused buffers.
+TEST(HostSnapshot, TakeEachCopiesOnlyEachTensorsElementsIntoReusedBuffers) {
+  auto global = torch::arange(1000, torch::kFloat32).reshape({100, 10});
+  auto rows = global.narrow(0, 20, 5);  // a view of 50 of the 1000 elements
+  auto transposed = torch::arange(6, torch::kFloat64).reshape({2, 3}).t();  // not contiguous
+  HostSnapshot snapshot;
+  const void* first = nullptr;
+  for (int i = 0; i < 3; ++i) {
+    const auto copies = snapshot.take_each({rows, transposed, torch::Tensor()});
+    ASSERT_EQ(copies.size(), 3u);
+    EXPECT_TRUE(torch::equal(copies[0], global.narrow(0, 20, 5)));
+    EXPECT_TRUE(copies[0].is_contiguous());
+    EXPECT_TRUE(torch::equal(copies[1], transposed));
+    EXPECT_TRUE(copies[1].is_contiguous());
+    EXPECT_EQ(copies[1].dtype(), torch::kFloat64);
+    EXPECT_FALSE(copies[2].defined());
+    if (i == 0) first = copies[0].data_ptr();
+    EXPECT_EQ(copies[0].data_ptr(), first) << "save " << i;
+    global.add_(1);  // training goes on: the copy keeps the values at the call
+    EXPECT_FALSE(torch::equal(copies[0], global.narrow(0, 20, 5)));
+  }
+  EXPECT_EQ(snapshot.bytes(), 50 * 4 + 6 * 8);
+  EXPECT_EQ(snapshot.allocations(), 2);
+}
