@@ -28,7 +28,7 @@
 #include "checkpoint/io/file_lock.h"
 #include "checkpoint/io/leftovers.h"
 #include "checkpoint/ranks/rank_failures.h"
-#include "checkpoint/sharded/save_leading.h"
+#include "checkpoint/sharded/save_phases.h"
 #include "dist/all_gather_ivalues.h"
 #include "checkpoint/sharded/storage_claim.h"
 #include "util/host_name.h"
@@ -132,7 +132,8 @@ std::string shown(const c10::IValue& value) {
 }
 
 // This rank's data file; returns its report for rank 0.
-json write_part(const std::string& tmp, int rank, int leader, const ShardedState& state) {
+json write_part(const std::string& tmp, int rank, int leader, const ShardedState& state,
+                const sharded::PickledObjects& pickled) {
   const std::string file = fmt::format("__{}_0.distcp", rank);
   io::AtomicFile out(tmp + "/" + file);
   json entries = json::object();
@@ -145,7 +146,9 @@ json write_part(const std::string& tmp, int rank, int leader, const ShardedState
         chunks.push_back(write_chunk(out, file, key, chunk.offsets, chunk.data));
       }
     } else if (const auto* object = std::get_if<ObjectEntry>(&entry)) {
-      const std::vector<char> bytes = sharded::object_record_bytes(object->value, key);
+      const auto found = pickled.find(key);
+      const std::vector<char> bytes =
+          found != pickled.end() ? found->second : sharded::object_record_bytes(object->value, key);
       entries[key] = {{"object", sharded::crc32_of(bytes.data(), bytes.size())}, {"shown", shown(object->value)}};
       if (rank == 0) chunks.push_back(write_object(out, file, key, bytes));
     } else {
@@ -425,6 +428,11 @@ SaveRun start_run(const std::string& dir) {
   return run;
 }
 
+// A report of this rank's failure, in write_part's terms.
+std::string failed_report(const SaveRun& run, const std::string& why) {
+  return json{{"ok", false}, {"error", fmt::format("{}: {}", run.here, why)}}.dump();
+}
+
 // Step 1, rank 0: locks `dir`.lock (unless the caller holds the directory's lock), removes what a
 // killed save left, creates the temporary directory; "ok:<its path>" or "error:<why>".
 std::string create_temp_dir(const std::string& dir, sharded::SaveLock take, std::optional<io::FileLock>& lock) {
@@ -472,17 +480,21 @@ bool claim_storage(const SaveRun& run) {
   return leads;
 }
 
-// Step 3: every rank's report of its data file; throws on every rank when any could not write.
-// Returns the reports and the storage nodes' leaders, in rank order.
-std::pair<std::vector<std::string>, std::vector<int>> write_data_files(const SaveRun& run, bool leads,
-                                                                        const ShardedState& state) {
-  std::string report;
+// Step 3, this rank: writes its data file into its storage node's directory; its report (JSON), or
+// its error as a report. Local: no communication (it may run on a thread of its own).
+std::string write_data_file(const SaveRun& run, bool leads, const ShardedState& state,
+                            const sharded::PickledObjects& pickled) {
   try {
     const int leader = leads ? run.rank : sharded::read_storage_marker(run.tmp, std::chrono::seconds(10));
-    report = write_part(run.tmp, run.rank, leader, state).dump();
+    return write_part(run.tmp, run.rank, leader, state, pickled).dump();
   } catch (const std::exception& e) {
-    report = json{{"ok", false}, {"error", fmt::format("{}: {}", run.here, e.what())}}.dump();
+    return failed_report(run, e.what());
   }
+}
+
+// Step 3, every rank: every rank's report; throws on every rank when any could not write.
+// Returns the reports and the storage nodes' leaders, in rank order.
+std::pair<std::vector<std::string>, std::vector<int>> gather_reports(const SaveRun& run, const std::string& report) {
   std::vector<std::string> reports = run.gather(report, "gathering every rank's outcome");
   std::vector<int> leaders;
   std::vector<std::string> written;
@@ -557,23 +569,67 @@ void save_sharded(const std::string& dir, const ShardedState& state) {
   sharded::save_sharded_leading(dir, state, sharded::SaveLock::kTake);
 }
 
-bool sharded::save_sharded_leading(const std::string& dir, const ShardedState& state, SaveLock take) {
-  SaveRun run = start_run(dir);
+namespace sharded {
+
+struct ShardedSave::Run {
+  SaveRun run;
+  bool leads = false;
+  std::optional<io::FileLock> lock;  // rank 0, SaveLock::kTake: held to the end
+  std::string report;  // this rank's, from write() or fail()
+  bool publishing = false;  // from publish() on, the temporary directory is publication's to remove
+};
+
+ShardedSave::ShardedSave(const std::string& dir, SaveLock take) : run_(std::make_unique<Run>()) {
+  run_->run = start_run(dir);
   // 1. Rank 0 locks `dir`.lock (held to the end: a second job saving to `dir` is refused), removes
   //    what a killed save left, creates the temporary directory and tells the others its name.
-  std::optional<io::FileLock> lock;
-  run.tmp = announced_temp_dir(run, take, lock);
+  run_->run.tmp = announced_temp_dir(run_->run, take, run_->lock);
   // 2. Every other rank creates it too where it does not exist (a node's own
   //    disk): such a rank leads its storage node; see storage_claim.h.
-  const bool leads = claim_storage(run);
-  // 3. Every rank writes its own file (into its storage node's directory) and reports.
-  const auto [reports, leaders] = write_data_files(run, leads, state);
-  // 4. Each storage node's leader checks the reports and writes .metadata and
-  //    the manifest; only when every node has them does any node publish.
-  prepare_every_node(run, leads, reports);
-  // 5. Each leader renames its node's directory into place; every rank learns every node's outcome.
-  publish_every_node(run, leads, leaders);
-  return leads;
+  run_->leads = claim_storage(run_->run);
 }
 
+ShardedSave::~ShardedSave() {
+  if (!run_->publishing) run_->run.remove_tmp();  // abandoned before publication
+}
+
+const std::string& ShardedSave::dir() const { return run_->run.dir; }
+
+void ShardedSave::write(const ShardedState& state, const PickledObjects& pickled) noexcept {
+  try {
+    // 3. Every rank writes its own file (into its storage node's directory).
+    run_->report = write_data_file(run_->run, run_->leads, state, pickled);
+  } catch (...) {  // fmt or json themselves failing (memory): still a report
+    fail("writing the data file failed (out of memory?)");
+  }
+}
+
+void ShardedSave::fail(const std::string& why) noexcept {
+  try {
+    run_->report = failed_report(run_->run, why);
+  } catch (...) {
+    run_->report = R"({"ok": false, "error": "a rank failed before it wrote its data file"})";
+  }
+}
+
+bool ShardedSave::publish() {
+  run_->publishing = true;
+  if (run_->report.empty()) fail("its data file was never written (a bug in rankwise)");
+  // 3. ... and reports; any rank's failure is raised on every rank.
+  const auto [reports, leaders] = gather_reports(run_->run, run_->report);
+  // 4. Each storage node's leader checks the reports and writes .metadata and
+  //    the manifest; only when every node has them does any node publish.
+  prepare_every_node(run_->run, run_->leads, reports);
+  // 5. Each leader renames its node's directory into place; every rank learns every node's outcome.
+  publish_every_node(run_->run, run_->leads, leaders);
+  return run_->leads;
+}
+
+bool save_sharded_leading(const std::string& dir, const ShardedState& state, SaveLock take) {
+  ShardedSave save(dir, take);
+  save.write(state);
+  return save.publish();
+}
+
+}  // namespace sharded
 }  // namespace rankwise::checkpoint

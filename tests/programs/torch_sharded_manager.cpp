@@ -2,8 +2,14 @@
 // Run it through rankwise-run (or with RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set):
 //
 //   torch_sharded_manager save ROOT FROM TO KEEP   saves steps FROM..TO (as step*100), keep_last KEEP
+//   torch_sharded_manager save-async ROOT FROM TO KEEP   the same with save_async(), after which the
+//                                                  state is overwritten in place (training goes on)
+//                                                  before the next call; wait() at the end
 //   torch_sharded_manager load ROOT                load_latest_collective() at this world size, and
 //                                                  compares with the values of the step it names
+//
+// RANKWISE_TEST_DISK_FULL=R@S: rank R's files may not grow past 512 bytes (RLIMIT_FSIZE, a full
+// disk) from the save of step S until the manager's next call has returned (save-async).
 //
 // Optional last arguments NODE_ROOT RANKS_PER_NODE: the rank works in NODE_ROOT/node<rank / RANKS_PER_NODE>
 // (created), so a relative ROOT is another directory on each simulated node (node-local disks).
@@ -16,11 +22,14 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "rankwise/checkpoint/sharded_manager.h"
 #include "rankwise/error.h"
 #include "rankwise/dist/process_group.h"
+#include "rankwise/env.h"
+#include "../support/file_size_limit.h"
 
 namespace {
 
@@ -55,13 +64,33 @@ bool equal(const rankwise::checkpoint::ShardedState& got, const rankwise::checkp
   return true;
 }
 
+// Training goes on after save_async(): every tensor of `state` overwritten in place.
+void scribble(rankwise::checkpoint::ShardedState& state) {
+  for (auto& [key, entry] : state) {
+    if (auto* s = std::get_if<rankwise::checkpoint::ShardedTensor>(&entry)) {
+      for (const auto& chunk : s->chunks()) chunk.data.fill_(-1);
+    } else if (auto* t = std::get_if<at::Tensor>(&entry)) {
+      t->fill_(-1);
+    }
+  }
+}
+
+// The step of RANKWISE_TEST_DISK_FULL=R@S when R is `rank`, else -1.
+int64_t disk_full_step(int rank) {
+  const auto text = rankwise::get_env("RANKWISE_TEST_DISK_FULL");
+  if (!text) return -1;
+  const auto at = text->find('@');
+  return std::stoi(text->substr(0, at)) == rank ? std::stoll(text->substr(at + 1)) : -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 2 ? argv[1] : "";
-  const int base = mode == "save" ? 6 : 3;
-  if (!((mode == "save" || mode == "load") && (argc == base || argc == base + 2))) {
-    std::cerr << "usage: torch_sharded_manager save ROOT FROM TO KEEP | load ROOT [NODE_ROOT RANKS_PER_NODE]\n";
+  const bool saves = mode == "save" || mode == "save-async";
+  const int base = saves ? 6 : 3;
+  if (!((saves || mode == "load") && (argc == base || argc == base + 2))) {
+    std::cerr << "usage: torch_sharded_manager save|save-async ROOT FROM TO KEEP | load ROOT [NODE_ROOT RANKS_PER_NODE]\n";
     return 2;
   }
   int rank = 0;
@@ -75,13 +104,32 @@ int main(int argc, char** argv) {
       std::filesystem::current_path(place);
     }
     rankwise::checkpoint::CheckpointManagerOptions options(argv[2]);
-    if (mode == "save") options.keep_last(std::stoll(argv[5]));
+    if (saves) options.keep_last(std::stoll(argv[5]));
     rankwise::checkpoint::ShardedCheckpointManager manager(options);
     if (mode == "save") {
       for (int64_t s = std::stoll(argv[3]); s <= std::stoll(argv[4]); ++s) {
         manager.save(state_of(s, rank, world, false), s * 100);
         std::cout << "rank " << rank << ": saved step " << s << std::endl;
       }
+      return 0;
+    }
+    if (mode == "save-async") {
+      const int64_t full_at = disk_full_step(rank);
+      std::optional<rankwise::test::FileSizeLimit> full;  // released before the error is printed
+      for (int64_t s = std::stoll(argv[3]); s <= std::stoll(argv[4]); ++s) {
+        auto state = state_of(s, rank, world, false);
+        if (s == full_at) {
+          manager.wait();  // the previous save's thread writes no more
+          full.emplace(512);
+        }
+        manager.save_async(state, s * 100);
+        if (s == full_at + 1) full.reset();  // the call above raised or published step full_at
+        scribble(state);
+        std::cout << "rank " << rank << ": queued step " << s << std::endl;
+      }
+      manager.wait();
+      full.reset();
+      std::cout << "rank " << rank << ": saved step " << argv[4] << std::endl;
       return 0;
     }
     auto state = state_of(0, rank, world, true);

@@ -20,6 +20,10 @@
 #include "rankwise/checkpoint/manager.h"
 #include "rankwise/checkpoint/sharded_checkpoint.h"
 
+namespace rankwise::checkpoint::sharded {
+class ShardedSave;
+}  // namespace rankwise::checkpoint::sharded
+
 namespace rankwise::checkpoint {
 
 /// Example:
@@ -50,7 +54,40 @@ class ShardedCheckpointManager {
   /// replaced atomically). Collective: every rank, same order. Throws
   /// CheckpointError on every rank when any rank fails, leaving `latest` and
   /// the kept checkpoints as they were.
+  /// Waits for an asynchronous save in flight first (wait()).
   std::string save(const ShardedState& state, int64_t step);
+
+  /// save(), in the background. Every rank calls it, with its own chunks, as
+  /// for save(). It returns once this rank has copied its chunks and
+  /// tensors (rank 0 also the replicated ones) into host buffers, after the
+  /// two small all_gathers that create the temporary directory; a thread of
+  /// each rank then writes, checksums and fsyncs that rank's data file
+  /// without communicating. The save is published (.metadata, manifest,
+  /// rename, `latest`, pruning, as save() does them) at the next
+  /// save_async(), save() or wait() on every rank: publication needs every
+  /// rank's outcome, and gathering it on the training thread, at a call all
+  /// ranks make in the same order, cannot deadlock with training's own
+  /// collectives. Until then `latest` names the previous checkpoint. At most
+  /// one save is in flight. Collective: every rank, same order. Throws
+  /// CheckpointError on every rank when the previous asynchronous save
+  /// failed on any rank (naming it; the checkpoint before it stays latest),
+  /// or when the temporary directory cannot be created. A failure of this
+  /// rank's copy is raised at the next call, as a write's is. Extra memory:
+  /// one copy of this rank's chunks, kept for the next save. Returns the
+  /// path the directory will have.
+  /// Details: docs/checkpoints.md#asynchronous-saves.
+  std::string save_async(const ShardedState& state, int64_t step);
+
+  /// Waits for the asynchronous save in flight, if any, then publishes it;
+  /// throws its failure (any rank's) as a CheckpointError on every rank.
+  /// Collective (every rank, same order). save() and save_async() call it
+  /// first; call it before the run ends (the destructor publishes a save
+  /// still in flight, collectively, but can only print a failure).
+  void wait();
+
+  /// As CheckpointManager::Timings: of the last save(), save_async() or wait() on this rank.
+  using Timings = CheckpointManager::Timings;
+  Timings last_timings() const { return timings_; }
 
   /// The newest complete checkpoint (`.metadata` matches the manifest, every
   /// data file there is long enough; chunks' CRC-32s are left to the load):
@@ -73,7 +110,13 @@ class ShardedCheckpointManager {
   const CheckpointManagerOptions& options() const;
 
  private:
+  void point_latest(const std::string& path, bool leads) const;  // after a publication, collective
+
   std::unique_ptr<managers::ManagerBase> base_;  // what CheckpointManager shares
+  std::unique_ptr<async::HostSnapshot> snapshot_;  // from the first save_async
+  std::unique_ptr<sharded::ShardedSave> in_flight_;  // every rank: a save_async not yet published
+  std::unique_ptr<async::BackgroundSave> background_;  // declared last: joined first
+  Timings timings_;
 };
 
 }  // namespace rankwise::checkpoint

@@ -4,7 +4,10 @@
 // killed (SIGKILL, the fault knob of checkpoint/detail/fault_injection.h)
 // during a save.
 #include <ATen/ATen.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -233,4 +236,100 @@ TEST(ShardedCheckpointManager, BadOptionsAndASecondManagerAreRefused) {
   EXPECT_THROW(rankwise::checkpoint::ShardedCheckpointManager{rankwise::checkpoint::CheckpointManagerOptions(root.string())},
                rankwise::CheckpointError);
   fs::remove_all(root);
+}
+
+// save_async on 2 ranks (the worker's save-async mode overwrites the state after each call): every
+// file of every checkpoint is byte for byte what save() wrote, and loads at another world size.
+TEST(ShardedCheckpointManager, AsyncSavesWriteTheBytesOfSavesAndLoadAtAnotherWorldSize) {
+  const auto base = fresh_dir("async_bytes");
+  const auto sync_root = base / "sync", async_root = base / "async";
+  ASSERT_NE(run_worker(2, "save " + sync_root.string() + " 1 3 2").find("exit=0"), std::string::npos);
+  const auto saved = run_worker(2, "save-async " + async_root.string() + " 1 3 2");
+  ASSERT_NE(saved.find("exit=0"), std::string::npos) << saved;
+  EXPECT_EQ(count(saved, "saved step 3"), 2) << saved;
+  EXPECT_EQ(names_in(async_root), names_in(sync_root));
+  for (const char* step : {"checkpoint-0000000200", "checkpoint-0000000300"}) {
+    EXPECT_EQ(names_in(async_root / step), names_in(sync_root / step)) << step;
+    for (const auto& name : names_in(sync_root / step)) {
+      EXPECT_TRUE(read(sync_root / step / name) == read(async_root / step / name)) << step << "/" << name << " differs";
+    }
+  }
+  EXPECT_EQ(read(async_root / "latest"), "checkpoint-0000000300\n");
+  const auto loaded = run_worker(3, "load " + async_root.string());
+  EXPECT_NE(loaded.find("exit=0"), std::string::npos) << loaded;
+  EXPECT_EQ(count(loaded, "loaded step 3, values ok"), 3) << loaded;
+  fs::remove_all(base);
+}
+
+// SIGKILL of one rank at each point of an asynchronous save: in its background write (the data
+// file's bytes, fsync, rename, directory fsync) and in its publication at the next call (rename into
+// place, `latest`, pruning). The checkpoint before it stays loadable, values exact, and the next run
+// saves again. Each run saves steps S (killed) and S + 1.
+TEST(ShardedCheckpointManager, ARankKilledAtEachPointOfAnAsyncSaveLeavesTheLastGoodCheckpoint) {
+  const auto logs = fresh_dir("async_kill");
+  const auto root = logs / "ckpts";
+  ASSERT_NE(run_worker(2, "save-async " + root.string() + " 1 1 3").find("exit=0"), std::string::npos);
+  struct Kill {
+    int rank;
+    const char* fault;
+    bool published;  // the killed step may be latest afterwards
+  };
+  const Kill kills[] = {{1, "kill_at_byte=1", false},        {1, "kill_at=before-fsync", false},
+                        {0, "kill_at=before-rename", false},   {1, "kill_at=before-dir-fsync", false},
+                        {0, "kill_at=before-publish", false},  {0, "kill_at=before-latest", false},
+                        {0, "kill_at=before-prune", true}};
+  int64_t good = 1, step = 1;
+  for (const auto& kill : kills) {
+    step += 1;
+    const auto out = rankwise::test::run_by_hand(kWorker, 2, kill.rank, kill.fault,
+                                                 "save-async " + root.string() + " " + std::to_string(step) + " " +
+                                                     std::to_string(step + 1) + " 3",
+                                                 logs);
+    const std::string& survivor = out[static_cast<std::size_t>(1 - kill.rank)];
+    EXPECT_NE(survivor.find("error:"), std::string::npos) << kill.fault << ": " << survivor;
+    EXPECT_EQ(survivor.find("saved step"), std::string::npos) << kill.fault << ": " << survivor;
+    EXPECT_EQ(out[static_cast<std::size_t>(kill.rank)].find("saved step"), std::string::npos) << kill.fault;
+    const auto loaded = run_worker(2, "load " + root.string());
+    const bool at_good = count(loaded, "loaded step " + std::to_string(good) + ", values ok") == 2;
+    const bool at_new = count(loaded, "loaded step " + std::to_string(step) + ", values ok") == 2;
+    EXPECT_TRUE(at_good || (kill.published && at_new)) << kill.fault << ": " << loaded;
+    // Resumed: the next run saves and publishes.
+    step += 2;
+    const auto next = run_worker(2, "save-async " + root.string() + " " + std::to_string(step) + " " +
+                                        std::to_string(step) + " 3");
+    ASSERT_NE(next.find("exit=0"), std::string::npos) << "after " << kill.fault << ": " << next;
+    EXPECT_EQ(read(root / "latest"), fmt::format("checkpoint-{:010d}\n", step * 100)) << kill.fault;
+    good = step;
+  }
+  // Nothing left behind but keep_last (3) checkpoints, the pointer and the lock.
+  EXPECT_EQ(names_in(root).size(), 5u) << fmt::format("{}", fmt::join(names_in(root), " "));
+  const auto loaded = run_worker(3, "load " + root.string());
+  EXPECT_EQ(count(loaded, "loaded step " + std::to_string(good) + ", values ok"), 3) << loaded;
+  fs::remove_all(logs);
+}
+
+// A full disk on rank 1 during the background write of step 2: every rank raises it at its next
+// call (save_async of step 3), naming rank 1; step 1 stays latest and loads.
+TEST(ShardedCheckpointManager, ADiskFullOnOneRankDuringAnAsyncSaveIsRaisedOnEveryRank) {
+  const auto logs = fresh_dir("async_full");
+  const auto root = logs / "ckpts";
+  ::setenv("RANKWISE_TEST_DISK_FULL", "1@2", 1);
+  const auto out = rankwise::test::run_by_hand(kWorker, 2, -1, "", "save-async " + root.string() + " 1 3 3", logs);
+  ::unsetenv("RANKWISE_TEST_DISK_FULL");
+  for (int r = 0; r < 2; ++r) {
+    const std::string& o = out[static_cast<std::size_t>(r)];
+    EXPECT_NE(o.find("queued step 2"), std::string::npos) << o;
+    EXPECT_NE(o.find("error: rankwise: the asynchronous save of '" + (root / "checkpoint-0000000200").string() +
+                     "' failed: "),
+              std::string::npos)
+        << o;
+    EXPECT_NE(o.find("failed while writing the data files on rank 1"), std::string::npos) << o;
+    EXPECT_NE(o.find("File too large"), std::string::npos) << o;
+    EXPECT_EQ(o.find("queued step 3"), std::string::npos) << o;
+  }
+  EXPECT_EQ(read(root / "latest"), "checkpoint-0000000100\n");
+  EXPECT_EQ(names_in(root), (std::vector<std::string>{"checkpoint-0000000100", "latest", "rankwise.lock"}));
+  const auto loaded = run_worker(2, "load " + root.string());
+  EXPECT_EQ(count(loaded, "loaded step 1, values ok"), 2) << loaded;
+  fs::remove_all(logs);
 }
