@@ -333,3 +333,24 @@ TEST(ShardedCheckpointManager, ADiskFullOnOneRankDuringAnAsyncSaveIsRaisedOnEver
   EXPECT_EQ(count(loaded, "loaded step 1, values ok"), 2) << loaded;
   fs::remove_all(logs);
 }
+
+// Node-local disks (2 simulated nodes of 2 ranks) with save_async: each node's leader publishes its
+// disk's directory and moves that disk's `latest` at the next call, and the result loads as 2 x 1.
+TEST(ShardedCheckpointManager, AsyncSavesOnNodeLocalDisksPublishOnEveryDisk) {
+  const auto disks = fresh_dir("async_node_local");
+  const auto saved = run_worker(4, "save-async ckpts 1 3 2 " + disks.string() + " 2");
+  ASSERT_NE(saved.find("exit=0"), std::string::npos) << saved;
+  EXPECT_EQ(count(saved, "saved step 3"), 4) << saved;
+  for (const char* node : {"node0", "node1"}) {
+    const auto root = disks / node / "ckpts";
+    EXPECT_EQ(read(root / "latest"), "checkpoint-0000000300\n") << node;
+    EXPECT_TRUE(fs::exists(root / "checkpoint-0000000200")) << node;
+    EXPECT_FALSE(fs::exists(root / "checkpoint-0000000100")) << node;  // pruned on every disk
+  }
+  EXPECT_TRUE(fs::exists(disks / "node1/ckpts/checkpoint-0000000300/__3_0.distcp"));
+  EXPECT_FALSE(fs::exists(disks / "node0/ckpts/checkpoint-0000000300/__3_0.distcp"));
+  const auto loaded = run_worker(2, "load ckpts " + disks.string() + " 1");
+  EXPECT_NE(loaded.find("exit=0"), std::string::npos) << loaded;
+  EXPECT_EQ(count(loaded, "loaded step 3, values ok"), 2) << loaded;
+  fs::remove_all(disks);
+}
