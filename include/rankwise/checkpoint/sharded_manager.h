@@ -32,6 +32,7 @@ namespace rankwise::checkpoint {
 ///       rankwise::checkpoint::CheckpointManagerOptions("ckpts").keep_last(2).every_n_steps(100));
 ///   if (checkpoints.load_latest_collective(state)) { ... resume ... }
 ///   if (checkpoints.should_save(step, epoch_end)) checkpoints.save(state, step);
+///   // or, in the background: checkpoints.save_async(state, step); ... checkpoints.wait();
 /// \endcode
 class ShardedCheckpointManager {
  public:

@@ -2,7 +2,8 @@
 // sharded checkpoints with `latest` and retention, in one process and through
 // rankwise-run with tests/programs/torch_sharded_manager, including ranks
 // killed (SIGKILL, the fault knob of checkpoint/detail/fault_injection.h)
-// during a save.
+// during a save, and asynchronous saves (save_async) on several ranks: the
+// same bytes, kills at each point, a full disk on one rank, node-local disks.
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
