@@ -93,7 +93,16 @@ DeviceAssignment device_assignment(const LaunchEnv& env, DeviceKind kind) {
   const int count =
       torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
   // --virtual-local-rank: this worker's GPU is the only one it sees.
-  if (env.virtual_local_rank) return assign_device(0, 1, count, visible, kind);
+  if (env.virtual_local_rank) {
+    RANKWISE_CHECK(kind != DeviceKind::kCuda || count >= 1, ConfigError,
+                   "local rank {}: the program asked for a GPU (--device cuda, "
+                   "DeviceKind::kCuda) under rankwise-run --virtual-local-rank, which shows each "
+                   "worker only its own GPU, but this worker sees none ({}{}); give the machine a "
+                   "GPU per worker (--nproc-per-node gpu) or use --device auto or cpu",
+                   env.local_rank, describe(visible),
+                   torch::cuda::is_available() ? "" : ", or CUDA is not available in this libtorch");
+    return assign_device(0, 1, count, visible, kind);
+  }
   return assign_device(env.local_rank, env.local_world_size, count, visible, kind);
 }
 

@@ -172,6 +172,32 @@ TEST(DeviceMapping, FromEnvironment) {
   }
 }
 
+TEST(DeviceMapping, VirtualLocalRankWithoutAGpuNamesTheRealLocalRank) {
+  // --virtual-local-rank: LOCAL_RANK stays the worker's, the GPU it sees is
+  // its only one; without one, the error says so, not "LOCAL_WORLD_SIZE=1".
+  auto env = rankwise::LaunchEnv::from_map({{"RANK", "3"},
+                                            {"WORLD_SIZE", "4"},
+                                            {"LOCAL_RANK", "3"},
+                                            {"LOCAL_WORLD_SIZE", "4"},
+                                            {"RANKWISE_VIRTUAL_LOCAL_RANK", "1"}});
+  ASSERT_TRUE(env.virtual_local_rank);
+  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);  // this worker's GPU is missing
+  try {
+    rankwise::device_assignment(env, DeviceKind::kCuda);
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("local rank 3: the program asked for a GPU (--device cuda, "
+                        "DeviceKind::kCuda) under rankwise-run --virtual-local-rank"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("sees none (CUDA_VISIBLE_DEVICES="), std::string::npos) << what;
+    EXPECT_EQ(what.find("LOCAL_WORLD_SIZE=1"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(rankwise::device_assignment(env, DeviceKind::kAuto).is_cuda());  // auto: the CPU
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+}
+
 TEST(DeviceGpu, LocalRankZeroUsesFirstVisibleGpu) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device (CPU-only libtorch or no GPU)";
   auto a = rankwise::device_assignment();
