@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "checkpoint/safetensors/checkpoint_source.h"
+#include "checkpoint/torch_save/checkpoint_file.h"
+#include "checkpoint/torch_save/damage.h"
 #include "checkpoint/torch_save/dtype_names.h"
 #include "rankwise/checkpoint/checkpoint.h"
 #include "rankwise/checkpoint/safetensors.h"
@@ -64,7 +66,10 @@ void require_checkpoint(const std::string& path) {
   char magic[4] = {};
   std::ifstream in(path, std::ios::binary);
   in.read(magic, sizeof magic);
-  if (in.gcount() != 4 || std::memcmp(magic, "PK\x03\x04", 4) != 0) {
+  // A file that ends with rankwise's checksum record is a damaged checkpoint,
+  // for the reader to name, not some other file.
+  if ((in.gcount() != 4 || std::memcmp(magic, "PK\x03\x04", 4) != 0) &&
+      torch_save::checksum_record_size(path) == 0) {
     throw BadInput(fmt::format("rankwise-ckpt: '{}' is not a checkpoint (not a torch.save zip file); give a file "
                                "written by rankwise::checkpoint::save() or Python's torch.save", path));
   }
@@ -139,18 +144,28 @@ int inspect(const std::string& path, std::ostream& out) {
 
 // ---- verify ----------------------------------------------------------------
 
+// A torch.save file: its whole-file CRC-32; when that fails, which entries
+// (and keys) changed, one FAILED line each.
+int verify_file(const std::string& path, std::ostream& out) {
+  try {
+    if (!rankwise::checkpoint::verify(path)) {
+      out << fmt::format("UNVERIFIED: {}: the file records no checksum (Python's torch.save writes none); "
+                         "nothing to verify\n", path);
+      return kFound;
+    }
+  } catch (const rankwise::CheckpointError& error) {
+    out << "FAILED: " << error.what() << "\n";
+    for (const auto& where : torch_save::locate_damage(path)) out << "FAILED: " << path << ": " << where << "\n";
+    return kFound;
+  }
+  out << fmt::format("OK: {}: the CRC-32 of the whole file matches\n", path);
+  return kGood;
+}
+
 int verify(const std::string& path, std::ostream& out) {
   require_checkpoint(path);
   try {
-    if (!fs::is_directory(path)) {
-      if (!rankwise::checkpoint::verify(path)) {
-        out << fmt::format("UNVERIFIED: {}: the file records no checksum (Python's torch.save writes none); "
-                                 "nothing to verify\n", path);
-        return kFound;
-      }
-      out << fmt::format("OK: {}: the CRC-32 of the whole file matches\n", path);
-      return kGood;
-    }
+    if (!fs::is_directory(path)) return verify_file(path, out);
     CheckpointSource source(path, "rankwise-ckpt verify");
     if (!source.has_checksums()) {
       out << fmt::format("UNVERIFIED: {}: no .rankwise-manifest.json (Python's dcp.save records no checksums); "

@@ -478,6 +478,16 @@ c10::IValue read_checkpoint_bytes(const std::string& bytes, const std::string& p
   return read_source(MemorySource(path, bytes), integrity);
 }
 
+int64_t checksum_record_size(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  const auto size = static_cast<int64_t>(in.tellg());
+  if (!in || size < static_cast<int64_t>(kTrailerSize)) return 0;
+  std::string tail(kTrailerSize, '\0');
+  in.seekg(size - static_cast<int64_t>(kTrailerSize));
+  in.read(tail.data(), static_cast<std::streamsize>(kTrailerSize));
+  return in && tail.rfind(kMarker, 0) == 0 ? static_cast<int64_t>(kTrailerSize) : 0;
+}
+
 FileIdentity identify_checkpoint_file(const std::string& path) {
   Fd file;
   const uint64_t size = open_checkpoint(path, file);

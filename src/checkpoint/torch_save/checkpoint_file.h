@@ -58,6 +58,11 @@ struct FileIdentity {
 /// or torn file (it does not check the recorded CRC against the content).
 FileIdentity identify_checkpoint_file(const std::string& path);
 
+/// Bytes of the checksum record (the zip comment) at the end of a file that
+/// has one; 0 when the file at `path` does not end with one (Python's
+/// torch.save, or not a checkpoint) or cannot be read.
+int64_t checksum_record_size(const std::string& path);
+
 /// Every byte of the file at `path`. Throws CheckpointError.
 std::string read_file_bytes(const std::string& path);
 

@@ -2,27 +2,12 @@
 
 #include "checkpoint/torch_save/dtype_names.h"
 #include "checkpoint/pickle/pickle_value.h"
-#include "checkpoint/torch_save/zip_format.h"
+#include "checkpoint/torch_save/zip_directory.h"
 #include "core/check.h"
 #include "rankwise/error.h"
 
 namespace rankwise::checkpoint::torch_save {
 namespace {
-
-using namespace zip;
-
-uint64_t le(const std::string& s, std::size_t at, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(s[at + static_cast<std::size_t>(i)]);
-  return v;
-}
-
-struct Entry {
-  std::string name;
-  uint16_t method = 0;
-  uint64_t size = 0;  // compressed size (= the stored size)
-  uint64_t local_offset = 0;
-};
 
 class Parser {
  public:
@@ -30,31 +15,11 @@ class Parser {
       : read_(read), length_(length), what_(what) {}
 
   TensorRecord run() {
-    if (length_ < kEndSize) bad("shorter than a zip's end record");
-    const std::string end = get(length_ - kEndSize, kEndSize);
-    if (le(end, 0, 4) != kEndOfDirectory) bad("no zip end record at its end");
-    uint64_t count = le(end, 10, 2), dir_size = le(end, 12, 4), dir_offset = le(end, 16, 4);
-    if (count == 0xffff || dir_size == 0xffffffff || dir_offset == 0xffffffff) {
-      if (length_ < kEndSize + kLocatorSize) bad("a zip64 record without its locator");
-      const std::string locator = get(length_ - kEndSize - kLocatorSize, kLocatorSize);
-      if (le(locator, 0, 4) != kZip64Locator) bad("a zip64 record without its locator");
-      const uint64_t at = le(locator, 8, 8);
-      if (at > static_cast<uint64_t>(length_ - kZip64EndSize)) bad("a zip64 end record outside it");
-      const std::string end64 = get(static_cast<int64_t>(at), kZip64EndSize);
-      if (le(end64, 0, 4) != kZip64End) bad("a damaged zip64 end record");
-      count = le(end64, 32, 8);
-      dir_size = le(end64, 40, 8);
-      dir_offset = le(end64, 48, 8);
-    }
-    if (dir_offset > static_cast<uint64_t>(length_) || dir_size > static_cast<uint64_t>(length_) - dir_offset) {
-      bad("a central directory outside it");
-    }
-    directory_begin_ = static_cast<int64_t>(dir_offset);
-    entries_ = read_directory(get(directory_begin_, static_cast<int64_t>(dir_size)), count);
+    dir_ = read_zip_directory(read_, length_, [this](const std::string& why) { bad(why); });
 
-    const Entry* pickle = nullptr;
+    const ZipEntry* pickle = nullptr;
     std::string prefix;
-    for (const auto& e : entries_) {
+    for (const auto& e : dir_.entries) {
       const std::string suffix = "data.pkl";
       if (e.name.size() >= suffix.size() && e.name.compare(e.name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
           e.name.find('/') == e.name.size() - suffix.size() - 1) {
@@ -82,59 +47,8 @@ class Parser {
     return read_(offset, size);
   }
 
-  std::vector<Entry> read_directory(const std::string& dir, uint64_t count) {
-    std::vector<Entry> entries;
-    std::size_t at = 0;
-    for (uint64_t i = 0; i < count; ++i) {
-      if (at + 46 > dir.size() || le(dir, at, 4) != kCentralHeader) bad("a damaged central directory");
-      Entry e;
-      e.method = static_cast<uint16_t>(le(dir, at + 10, 2));
-      e.size = le(dir, at + 20, 4);
-      uint64_t uncompressed = le(dir, at + 24, 4);
-      const std::size_t name_len = le(dir, at + 28, 2), extra_len = le(dir, at + 30, 2),
-                        comment_len = le(dir, at + 32, 2);
-      e.local_offset = le(dir, at + 42, 4);
-      if (at + 46 + name_len + extra_len + comment_len > dir.size()) bad("a damaged central directory");
-      e.name = dir.substr(at + 46, name_len);
-      // Zip64 extra field (id 1): the 8-byte values of the fields set to 0xffffffff, in this order.
-      std::size_t x = at + 46 + name_len;
-      const std::size_t x_end = x + extra_len;
-      while (x + 4 <= x_end) {
-        const uint64_t id = le(dir, x, 2), n = le(dir, x + 2, 2);
-        if (x + 4 + n > x_end) bad("a damaged zip extra field");
-        if (id == 1) {
-          std::size_t f = x + 4;
-          auto take = [&](uint64_t& field) {
-            if (field != 0xffffffff) return;
-            if (f + 8 > x + 4 + n) bad("a damaged zip64 extra field");
-            field = le(dir, f, 8);
-            f += 8;
-          };
-          take(uncompressed);
-          take(e.size);
-          take(e.local_offset);
-        }
-        x += 4 + n;
-      }
-      entries.push_back(std::move(e));
-      at += 46 + name_len + extra_len + comment_len;
-    }
-    return entries;
-  }
-
-  // The first byte of an entry's data, after its local header; checks that
-  // the entry is stored (not compressed) and ends before the directory.
-  int64_t data_begin(const Entry& e) {
-    if (e.method != 0) bad("entry '" + e.name + "' is compressed");
-    if (e.local_offset > static_cast<uint64_t>(directory_begin_)) bad("entry '" + e.name + "' lies outside it");
-    const std::string header = get(static_cast<int64_t>(e.local_offset), 30);
-    if (le(header, 0, 4) != kLocalHeader) bad("entry '" + e.name + "' has no local header");
-    const int64_t begin = static_cast<int64_t>(e.local_offset) + 30 + static_cast<int64_t>(le(header, 26, 2)) +
-                          static_cast<int64_t>(le(header, 28, 2));
-    if (begin > directory_begin_ || e.size > static_cast<uint64_t>(directory_begin_ - begin)) {
-      bad("entry '" + e.name + "' reaches into the central directory");
-    }
-    return begin;
+  int64_t data_begin(const ZipEntry& e) {
+    return zip_entry_data_begin(read_, dir_, e, [this](const std::string& why) { bad(why); });
   }
 
   std::vector<int64_t> ints(const pickle::PickleRef& v, const char* what) {
@@ -176,8 +90,8 @@ class Parser {
     const int64_t element = static_cast<int64_t>(c10::elementSize(r.dtype));
     const int64_t numel = id[4]->integer;
     const std::string storage_name = prefix + "data/" + id[2]->text;
-    const Entry* storage = nullptr;
-    for (const auto& e : entries_) {
+    const ZipEntry* storage = nullptr;
+    for (const auto& e : dir_.entries) {
       if (e.name == storage_name) storage = &e;
     }
     if (storage == nullptr) bad("no entry '" + storage_name + "' for its storage");
@@ -200,8 +114,7 @@ class Parser {
   const RecordReader& read_;
   int64_t length_;
   const std::string& what_;
-  int64_t directory_begin_ = 0;
-  std::vector<Entry> entries_;
+  ZipDirectory dir_;
 };
 
 }  // namespace

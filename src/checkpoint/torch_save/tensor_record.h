@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/torch_save/zip_directory.h"
+
 namespace rankwise::checkpoint::torch_save {
 
 /// What a record holds and where. Byte positions are relative to the record's start.
@@ -25,9 +27,6 @@ struct TensorRecord {
   int64_t data_begin = 0;        ///< bytes: the storage's first byte
   int64_t data_size = 0;         ///< bytes of the storage
 };
-
-/// Reads `size` bytes at `offset` of the record; throws when it cannot.
-using RecordReader = std::function<std::string(int64_t offset, int64_t size)>;
 
 /// Parses the record of `length` bytes that `read` gives, reading only its
 /// central directory, local headers and data.pkl. Throws CheckpointError
