@@ -55,14 +55,8 @@ CheckpointManager::~CheckpointManager() {
   try {
     finish_background_save();
   } catch (const std::exception& e) {
-    std::fprintf(stderr,
-                 "error: %s; the CheckpointManager was destroyed without wait(), which would have "
-                 "raised this on every rank: call wait() before the end of the run\n",
-                 e.what());
-    if (std::uncaught_exceptions() == 0) {
-      std::fflush(nullptr);
-      std::_Exit(1);
-    }
+    if (std::uncaught_exceptions() == 0) async::exit_unwaited(e, "CheckpointManager");
+    std::fprintf(stderr, "error: %s (while an exception ends the run)\n", e.what());
   }
 }
 

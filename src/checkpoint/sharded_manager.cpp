@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -106,12 +105,7 @@ ShardedCheckpointManager::~ShardedCheckpointManager() {
   try {
     wait();
   } catch (const std::exception& e) {
-    std::fprintf(stderr,
-                 "error: %s; the ShardedCheckpointManager was destroyed without wait(), which would "
-                 "have raised this on every rank: call wait() before the end of the run\n",
-                 e.what());
-    std::fflush(nullptr);
-    std::_Exit(1);
+    async::exit_unwaited(e, "ShardedCheckpointManager");
   }
 }
 

@@ -408,10 +408,11 @@ struct SaveRun {
     }
     if (failures.empty()) return;
     remove_tmp();
-    core::raise<CheckpointError>(
-        "{}: save_sharded('{}') failed while {} on {}: {}. Nothing was published; the previous "
-        "checkpoint at this path is untouched",
-        here, dir, step, util::rank_list(ranks), ranks::grouped_failures(failures, ranks, world));
+    const std::string why = ranks::grouped_failures(failures, ranks, world);
+    const char* kept = "the previous checkpoint at this path is untouched";
+    core::raise<CheckpointError>("{}: save_sharded('{}') failed while {} on {}: {}. Nothing was published{}", here,
+                                 dir, step, util::rank_list(ranks), why,
+                                 why.find(kept) == std::string::npos ? std::string("; ") + kept : "");
   }
 
   // Every rank's outcome of `step` ("ok" or its error); throws on every rank when any failed.
@@ -469,7 +470,12 @@ std::string announced_temp_dir(const SaveRun& run, sharded::SaveLock take, std::
 bool claim_storage(const SaveRun& run) {
   bool leads = run.rank == 0;
   std::string claim = "ok";
-  if (run.rank != 0) {
+  if (run.rank != 0 && run.tmp.rfind(run.dir + ".rankwise-tmp.", 0) != 0) {
+    // Every rank must save the same checkpoint (the same step of a manager).
+    claim = fmt::format("{}: it saves '{}' while rank 0 saves the temporary directory '{}'; every rank must "
+                        "pass the same directory (for a manager, the same step)",
+                        run.here, run.dir, run.tmp);
+  } else if (run.rank != 0) {
     try {
       leads = sharded::claim_directory(run.tmp, run.rank);
     } catch (const std::exception& e) {
@@ -555,11 +561,13 @@ void publish_every_node(const SaveRun& run, bool leads, const std::vector<int>& 
     if (o != "ok") failed.push_back(o);
   }
   if (!failed.empty()) {
+    const bool none = failed.size() == leaders.size();
     core::raise<CheckpointError>(
-        "{}: save_sharded('{}'): {} of {} storage node(s) could not publish: {}. The others hold "
-        "the new checkpoint; a collective load (load_sharded_collective) refuses the mix, so save "
-        "again",
-        run.here, run.dir, failed.size(), leaders.size(), fmt::join(failed, "; "));
+        "{}: save_sharded('{}'): {} of {} storage node(s) could not publish: {}. {}", run.here, run.dir,
+        failed.size(), leaders.size(), fmt::join(failed, "; "),
+        none ? "None holds the new checkpoint; save again"
+             : "The others hold the new checkpoint; a collective load (load_sharded_collective) refuses the mix, so "
+               "save again");
   }
 }
 

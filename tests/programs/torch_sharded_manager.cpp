@@ -83,6 +83,13 @@ int64_t disk_full_step(int rank) {
   return std::stoi(text->substr(0, at)) == rank ? std::stoll(text->substr(at + 1)) : -1;
 }
 
+// RANKWISE_TEST_SKEWED_RANK=R: rank R saves each step as the next one (a
+// rank out of step with the others), else 0.
+int64_t step_skew(int rank) {
+  const auto text = rankwise::get_env("RANKWISE_TEST_SKEWED_RANK");
+  return text && std::stoi(*text) == rank ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -108,7 +115,7 @@ int main(int argc, char** argv) {
     rankwise::checkpoint::ShardedCheckpointManager manager(options);
     if (mode == "save") {
       for (int64_t s = std::stoll(argv[3]); s <= std::stoll(argv[4]); ++s) {
-        manager.save(state_of(s, rank, world, false), s * 100);
+        manager.save(state_of(s, rank, world, false), (s + step_skew(rank)) * 100);
         std::cout << "rank " << rank << ": saved step " << s << std::endl;
       }
       return 0;
@@ -122,7 +129,7 @@ int main(int argc, char** argv) {
           manager.wait();  // the previous save's thread writes no more
           full.emplace(512);
         }
-        manager.save_async(state, s * 100);
+        manager.save_async(state, (s + step_skew(rank)) * 100);
         if (s == full_at + 1) full.reset();  // the call above raised or published step full_at
         scribble(state);
         std::cout << "rank " << rank << ": queued step " << s << std::endl;

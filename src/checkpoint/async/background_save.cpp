@@ -1,5 +1,7 @@
 #include "checkpoint/async/background_save.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <utility>
 
@@ -28,6 +30,15 @@ std::chrono::duration<double, std::milli> BackgroundSave::finish() {
   const auto waited = std::chrono::steady_clock::now() - started;
   if (auto error = std::exchange(error_, nullptr)) std::rethrow_exception(error);
   return waited;
+}
+
+void exit_unwaited(const std::exception& error, const char* manager) {
+  std::fprintf(stderr,
+               "error: %s; the %s was destroyed without wait(), which would have raised this on "
+               "every rank: call wait() before the end of the run\n",
+               error.what(), manager);
+  std::fflush(nullptr);
+  std::_Exit(1);
 }
 
 }  // namespace rankwise::checkpoint::async

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <exception>
 #include <functional>
+#include <stdexcept>
 #include <thread>
 
 namespace rankwise::checkpoint::async {
@@ -29,5 +30,11 @@ class BackgroundSave {
   std::thread thread_;
   std::exception_ptr error_;
 };
+
+/// A save that failed with nobody left to raise it to (`manager`, e.g.
+/// "CheckpointManager", destroyed without wait()): the run must not end as
+/// if it had succeeded. Says why on stderr and exits with status 1, so that
+/// the launcher names this rank.
+[[noreturn]] void exit_unwaited(const std::exception& error, const char* manager);
 
 }  // namespace rankwise::checkpoint::async

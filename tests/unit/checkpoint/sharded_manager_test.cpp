@@ -355,3 +355,29 @@ TEST(ShardedCheckpointManager, AsyncSavesOnNodeLocalDisksPublishOnEveryDisk) {
   EXPECT_EQ(count(loaded, "loaded step 3, values ok"), 2) << loaded;
   fs::remove_all(disks);
 }
+
+// A rank that saves another step than the others (its own loop count) is
+// refused on every rank, naming it, and nothing is published, synchronous
+// or not. Before: rank 0's step was published and rank 1 was handed the
+// path of a checkpoint that never existed.
+TEST(ShardedCheckpointManager, RanksSavingDifferentStepsAreRefusedOnEveryRank) {
+  for (const std::string mode : {"save", "save-async"}) {
+    const auto root = fresh_dir("skewed_" + mode);
+    ::setenv("RANKWISE_TEST_SKEWED_RANK", "1", 1);
+    const std::string out = run_worker(2, mode + " " + root.string() + " 1 1 2");
+    ::unsetenv("RANKWISE_TEST_SKEWED_RANK");
+    EXPECT_EQ(count(out, "exit=0"), 0) << out;
+    EXPECT_NE(out.find("it saves '" + (root / "checkpoint-0000000200").string() +
+                       "' while rank 0 saves the temporary directory '" +
+                       (root / "checkpoint-0000000100").string() + ".rankwise-tmp."),
+              std::string::npos)
+        << mode << "\n" << out;
+    EXPECT_NE(out.find("every rank must pass the same directory (for a manager, the same step)"),
+              std::string::npos)
+        << out;
+    for (const auto& name : names_in(root)) {
+      EXPECT_EQ(name.rfind("checkpoint-", 0), std::string::npos) << mode << ": " << name << "\n" << out;
+    }
+    fs::remove_all(root);
+  }
+}
