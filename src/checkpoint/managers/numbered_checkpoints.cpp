@@ -79,7 +79,8 @@ std::optional<std::string> NumberedCheckpoints::newest_usable(
   const std::string& dir = directory_;
   std::string named;
   std::string pointer_problem;
-  if (::access((dir + "/" + kLatest).c_str(), F_OK) == 0) {
+  const bool pointer_missing = ::access((dir + "/" + kLatest).c_str(), F_OK) != 0;
+  if (!pointer_missing) {
     try {
       named = io::read_file(dir + "/" + kLatest);
       while (!named.empty() && (named.back() == '\n' || named.back() == ' ')) named.pop_back();
@@ -105,6 +106,8 @@ std::optional<std::string> NumberedCheckpoints::newest_usable(
     if (!pointer_problem.empty()) {
       io::note(core::message("the latest checkpoint is unusable ({}); using {}, the newest one that verifies",
                              pointer_problem, *it));
+    } else if (pointer_missing) {
+      io::note(core::message("'{}/latest' is missing; using {}, the newest checkpoint that verifies", dir, *it));
     }
     return *it;
   }

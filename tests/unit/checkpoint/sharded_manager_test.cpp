@@ -165,9 +165,15 @@ TEST(ShardedCheckpointManager, LatestFallsBackPastAnIncompleteOrMissingPointer) 
   // Truncating step 3's data file: latest falls back to step 2.
   fs::resize_file(root / "checkpoint-0000000003" / "__0_0.distcp", 10);
   EXPECT_EQ(manager.latest(), (root / "checkpoint-0000000002").string());
-  // No pointer: the highest-numbered complete one.
+  // No pointer: the highest-numbered complete one, noted on stderr.
   fs::remove(root / "latest");
+  testing::internal::CaptureStderr();
   EXPECT_EQ(manager.latest(), (root / "checkpoint-0000000002").string());
+  const std::string note = testing::internal::GetCapturedStderr();
+  EXPECT_NE(note.find("'" + root.string() + "/latest' is missing; using " +
+                      (root / "checkpoint-0000000002").string() + ", the newest checkpoint that verifies"),
+            std::string::npos)
+      << note;
   auto state = one_rank_state(0);
   EXPECT_EQ(manager.load_latest_collective(state), (root / "checkpoint-0000000002").string());
   EXPECT_TRUE(at::equal(std::get<rankwise::checkpoint::ShardedTensor>(state.at("w")).chunks()[0].data, at::full({4}, 2.0f)));
