@@ -4,6 +4,7 @@
 //
 // Usage: bench_sharded SIZE_MIB DIR TRIALS save   (2 ranks or more)
 //        bench_sharded SIZE_MIB DIR 1 load        (any world size)
+//        bench_sharded SIZE_MIB DIR TRIALS async  (2 ranks or more; see run_async)
 // The state: for i in 0..SIZE_MIB/16-1, "layers.<i>.weight" [1024, 4096]
 // float32 (16 MiB), sharded by rows (shard_rows: torch.chunk's pieces), where
 // element e of layer i holds float(e + i) (exact in float32: e < 2^22), so
@@ -43,6 +44,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -138,19 +140,83 @@ std::string joined(const std::vector<double>& v, const char* format = "%.1f") {
   return out;
 }
 
+// The largest of every rank's `value`, on every rank.
+double slowest(double value) {
+  const auto all = per_rank(value);
+  return *std::max_element(all.begin(), all.end());
+}
+
+// async: what ShardedCheckpointManager::save_async blocks each rank for
+// (the slowest rank's, ms), against a memcpy of the rank's shard into
+// buffers allocated once (the floor) and a synchronous save() of the same
+// state through the same manager. Before each timed call the previous
+// save is published (wait(), untimed) and rank 0 runs sync(2), so that
+// save_async has nothing to wait for. Trial 0 is a warm-up (save_async's
+// first call allocates its buffers). Prints memcpy_ms, async_block_ms and
+// sync_save_ms (medians of TRIALS) on rank 0.
+int run_async(const rankwise::checkpoint::ShardedState& state, const std::string& dir, int trials, int rank) {
+  std::vector<torch::Tensor> buffers;
+  for (const auto& [key, entry] : state) {
+    for (const auto& c : std::get<rankwise::checkpoint::ShardedTensor>(entry).chunks()) {
+      buffers.push_back(torch::empty_like(c.data));
+    }
+  }
+  auto copy = [&] {
+    std::size_t i = 0;
+    for (const auto& [key, entry] : state) {
+      for (const auto& c : std::get<rankwise::checkpoint::ShardedTensor>(entry).chunks()) {
+        std::memcpy(buffers[i++].data_ptr(), c.data.data_ptr(), c.data.nbytes());
+      }
+    }
+  };
+  rankwise::checkpoint::ShardedCheckpointManager manager(
+      rankwise::checkpoint::CheckpointManagerOptions(dir + "/async").keep_last(2));
+  std::vector<double> copies, blocks, saves;
+  auto settled = [&] {
+    manager.wait();
+    if (rank == 0) ::sync();
+    rankwise::dist::barrier();
+  };
+  auto ms_of = [](auto&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (int t = 0; t <= trials; ++t) {
+    settled();
+    copies.push_back(slowest(ms_of(copy)));
+    settled();
+    blocks.push_back(slowest(ms_of([&] { manager.save_async(state, 2 * t + 1); })));
+    settled();
+    saves.push_back(slowest(ms_of([&] { manager.save(state, 2 * t + 2); })));
+  }
+  manager.wait();
+  if (rank == 0) {
+    std::fprintf(stderr, "save_async blocking ms (warm-up %.1f):", blocks.front());
+    for (std::size_t i = 1; i < blocks.size(); ++i) std::fprintf(stderr, " %.1f", blocks[i]);
+    std::fprintf(stderr, "\n");
+  }
+  for (auto* v : {&copies, &blocks, &saves}) v->erase(v->begin());
+  if (rank == 0) {
+    std::printf("memcpy_ms=%.2f\nasync_block_ms=%.2f\nsync_save_ms=%.2f\n", median(copies), median(blocks),
+                median(saves));
+  }
+  return 0;  // DIR/async is the caller's to remove
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: bench_sharded SIZE_MIB DIR TRIALS save|load\n");
+    std::fprintf(stderr, "usage: bench_sharded SIZE_MIB DIR TRIALS save|load|async\n");
     return 2;
   }
   const int64_t size_mib = std::atoll(argv[1]);
   const std::string dir = argv[2];
   const int trials = std::max(1, std::atoi(argv[3]));
   const std::string mode = argv[4];
-  if (size_mib < 16 || size_mib % 16 != 0 || (mode != "save" && mode != "load")) {
-    std::fprintf(stderr, "bench_sharded: SIZE_MIB must be a multiple of 16; mode save or load\n");
+  if (size_mib < 16 || size_mib % 16 != 0 || (mode != "save" && mode != "load" && mode != "async")) {
+    std::fprintf(stderr, "bench_sharded: SIZE_MIB must be a multiple of 16; mode save, load or async\n");
     return 2;
   }
   torch::set_num_threads(1);
@@ -195,6 +261,7 @@ int main(int argc, char** argv) try {
     std::fprintf(stderr, "bench_sharded: save needs 2 ranks or more (rankwise-run --nproc-per-node 2)\n");
     return 2;
   }
+  if (mode == "async") return run_async(state, dir, trials, rank);
   const std::string gathered_path = dir + "/gathered.pt";
   auto clean = [&](const std::string& path) {  // the output about to be written
     if (rank == 0) {

@@ -7,6 +7,8 @@
 #     (bench/async_save_reference.py: a torch 2.x; Debian's 1.13 has none, so
 #     the Debian leg borrows build-wheel/venv's when it exists). Goals:
 #     <= 1.2x the memcpy, <= 0.5x DCP's blocking. Also the peak extra memory.
+#     The same for sharded checkpoints at 2 ranks (bench_sharded's `async`
+#     mode; DCP's async_save under torchrun, bench/sharded_reference.py).
 #  2. Throughput, saving synchronously, asynchronously and not at all (3
 #     alternating trials, medians; goal: async >= 0.9 of none): bench_ddp's
 #     wide model (2 ranks, a 132 MiB state of parameters and momentum, saved
@@ -42,6 +44,29 @@ for size in 256 1024; do
   printf '| %s MiB | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$size" "$cpy" "$blk" "$sav" "${dcp:-n/a}" \
     "$(ratio "$blk" "$cpy")" "$(ratio "$blk" "$dcp")" "$(awk -v b="$blk" -v s="$size" 'BEGIN {printf "%.0f", b * 1024 / s}')" "$extra"
 done
+
+sharded_async() {  # SIZE_MIB: one table row, 2 ranks
+  local size=$1 out dcp="" torchrun
+  out=$("$build/rankwise-run" --nproc-per-node 2 --no-tag "$build/bench/bench_sharded" "$size" "$dir" 5 async 2>/dev/null)
+  local cpy blk sav
+  cpy=$(field memcpy_ms <<<"$out"); blk=$(field async_block_ms <<<"$out"); sav=$(field sync_save_ms <<<"$out")
+  torchrun="$(dirname "$dcp_py")/torchrun"
+  if [ -n "$dcp_py" ] && [ -x "$torchrun" ]; then
+    local port
+    port=$("$dcp_py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    dcp=$("$torchrun" --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$port" \
+      "$here/sharded_reference.py" "$size" "$dir" 5 async 2>/dev/null | field dcp_async_block_ms)
+  fi
+  printf '| %s MiB (%s per rank) | %s | %s | %s | %s | %s | %s | %s |\n' "$size" "$((size / 2)) MiB" "$cpy" "$blk" "$sav" \
+    "${dcp:-n/a}" "$(ratio "$blk" "$cpy")" "$(ratio "$blk" "$dcp")" \
+    "$(awk -v b="$blk" -v s="$size" 'BEGIN {printf "%.0f", b * 1024 / s}')"
+}
+if [ -x "$build/bench/bench_sharded" ]; then
+  echo "== Sharded asynchronous saves, 2 ranks: ShardedCheckpointManager::save_async's blocking (the slowest rank's) vs a memcpy of each rank's shard, save, and DCP async_save at 2 ranks (ms, median of 5 after a warm-up) =="
+  echo "| state | memcpy | save_async | save | DCP async_save | save_async / memcpy | save_async / DCP | save_async ms per GiB |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for size in 256 1024; do sharded_async "$size"; done
+fi
 
 echo "== Training throughput with saves: bench_ddp wide (2 ranks, batch 64, 40 steps, a save every 4; samples/s) =="
 ddp() {  # [sync|async]
