@@ -152,8 +152,10 @@ double slowest(double value) {
 // state through the same manager. Before each timed call the previous
 // save is published (wait(), untimed) and rank 0 runs sync(2), so that
 // save_async has nothing to wait for. Trial 0 is a warm-up (save_async's
-// first call allocates its buffers). Prints memcpy_ms, async_block_ms and
-// sync_save_ms (medians of TRIALS) on rank 0.
+// first call allocates its buffers). Also what publishing it costs the
+// next call (wait() once the write is done, less its wait for the write
+// thread: publish_ms). Prints memcpy_ms, async_block_ms, sync_save_ms and
+// publish_ms (medians of TRIALS, the slowest rank's) on rank 0.
 int run_async(const rankwise::checkpoint::ShardedState& state, const std::string& dir, int trials, int rank) {
   std::vector<torch::Tensor> buffers;
   for (const auto& [key, entry] : state) {
@@ -171,11 +173,18 @@ int run_async(const rankwise::checkpoint::ShardedState& state, const std::string
   };
   rankwise::checkpoint::ShardedCheckpointManager manager(
       rankwise::checkpoint::CheckpointManagerOptions(dir + "/async").keep_last(2));
-  std::vector<double> copies, blocks, saves;
+  std::vector<double> copies, blocks, saves, publishes;
   auto settled = [&] {
     manager.wait();
     if (rank == 0) ::sync();
     rankwise::dist::barrier();
+  };
+  // The save_async's publication, which the next call does: wait() once the
+  // write is done, less what it waited for the write thread.
+  auto published = [&] {
+    manager.wait();
+    const auto t = manager.last_timings();
+    return slowest(t.blocked_ms - t.waited_ms);
   };
   auto ms_of = [](auto&& f) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -187,6 +196,7 @@ int run_async(const rankwise::checkpoint::ShardedState& state, const std::string
     copies.push_back(slowest(ms_of(copy)));
     settled();
     blocks.push_back(slowest(ms_of([&] { manager.save_async(state, 2 * t + 1); })));
+    publishes.push_back(published());
     settled();
     saves.push_back(slowest(ms_of([&] { manager.save(state, 2 * t + 2); })));
   }
@@ -196,10 +206,10 @@ int run_async(const rankwise::checkpoint::ShardedState& state, const std::string
     for (std::size_t i = 1; i < blocks.size(); ++i) std::fprintf(stderr, " %.1f", blocks[i]);
     std::fprintf(stderr, "\n");
   }
-  for (auto* v : {&copies, &blocks, &saves}) v->erase(v->begin());
+  for (auto* v : {&copies, &blocks, &saves, &publishes}) v->erase(v->begin());
   if (rank == 0) {
-    std::printf("memcpy_ms=%.2f\nasync_block_ms=%.2f\nsync_save_ms=%.2f\n", median(copies), median(blocks),
-                median(saves));
+    std::printf("memcpy_ms=%.2f\nasync_block_ms=%.2f\nsync_save_ms=%.2f\npublish_ms=%.2f\n", median(copies),
+                median(blocks), median(saves), median(publishes));
   }
   return 0;  // DIR/async is the caller's to remove
 }
