@@ -272,19 +272,19 @@ TEST(ShardedCheckpointManager, AsyncSavesWriteTheBytesOfSavesAndLoadAtAnotherWor
 // file's bytes, fsync, rename, directory fsync) and in its publication at the next call (rename into
 // place, `latest`, pruning). The checkpoint before it stays loadable, values exact, and the next run
 // saves again. Each run saves steps S (killed) and S + 1.
-TEST(ShardedCheckpointManager, ARankKilledAtEachPointOfAnAsyncSaveLeavesTheLastGoodCheckpoint) {
-  const auto logs = fresh_dir("async_kill");
+struct AsyncKill {
+  int rank;
+  const char* fault;
+  bool published;  // the killed step may be latest afterwards
+};
+
+// Each of `kills` in turn, in a run of save_async from the last good step
+// on: the last good checkpoint (or, where `published`, the killed step's)
+// loads exactly, and the next run saves and publishes.
+void expect_async_kills_leave_the_last_good(const std::string& name, const std::vector<AsyncKill>& kills) {
+  const auto logs = fresh_dir(name);
   const auto root = logs / "ckpts";
   ASSERT_NE(run_worker(2, "save-async " + root.string() + " 1 1 3").find("exit=0"), std::string::npos);
-  struct Kill {
-    int rank;
-    const char* fault;
-    bool published;  // the killed step may be latest afterwards
-  };
-  const Kill kills[] = {{1, "kill_at_byte=1", false},        {1, "kill_at=before-fsync", false},
-                        {0, "kill_at=before-rename", false},   {1, "kill_at=before-dir-fsync", false},
-                        {0, "kill_at=before-publish", false},  {0, "kill_at=before-latest", false},
-                        {0, "kill_at=before-prune", true}};
   int64_t good = 1, step = 1;
   for (const auto& kill : kills) {
     step += 1;
@@ -313,6 +313,23 @@ TEST(ShardedCheckpointManager, ARankKilledAtEachPointOfAnAsyncSaveLeavesTheLastG
   const auto loaded = run_worker(3, "load " + root.string());
   EXPECT_EQ(count(loaded, "loaded step " + std::to_string(good) + ", values ok"), 3) << loaded;
   fs::remove_all(logs);
+}
+
+// The background write's points (the data file's first byte, its fsync, the
+// leader's rename and directory fsync) and the publication's at the next
+// call (before it, before `latest`, before pruning), as two tests that
+// ctest runs side by side.
+TEST(ShardedCheckpointManager, ARankKilledAtEachPointOfAnAsyncSavesWriteLeavesTheLastGoodCheckpoint) {
+  expect_async_kills_leave_the_last_good("async_kill_write", {{1, "kill_at_byte=1", false},
+                                                              {1, "kill_at=before-fsync", false},
+                                                              {0, "kill_at=before-rename", false},
+                                                              {1, "kill_at=before-dir-fsync", false}});
+}
+
+TEST(ShardedCheckpointManager, ARankKilledAtEachPointOfAnAsyncSavesPublicationLeavesTheLastGoodCheckpoint) {
+  expect_async_kills_leave_the_last_good("async_kill_publish", {{0, "kill_at=before-publish", false},
+                                                                {0, "kill_at=before-latest", false},
+                                                                {0, "kill_at=before-prune", true}});
 }
 
 // A full disk on rank 1 during the background write of step 2: every rank raises it at its next
