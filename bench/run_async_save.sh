@@ -50,7 +50,7 @@ sharded_async() {  # SIZE_MIB: one table row, 2 ranks
   out=$("$build/rankwise-run" --nproc-per-node 2 --no-tag "$build/bench/bench_sharded" "$size" "$dir" 5 async 2>/dev/null)
   local cpy blk sav pub
   cpy=$(field memcpy_ms <<<"$out"); blk=$(field async_block_ms <<<"$out"); sav=$(field sync_save_ms <<<"$out")
-  pub=$(field publish_ms <<<"$out")
+  pub=$(field next_call_ms <<<"$out")
   torchrun="$(dirname "$dcp_py")/torchrun"
   if [ -n "$dcp_py" ] && [ -x "$torchrun" ]; then
     local port
@@ -64,8 +64,8 @@ sharded_async() {  # SIZE_MIB: one table row, 2 ranks
 }
 if [ -x "$build/bench/bench_sharded" ]; then
   echo "== Sharded asynchronous saves, 2 ranks: ShardedCheckpointManager::save_async's blocking (the slowest rank's) vs a memcpy of each rank's shard, save, and DCP async_save at 2 ranks (ms, median of 5 after a warm-up) =="
-  echo "  (publication: what the next save_async, save or wait() spends publishing it, on the training thread)"
-  echo "| state | memcpy | save_async | its publication | save | DCP async_save | save_async / memcpy | save_async / DCP | save_async ms per GiB |"
+  echo "  (next call: a save_async called while the previous one is in flight, less its wait for that write: the previous save's publication, then its own copy)"
+  echo "| state | memcpy | save_async | next call | save | DCP async_save | save_async / memcpy | save_async / DCP | save_async ms per GiB |"
   echo "|---|---|---|---|---|---|---|---|---|"
   for size in 256 1024; do sharded_async "$size"; done
 fi
