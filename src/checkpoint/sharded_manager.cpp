@@ -10,6 +10,7 @@
 
 #include "checkpoint/async/background_save.h"
 #include "checkpoint/async/host_snapshot.h"
+#include "checkpoint/io/note.h"
 #include "checkpoint/managers/manager_base.h"
 #include "checkpoint/pickle/tensor_map.h"
 #include "checkpoint/ranks/rank_zero.h"
@@ -75,6 +76,19 @@ ShardedState snapshot_of(const ShardedState& state, async::HostSnapshot& snapsho
   return copy;
 }
 
+// The pruning after `published` (none when ""), on a save's writer thread.
+// A failure loses nothing (the next pruning removes what this one left),
+// so it is a note, not the next save's failure.
+void prune_quietly(const managers::ManagerBase& base, const std::string& published) {
+  if (published.empty()) return;
+  try {
+    base.prune(published);
+  } catch (const std::exception& e) {
+    io::note(core::message("could not remove old checkpoints after publishing '{}': {}; the next save tries again",
+                           published, e.what()));
+  }
+}
+
 }  // namespace
 
 ShardedCheckpointManager::ShardedCheckpointManager(CheckpointManagerOptions options)
@@ -119,14 +133,16 @@ std::vector<std::string> ShardedCheckpointManager::checkpoints() const { return 
 
 // Each storage node's leader moves that node's `latest` and prunes its disk: rank 0 alone on a
 // shared filesystem, one rank per node on node-local disks. Collective.
-void ShardedCheckpointManager::point_latest(const std::string& path, bool leads) const {
+void ShardedCheckpointManager::point_latest(const std::string& path, bool leads, bool prune_now) {
   ranks::on_ranks(
       leads,
       [&] {
         base_->check_lock();
-        base_->point_latest_and_prune(path);
+        base_->point_latest(path);
+        if (prune_now) base_->prune(path);
       },
       fmt::format("moving `latest` to the sharded checkpoint '{}'", path));
+  if (leads && !prune_now) prune_after_ = path;
 }
 
 std::string ShardedCheckpointManager::save(const ShardedState& state, int64_t step) {
@@ -134,7 +150,7 @@ std::string ShardedCheckpointManager::save(const ShardedState& state, int64_t st
   const std::string path = base_->path_for_save(step);
   wait();
   const double waited = timings_.waited_ms;
-  point_latest(path, sharded::save_sharded_leading(path, state, sharded::SaveLock::kHeldByCaller));
+  point_latest(path, sharded::save_sharded_leading(path, state, sharded::SaveLock::kHeldByCaller), true);
   timings_ = {waited, ms_since(started)};
   return path;
 }
@@ -142,7 +158,9 @@ std::string ShardedCheckpointManager::save(const ShardedState& state, int64_t st
 std::string ShardedCheckpointManager::save_async(const ShardedState& state, int64_t step) {
   const auto started = std::chrono::steady_clock::now();
   const std::string path = base_->path_for_save(step);
-  wait();  // publishes the previous one; its failure is raised here, on every rank
+  // Publishes the previous one (its failure is raised here, on every rank);
+  // its pruning goes to this save's writer thread, off the training thread.
+  finish_in_flight(false);
   const double waited = timings_.waited_ms;
   // Collective: the temporary directory on every storage node.
   auto save = std::make_unique<sharded::ShardedSave>(path, sharded::SaveLock::kHeldByCaller);
@@ -152,7 +170,8 @@ std::string ShardedCheckpointManager::save_async(const ShardedState& state, int6
     auto pickled = std::make_shared<sharded::PickledObjects>();
     auto copy = std::make_shared<const ShardedState>(snapshot_of(state, *snapshot_, *pickled));
     sharded::ShardedSave* writing = save.get();
-    background_->start([this, writing, copy, pickled] {
+    background_->start([this, writing, copy, pickled, prune = std::exchange(prune_after_, "")] {
+      prune_quietly(*base_, prune);
       try {
         snapshot_->wait_for_device_copies();
       } catch (const std::exception& e) {
@@ -169,13 +188,15 @@ std::string ShardedCheckpointManager::save_async(const ShardedState& state, int6
   return path;
 }
 
-void ShardedCheckpointManager::wait() {
+void ShardedCheckpointManager::wait() { finish_in_flight(true); }
+
+void ShardedCheckpointManager::finish_in_flight(bool prune_now) {
   const auto started = std::chrono::steady_clock::now();
   timings_.waited_ms = 0;
   if (auto save = std::move(in_flight_)) {
     try {
       timings_.waited_ms = background_->finish().count();  // the thread reports, it never throws
-      point_latest(save->dir(), save->publish());
+      point_latest(save->dir(), save->publish(), prune_now);
     } catch (const std::exception& e) {
       timings_.blocked_ms = ms_since(started);
       core::raise<CheckpointError>(

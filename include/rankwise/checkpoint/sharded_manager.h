@@ -111,11 +111,17 @@ class ShardedCheckpointManager {
   const CheckpointManagerOptions& options() const;
 
  private:
-  void point_latest(const std::string& path, bool leads) const;  // after a publication, collective
+  // After a publication, collective: `latest` on each storage node's
+  // leader, and pruning now or (prune_now false) on the next save's writer
+  // thread (prune_after_).
+  void point_latest(const std::string& path, bool leads, bool prune_now);
+  // wait(), pruning now or later as above.
+  void finish_in_flight(bool prune_now);
 
   std::unique_ptr<managers::ManagerBase> base_;  // what CheckpointManager shares
   std::unique_ptr<async::HostSnapshot> snapshot_;  // from the first save_async
   std::unique_ptr<sharded::ShardedSave> in_flight_;  // every rank: a save_async not yet published
+  std::string prune_after_;  // a leader: the checkpoint published last, its pruning still to do
   std::unique_ptr<async::BackgroundSave> background_;  // declared last: joined first
   Timings timings_;
 };

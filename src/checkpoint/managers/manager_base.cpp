@@ -100,8 +100,16 @@ void ManagerBase::check_lock() const {
 }
 
 void ManagerBase::point_latest_and_prune(const std::string& path) const {
+  point_latest(path);
+  prune(path);
+}
+
+void ManagerBase::point_latest(const std::string& path) const {
   io::fault_at("before-latest");
   numbered_.point_latest_to(path);
+}
+
+void ManagerBase::prune(const std::string& path) const {
   io::fault_at("before-prune");
   const auto all = numbered_.list();
   const auto keep = static_cast<std::size_t>(options_.keep_last());

@@ -72,6 +72,10 @@ class ManagerBase {
   /// disk: replaces `latest` with it, then removes the oldest checkpoints
   /// beyond keep_last (never `path`). Fault points before-latest and before-prune.
   void point_latest_and_prune(const std::string& path) const;
+  /// The two halves of point_latest_and_prune, for a caller that prunes
+  /// later (a sharded save_async, on its writer thread).
+  void point_latest(const std::string& path) const;
+  void prune(const std::string& path) const;
 
   /// Removes every numbered checkpoint and `latest`, on rank 0. Collective,
   /// as ranks::on_rank_zero.
