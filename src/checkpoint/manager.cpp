@@ -38,10 +38,6 @@ managers::ManagedKind files() {
           [](const std::string& path) { ::unlink(path.c_str()); }};
 }
 
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
 }  // namespace
 
 CheckpointManager::CheckpointManager(CheckpointManagerOptions options)
@@ -79,7 +75,7 @@ std::string CheckpointManager::save(const Checkpoint& state, int64_t step) {
         base_->point_latest_and_prune(path);
       },
       "the save by rank 0");
-  timings_.blocked_ms = ms_since(started);
+  timings_.blocked_ms = async::ms_since(started);
   return path;
 }
 
@@ -113,7 +109,7 @@ std::string CheckpointManager::save_async(const Checkpoint& state, int64_t step)
       },
       "the asynchronous save by rank 0");
   in_flight_ = true;
-  timings_.blocked_ms = ms_since(started);
+  timings_.blocked_ms = async::ms_since(started);
   return path;
 }
 
@@ -123,7 +119,7 @@ void CheckpointManager::wait() {
   if (std::exchange(in_flight_, false)) {
     ranks::on_rank_zero([&] { finish_background_save(); }, "the asynchronous save by rank 0");
   }
-  timings_.blocked_ms = ms_since(started);
+  timings_.blocked_ms = async::ms_since(started);
 }
 
 std::optional<std::string> CheckpointManager::latest() const { return base_->latest(); }

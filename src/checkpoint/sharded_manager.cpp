@@ -32,19 +32,13 @@ managers::ManagedKind directories() {
           }};
 }
 
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
-
-bool is_rank_zero() { return !dist::is_initialized() || dist::process_group().rank() == 0; }
-
 // `state` with every tensor replaced by its copy in `snapshot` (async::HostSnapshot::take_each: only
 // the chunks' own elements), and its objects pickled into `pickled` (as the synchronous save pickles
 // them: the same bytes) and rebuilt (pickle::map_tensors's copy of their containers, which c10
 // shares by reference), for errors to show. Replicated tensors are written by rank 0 alone: the
 // other ranks keep, for the report of their shapes and dtypes, a 0-dim tensor expanded to the shape.
 ShardedState snapshot_of(const ShardedState& state, async::HostSnapshot& snapshot, sharded::PickledObjects& pickled) {
-  const bool zero = is_rank_zero();
+  const bool zero = ranks::this_rank() == 0;
   std::vector<at::Tensor> tensors;
   for (const auto& [key, entry] : state) {
     if (const auto* t = std::get_if<ShardedTensor>(&entry)) {
@@ -95,7 +89,7 @@ ShardedCheckpointManager::ShardedCheckpointManager(CheckpointManagerOptions opti
     : base_(std::make_unique<managers::ManagerBase>(std::move(options), directories())),
       background_(std::make_unique<async::BackgroundSave>()) {
   // On node-local disks the other nodes need the directory too (on a shared one it is there).
-  if (dist::is_initialized() && dist::process_group().rank() != 0) {
+  if (ranks::this_rank() != 0) {
     std::error_code ec;
     std::filesystem::create_directories(base_->options().directory(), ec);
   }
@@ -151,7 +145,7 @@ std::string ShardedCheckpointManager::save(const ShardedState& state, int64_t st
   wait();
   const double waited = timings_.waited_ms;
   point_latest(path, sharded::save_sharded_leading(path, state, sharded::SaveLock::kHeldByCaller), true);
-  timings_ = {waited, ms_since(started)};
+  timings_ = {waited, async::ms_since(started)};
   return path;
 }
 
@@ -184,7 +178,7 @@ std::string ShardedCheckpointManager::save_async(const ShardedState& state, int6
     save->fail(std::string("taking its snapshot (its chunks copied, its objects pickled) failed: ") + e.what());
   }
   in_flight_ = std::move(save);
-  timings_ = {waited, ms_since(started)};
+  timings_ = {waited, async::ms_since(started)};
   return path;
 }
 
@@ -198,13 +192,13 @@ void ShardedCheckpointManager::finish_in_flight(bool prune_now) {
       timings_.waited_ms = background_->finish().count();  // the thread reports, it never throws
       point_latest(save->dir(), save->publish(), prune_now);
     } catch (const std::exception& e) {
-      timings_.blocked_ms = ms_since(started);
+      timings_.blocked_ms = async::ms_since(started);
       core::raise<CheckpointError>(
           "the asynchronous save of '{}' failed: {}; the checkpoint before it, if any, stays latest", save->dir(),
           e.what());
     }
   }
-  timings_.blocked_ms = ms_since(started);
+  timings_.blocked_ms = async::ms_since(started);
 }
 
 std::optional<std::string> ShardedCheckpointManager::latest() const { return base_->latest(); }

@@ -32,6 +32,10 @@ std::chrono::duration<double, std::milli> BackgroundSave::finish() {
   return waited;
 }
 
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
 void exit_unwaited(const std::exception& error, const char* manager) {
   std::fprintf(stderr,
                "error: %s; the %s was destroyed without wait(), which would have raised this on "

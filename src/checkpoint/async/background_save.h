@@ -31,6 +31,9 @@ class BackgroundSave {
   std::exception_ptr error_;
 };
 
+/// Milliseconds from `start` to now (the managers' Timings).
+double ms_since(std::chrono::steady_clock::time_point start);
+
 /// A save that failed with nobody left to raise it to (`manager`, e.g.
 /// "CheckpointManager", destroyed without wait()): the run must not end as
 /// if it had succeeded. Says why on stderr and exits with status 1, so that

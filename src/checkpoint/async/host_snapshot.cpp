@@ -49,9 +49,7 @@ c10::IValue HostSnapshot::take(const c10::IValue& value) {
         auto whole = at::empty({0}, at::TensorOptions().dtype(at::kByte).device(storage.device()));
         whole.set_(storage, 0, {bytes}, {1});
         buffer.copy_(whole, /*non_blocking=*/true);
-        if (std::find(devices_.begin(), devices_.end(), storage.device().index()) == devices_.end()) {
-          devices_.push_back(storage.device().index());
-        }
+        record_device(storage.device().index());
       } else if (bytes > 0) {
         std::memcpy(buffer.data_ptr(), storage.data(), static_cast<std::size_t>(bytes));
       }
@@ -80,9 +78,7 @@ std::vector<at::Tensor> HostSnapshot::take_each(const std::vector<at::Tensor>& t
     copy.set_(buffer.storage(), 0, t.sizes());  // contiguous
     if (cuda) {
       copy.copy_(t, /*non_blocking=*/true);
-      if (std::find(devices_.begin(), devices_.end(), t.device().index()) == devices_.end()) {
-        devices_.push_back(t.device().index());
-      }
+      record_device(t.device().index());
     } else if (t.is_contiguous() && !t.is_conj() && !t.is_neg() && t.layout() == at::kStrided) {
       if (bytes > 0) std::memcpy(buffer.data_ptr(), t.data_ptr(), static_cast<std::size_t>(bytes));
     } else {
@@ -91,6 +87,10 @@ std::vector<at::Tensor> HostSnapshot::take_each(const std::vector<at::Tensor>& t
     out.push_back(copy.requires_grad_(t.requires_grad()));
   }
   return out;
+}
+
+void HostSnapshot::record_device(c10::DeviceIndex index) {
+  if (std::find(devices_.begin(), devices_.end(), index) == devices_.end()) devices_.push_back(index);
 }
 
 void HostSnapshot::wait_for_device_copies() const {

@@ -47,13 +47,14 @@ class HostSnapshot {
 
  private:
   at::Tensor buffer_for(std::size_t index, int64_t bytes, bool pinned);
+  void record_device(c10::DeviceIndex index);  // a device whose copies wait_for_device_copies() waits for
 
   struct Buffer {
     at::Tensor tensor;  // uint8
     bool pinned;  // remembered: Tensor::is_pinned() asks the CUDA runtime
   };
   std::vector<Buffer> buffers_;  // one per distinct storage, in order of appearance
-  std::vector<c10::DeviceIndex> devices_;  // CUDA devices the last take() copied from
+  std::vector<c10::DeviceIndex> devices_;  // CUDA devices the last take() or take_each() copied from
   int64_t allocations_ = 0;
 };
 

@@ -93,8 +93,7 @@ std::string ManagerBase::path_for_save(int64_t step) const {
 }
 
 void ManagerBase::check_lock() const {
-  const bool rank_zero = !dist::is_initialized() || dist::process_group().rank() == 0;
-  if (rank_zero && !lock_) {
+  if (ranks::this_rank() == 0 && !lock_) {
     core::raise<CheckpointError>("internal error: rank 0 does not hold the lock of '{}'", options_.directory());
   }
 }
