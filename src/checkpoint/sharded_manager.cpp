@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <filesystem>
 #include <utility>
 
@@ -83,6 +84,27 @@ void prune_quietly(const managers::ManagerBase& base, const std::string& publish
   }
 }
 
+// The previous asynchronous save's publication, on the leader of its only
+// storage node, on the next save's writer thread (sharded::ShardedSave::
+// publish_alone, then `latest`); its failure, for the next save's report (so
+// that every rank raises it at the next call), or nullopt.
+std::optional<std::string> publish_previous(const managers::ManagerBase& base, sharded::ShardedSave& previous) noexcept {
+  try {
+    previous.publish_alone();
+    base.check_lock();
+    base.point_latest(previous.dir());
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    return core::message("publishing the previous asynchronous save '{}' failed: {}", previous.dir(), e.what());
+  }
+}
+
+// A failure of publish_previous() with no next save to report it (that save
+// could not begin, and its own error is being raised): a note on stderr.
+void note_failure(const std::optional<std::string>& failed) {
+  if (failed) io::note(*failed + "; the checkpoint before it stays latest");
+}
+
 }  // namespace
 
 ShardedCheckpointManager::ShardedCheckpointManager(CheckpointManagerOptions options)
@@ -152,20 +174,29 @@ std::string ShardedCheckpointManager::save(const ShardedState& state, int64_t st
 std::string ShardedCheckpointManager::save_async(const ShardedState& state, int64_t step) {
   const auto started = std::chrono::steady_clock::now();
   const std::string path = base_->path_for_save(step);
-  // Publishes the previous one (its failure is raised here, on every rank);
-  // its pruning goes to this save's writer thread, off the training thread.
-  finish_in_flight(false);
-  const double waited = timings_.waited_ms;
-  // Collective: the temporary directory on every storage node.
-  auto save = std::make_unique<sharded::ShardedSave>(path, sharded::SaveLock::kHeldByCaller);
+  const double waited = background_->finish().count();  // the thread reports, it never throws
+  // The previous save: every rank's outcome agreed here (its failure raised here, on every rank).
+  // With one storage node its leader publishes it, and prunes, on this save's writer thread.
+  std::shared_ptr<sharded::ShardedSave> previous = agree_in_flight(true);
+  std::unique_ptr<sharded::ShardedSave> save;
+  try {  // collective: the temporary directory on every storage node
+    save = std::make_unique<sharded::ShardedSave>(path, sharded::SaveLock::kHeldByCaller);
+  } catch (...) {
+    if (previous) note_failure(publish_previous(*base_, *previous));
+    throw;
+  }
   // Local from here on: a failure is this rank's report, raised on every rank at the next call.
   try {
     if (!snapshot_) snapshot_ = std::make_unique<async::HostSnapshot>();
     auto pickled = std::make_shared<sharded::PickledObjects>();
     auto copy = std::make_shared<const ShardedState>(snapshot_of(state, *snapshot_, *pickled));
     sharded::ShardedSave* writing = save.get();
-    background_->start([this, writing, copy, pickled, prune = std::exchange(prune_after_, "")] {
-      prune_quietly(*base_, prune);
+    background_->start([this, writing, copy, pickled, previous, prune = std::exchange(prune_after_, "")] {
+      if (const auto failed = previous ? publish_previous(*base_, *previous) : std::nullopt) {
+        writing->fail(*failed);
+        return;
+      }
+      prune_quietly(*base_, previous ? previous->dir() : prune);
       try {
         snapshot_->wait_for_device_copies();
       } catch (const std::exception& e) {
@@ -176,29 +207,37 @@ std::string ShardedCheckpointManager::save_async(const ShardedState& state, int6
     });
   } catch (const std::exception& e) {
     save->fail(std::string("taking its snapshot (its chunks copied, its objects pickled) failed: ") + e.what());
+    if (const auto failed = previous ? publish_previous(*base_, *previous) : std::nullopt) save->fail(*failed);
   }
   in_flight_ = std::move(save);
   timings_ = {waited, async::ms_since(started)};
   return path;
 }
 
-void ShardedCheckpointManager::wait() { finish_in_flight(true); }
-
-void ShardedCheckpointManager::finish_in_flight(bool prune_now) {
+void ShardedCheckpointManager::wait() {
   const auto started = std::chrono::steady_clock::now();
-  timings_.waited_ms = 0;
-  if (auto save = std::move(in_flight_)) {
-    try {
-      timings_.waited_ms = background_->finish().count();  // the thread reports, it never throws
-      point_latest(save->dir(), save->publish(), prune_now);
-    } catch (const std::exception& e) {
-      timings_.blocked_ms = async::ms_since(started);
-      core::raise<CheckpointError>(
-          "the asynchronous save of '{}' failed: {}; the checkpoint before it, if any, stays latest", save->dir(),
-          e.what());
-    }
+  timings_.waited_ms = background_->finish().count();  // the thread reports, it never throws
+  try {
+    agree_in_flight(false);
+  } catch (...) {
+    timings_.blocked_ms = async::ms_since(started);
+    throw;
   }
   timings_.blocked_ms = async::ms_since(started);
+}
+
+std::unique_ptr<sharded::ShardedSave> ShardedCheckpointManager::agree_in_flight(bool defer) {
+  std::unique_ptr<sharded::ShardedSave> save = std::move(in_flight_);
+  if (!save) return nullptr;
+  try {
+    if (save->agree() == 1 && defer) return save->leads() ? std::move(save) : nullptr;
+    point_latest(save->dir(), save->publish_agreed(), !defer);
+  } catch (const std::exception& e) {
+    core::raise<CheckpointError>(
+        "the asynchronous save of '{}' failed: {}; the checkpoint before it, if any, stays latest", save->dir(),
+        e.what());
+  }
+  return nullptr;
 }
 
 std::optional<std::string> ShardedCheckpointManager::latest() const { return base_->latest(); }

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 #include "checkpoint/io/atomic_file.h"
 #include "checkpoint/sharded/dcp_metadata.h"
@@ -584,7 +585,9 @@ struct ShardedSave::Run {
   bool leads = false;
   std::optional<io::FileLock> lock;  // rank 0, SaveLock::kTake: held to the end
   std::string report;  // this rank's, from write() or fail()
-  bool publishing = false;  // from publish() on, the temporary directory is publication's to remove
+  bool publishing = false;  // from agree() on, the temporary directory is publication's to remove
+  std::vector<std::string> reports;  // every rank's, once agreed
+  std::vector<int> leaders;  // the storage nodes' leaders, once agreed
 };
 
 ShardedSave::ShardedSave(const std::string& dir, SaveLock take) : run_(std::make_unique<Run>()) {
@@ -603,6 +606,8 @@ ShardedSave::~ShardedSave() {
 
 const std::string& ShardedSave::dir() const { return run_->run.dir; }
 
+bool ShardedSave::leads() const { return run_->leads; }
+
 void ShardedSave::write(const ShardedState& state, const PickledObjects& pickled) noexcept {
   try {
     // 3. Every rank writes its own file (into its storage node's directory).
@@ -620,17 +625,41 @@ void ShardedSave::fail(const std::string& why) noexcept {
   }
 }
 
-bool ShardedSave::publish() {
+std::size_t ShardedSave::agree() {
   run_->publishing = true;
   if (run_->report.empty()) fail("its data file was never written (a bug in rankwise)");
   // 3. ... and reports; any rank's failure is raised on every rank.
-  const auto [reports, leaders] = gather_reports(run_->run, run_->report);
+  std::tie(run_->reports, run_->leaders) = gather_reports(run_->run, run_->report);
+  return run_->leaders.size();
+}
+
+bool ShardedSave::publish_agreed() {
   // 4. Each storage node's leader checks the reports and writes .metadata and
   //    the manifest; only when every node has them does any node publish.
-  prepare_every_node(run_->run, run_->leads, reports);
+  prepare_every_node(run_->run, run_->leads, run_->reports);
   // 5. Each leader renames its node's directory into place; every rank learns every node's outcome.
-  publish_every_node(run_->run, run_->leads, leaders);
+  publish_every_node(run_->run, run_->leads, run_->leaders);
   return run_->leads;
+}
+
+void ShardedSave::publish_alone() {
+  if (!run_->leads || run_->leaders.size() != 1) {
+    core::raise<CheckpointError>("internal error: publish_alone('{}') on a rank that is not the only leader",
+                                 run_->run.dir);
+  }
+  try {
+    // Steps 4 and 5 with nobody to agree with: the one storage node's leader.
+    prepare(run_->run.dir, run_->run.tmp, run_->reports);
+    publish_directory(run_->run.tmp, run_->run.dir);
+  } catch (...) {
+    run_->run.remove_tmp();
+    throw;
+  }
+}
+
+bool ShardedSave::publish() {
+  agree();
+  return publish_agreed();
 }
 
 bool save_sharded_leading(const std::string& dir, const ShardedState& state, SaveLock take) {

@@ -8,6 +8,9 @@
 //   torch_sharded_manager load ROOT                load_latest_collective() at this world size, and
 //                                                  compares with the values of the step it names
 //
+// RANKWISE_TEST_BLOCK_STEP=S: once save_async of step S has returned, rank 0 puts a directory
+// that is not a checkpoint (holding a file "user-data") at step S's path, so that publishing it fails.
+//
 // RANKWISE_TEST_DISK_FULL=R@S: rank R's files may not grow past 512 bytes (RLIMIT_FSIZE, a full
 // disk) from the save of step S until the manager's next call has returned (save-async).
 //
@@ -19,11 +22,14 @@
 // Prints "rank R: saved step S", "rank R: loaded step S, values ok" or "rank R: loaded none",
 // or "rank R: error: ..." (exit 1).
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "rankwise/checkpoint/sharded_manager.h"
 #include "rankwise/error.h"
@@ -75,12 +81,12 @@ void scribble(rankwise::checkpoint::ShardedState& state) {
   }
 }
 
-// The step of RANKWISE_TEST_DISK_FULL=R@S when R is `rank`, else -1.
-int64_t disk_full_step(int rank) {
+// RANKWISE_TEST_DISK_FULL=R@S as {R, S}, else {-1, -1}.
+std::pair<int, int64_t> disk_full() {
   const auto text = rankwise::get_env("RANKWISE_TEST_DISK_FULL");
-  if (!text) return -1;
+  if (!text) return {-1, -1};
   const auto at = text->find('@');
-  return std::stoi(text->substr(0, at)) == rank ? std::stoll(text->substr(at + 1)) : -1;
+  return {std::stoi(text->substr(0, at)), std::stoll(text->substr(at + 1))};
 }
 
 // RANKWISE_TEST_SKEWED_RANK=R: rank R saves each step as the next one (a
@@ -88,6 +94,13 @@ int64_t disk_full_step(int rank) {
 int64_t step_skew(int rank) {
   const auto text = rankwise::get_env("RANKWISE_TEST_SKEWED_RANK");
   return text && std::stoi(*text) == rank ? 1 : 0;
+}
+
+// RANKWISE_TEST_BLOCK_STEP's directory at the path of `step` in `root`.
+void block(const std::string& root, int64_t step) {
+  const auto path = std::filesystem::path(root) / fmt::format("checkpoint-{:010d}", step);
+  std::filesystem::create_directories(path);
+  std::ofstream(path / "user-data") << "not a checkpoint\n";
 }
 
 }  // namespace
@@ -121,16 +134,17 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (mode == "save-async") {
-      const int64_t full_at = disk_full_step(rank);
+      const auto [full_rank, full_at] = disk_full();
       std::optional<rankwise::test::FileSizeLimit> full;  // released before the error is printed
       for (int64_t s = std::stoll(argv[3]); s <= std::stoll(argv[4]); ++s) {
         auto state = state_of(s, rank, world, false);
         if (s == full_at) {
-          manager.wait();  // the previous save's thread writes no more
-          full.emplace(512);
+          manager.wait();  // every rank (collective): the previous save's thread writes no more
+          if (rank == full_rank) full.emplace(512);
         }
         manager.save_async(state, (s + step_skew(rank)) * 100);
         if (s == full_at + 1) full.reset();  // the call above raised or published step full_at
+        if (rank == 0 && rankwise::get_env("RANKWISE_TEST_BLOCK_STEP") == std::to_string(s)) block(argv[2], s * 100);
         scribble(state);
         std::cout << "rank " << rank << ": queued step " << s << std::endl;
       }

@@ -63,12 +63,13 @@ class ShardedCheckpointManager {
   /// tensors (rank 0 also the replicated ones) into host buffers, after the
   /// two small all_gathers that create the temporary directory; a thread of
   /// each rank then writes, checksums and fsyncs that rank's data file
-  /// without communicating. The save is published (.metadata, manifest,
-  /// rename, `latest`, pruning, as save() does them) at the next
-  /// save_async(), save() or wait() on every rank: publication needs every
-  /// rank's outcome, and gathering it on the training thread, at a call all
-  /// ranks make in the same order, cannot deadlock with training's own
-  /// collectives. Until then `latest` names the previous checkpoint. At most
+  /// without communicating. Every rank's outcome is agreed at the next
+  /// save_async(), save() or wait() (one all_gather on the training thread,
+  /// at a call all ranks make in the same order, which cannot deadlock with
+  /// training's own collectives); then the save is published (.metadata,
+  /// manifest, rename, `latest`, pruning, as save() does them): by the
+  /// next save_async's writer thread with one storage node, at that call
+  /// with several. Until then `latest` names the previous checkpoint. At most
   /// one save is in flight. Collective: every rank, same order. Throws
   /// CheckpointError on every rank when the previous asynchronous save
   /// failed on any rank (naming it; the checkpoint before it stays latest),
@@ -115,8 +116,12 @@ class ShardedCheckpointManager {
   // leader, and pruning now or (prune_now false) on the next save's writer
   // thread (prune_after_).
   void point_latest(const std::string& path, bool leads, bool prune_now);
-  // wait(), pruning now or later as above.
-  void finish_in_flight(bool prune_now);
+  // The save in flight, its writer finished: every rank's outcome agreed (a
+  // failure raised on every rank, naming the save), then published,
+  // collectively, pruning now (or later, with `defer`). With `defer` and one
+  // storage node it is not published here: its leader gets it back, to
+  // publish on the next writer thread; the other ranks get nullptr.
+  std::unique_ptr<sharded::ShardedSave> agree_in_flight(bool defer);
 
   std::unique_ptr<managers::ManagerBase> base_;  // what CheckpointManager shares
   std::unique_ptr<async::HostSnapshot> snapshot_;  // from the first save_async

@@ -7,9 +7,11 @@
 //   write    (local, no communication) this rank's data file, checksummed and
 //            fsynced; a failure goes into the report instead of being thrown,
 //            so that it can run on a thread of its own (step 3);
-//   publish  (collective) every rank's report to every rank, then .metadata,
-//            the manifest and the rename on each storage node's leader (steps
-//            3-7): throws CheckpointError on every rank when any rank failed.
+//   publish  (collective) every rank's report to every rank (agree), then
+//            .metadata, the manifest and the rename on each storage node's
+//            leader (steps 3-7): throws CheckpointError on every rank when
+//            any rank failed. With one storage node, everything after the
+//            agreement is its leader's alone (publish_alone, any thread).
 #include <map>
 #include <memory>
 #include <string>
@@ -51,14 +53,27 @@ class ShardedSave {
   /// asynchronous save's snapshot), as write() records its own.
   void fail(const std::string& why) noexcept;
 
-  /// Agrees on every rank's report and publishes `dir` on every storage
-  /// node. Collective: every rank, same order, after write() or fail().
-  /// Returns whether this rank leads a storage node (it renamed that node's
-  /// directory into place, so it moves that node's `latest`). Throws
-  /// CheckpointError on every rank, naming the ranks that failed; nothing is
-  /// published when a write failed.
+  /// Gathers every rank's report: collective (every rank, same order, after
+  /// write() or fail()). Throws CheckpointError on every rank, naming the
+  /// ranks that failed (nothing is published). Returns how many storage
+  /// nodes the save has.
+  std::size_t agree();
+  /// After agree(): writes .metadata and the manifest on every storage node,
+  /// then renames each node's directory into place. Collective. Returns
+  /// whether this rank leads a storage node (it renamed that node's
+  /// directory, so it moves that node's `latest`). Throws CheckpointError on
+  /// every rank when any node could not.
+  bool publish_agreed();
+  /// After agree(), on the leader of the save's only storage node: what
+  /// publish_agreed() does, with nobody to agree with. Local: no
+  /// communication, any thread. Throws CheckpointError (the temporary
+  /// directory removed, the previous checkpoint in place).
+  void publish_alone();
+  /// agree(), then publish_agreed().
   bool publish();
 
+  /// Whether this rank leads its storage node (rank 0 does).
+  bool leads() const;
   /// The directory being saved (without a trailing slash).
   const std::string& dir() const;
 

@@ -332,6 +332,38 @@ TEST(ShardedCheckpointManager, ARankKilledAtEachPointOfAnAsyncSavesPublicationLe
                                                                 {0, "kill_at=before-prune", true}});
 }
 
+// With one storage node, rank 0 publishes step 2 on step 3's writer thread. A publication failing
+// there (a directory that is not a checkpoint appeared at step 2's path) fails step 3, which every
+// rank raises at its next call; step 1 stays latest, and the directory in the way is untouched.
+TEST(ShardedCheckpointManager, APublicationFailingOnTheWriterThreadIsRaisedOnEveryRank) {
+  const auto logs = fresh_dir("async_publish_fails");
+  const auto root = logs / "ckpts";
+  ::setenv("RANKWISE_TEST_BLOCK_STEP", "2", 1);
+  const auto out = rankwise::test::run_by_hand(kWorker, 2, -1, "", "save-async " + root.string() + " 1 4 3", logs);
+  ::unsetenv("RANKWISE_TEST_BLOCK_STEP");
+  for (int r = 0; r < 2; ++r) {
+    const std::string& o = out[static_cast<std::size_t>(r)];
+    EXPECT_NE(o.find("queued step 3"), std::string::npos) << o;
+    EXPECT_NE(o.find("error: rankwise: the asynchronous save of '" + (root / "checkpoint-0000000300").string() +
+                     "' failed: "),
+              std::string::npos)
+        << o;
+    EXPECT_NE(o.find("on rank 0: publishing the previous asynchronous save '" +
+                     (root / "checkpoint-0000000200").string() + "' failed: "),
+              std::string::npos)
+        << o;
+    EXPECT_NE(o.find("is not a sharded checkpoint"), std::string::npos) << o;
+    EXPECT_EQ(o.find("queued step 4"), std::string::npos) << o;
+  }
+  EXPECT_EQ(read(root / "latest"), "checkpoint-0000000100\n");
+  EXPECT_EQ(names_in(root), (std::vector<std::string>{"checkpoint-0000000100", "checkpoint-0000000200", "latest",
+                                                      "rankwise.lock"}));
+  EXPECT_EQ(names_in(root / "checkpoint-0000000200"), std::vector<std::string>{"user-data"});
+  const auto loaded = run_worker(2, "load " + root.string());
+  EXPECT_EQ(count(loaded, "loaded step 1, values ok"), 2) << loaded;
+  fs::remove_all(logs);
+}
+
 // A full disk on rank 1 during the background write of step 2: every rank raises it at its next
 // call (save_async of step 3), naming rank 1; step 1 stays latest and loads.
 TEST(ShardedCheckpointManager, ADiskFullOnOneRankDuringAnAsyncSaveIsRaisedOnEveryRank) {
