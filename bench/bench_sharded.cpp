@@ -154,8 +154,9 @@ double slowest(double value) {
 // save_async has nothing to wait for. Trial 0 is a warm-up (save_async's
 // first call allocates its buffers). Also the steady state: a save_async
 // called while that one is in flight blocks for its wait for the write,
-// then the previous save's publication and its own begin and copy; less
-// the wait, that is next_call_ms. Prints memcpy_ms, async_block_ms,
+// then the ranks' agreement on the previous save and its own begin and
+// copy (one storage node: the previous save is published on the writer
+// thread); less the wait (the slowest rank's), that is next_call_ms. Prints memcpy_ms, async_block_ms,
 // next_call_ms and sync_save_ms (medians of TRIALS, the slowest rank's) on
 // rank 0.
 int run_async(const rankwise::checkpoint::ShardedState& state, const std::string& dir, int trials, int rank) {
@@ -182,12 +183,14 @@ int run_async(const rankwise::checkpoint::ShardedState& state, const std::string
     rankwise::dist::barrier();
   };
   // A save_async right after another: what it blocks for less its wait for
-  // the previous write, i.e. the previous save's publication, then its own
-  // begin and copy (the steady state of saving often).
+  // the previous write, i.e. the agreement on the previous save, then its
+  // own begin and copy (the steady state of saving often).
   auto next_call = [&](int64_t step) {
     manager.save_async(state, step);
     const auto t = manager.last_timings();
-    return slowest(t.blocked_ms - t.waited_ms);
+    // A rank whose write ended first waits for the others' in the agreement: the wait is the
+    // slowest rank's.
+    return slowest(t.blocked_ms) - slowest(t.waited_ms);
   };
   auto ms_of = [](auto&& f) {
     const auto t0 = std::chrono::steady_clock::now();

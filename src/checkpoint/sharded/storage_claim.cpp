@@ -5,18 +5,33 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <thread>
 
-#include "checkpoint/io/atomic_file.h"
 #include "rankwise/error.h"
 
 namespace rankwise::checkpoint::sharded {
 
+// Written whole under another name, then renamed, so that a reader never sees part of it. Not
+// fsynced: it lives only while the save runs (after a crash the whole directory is a leftover),
+// and this runs on the training thread.
 void write_storage_marker(const std::string& tmp, int rank) {
-  const std::string text = std::to_string(rank) + "\n";
-  io::write_file_atomically(tmp + "/" + kStorageMarker, text.data(), text.size());
+  const std::string path = tmp + "/" + kStorageMarker;
+  const std::string part = path + ".part";
+  {
+    std::ofstream out(part, std::ios::trunc);
+    out << rank << "\n";
+    out.close();
+    if (!out) {
+      core::raise<CheckpointError>("save_sharded: cannot write '{}': {}. Check that it is writable and has free space",
+                                   part, std::strerror(errno));
+    }
+  }
+  if (::rename(part.c_str(), path.c_str()) != 0) {
+    core::raise<CheckpointError>("save_sharded: cannot rename '{}' to '{}': {}", part, path, std::strerror(errno));
+  }
 }
 
 bool claim_directory(const std::string& tmp, int rank) {
