@@ -156,7 +156,9 @@ double slowest(double value) {
 // called while that one is in flight blocks for its wait for the write,
 // then the ranks' agreement on the previous save and its own begin and
 // copy (one storage node: the previous save is published on the writer
-// thread); less the wait (the slowest rank's), that is next_call_ms. Prints memcpy_ms, async_block_ms,
+// thread); less the wait (the slowest rank's), that is next_call_ms.
+// async_extra_mib: what every save of the run (async and sync) added to the
+// peak resident memory of the rank that added most. Prints memcpy_ms, async_block_ms,
 // next_call_ms and sync_save_ms (medians of TRIALS, the slowest rank's) on
 // rank 0.
 int run_async(const rankwise::checkpoint::ShardedState& state, const std::string& dir, int trials, int rank) {
@@ -197,6 +199,8 @@ int run_async(const rankwise::checkpoint::ShardedState& state, const std::string
     f();
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
+  copy();  // the floor's buffers resident before the peak is reset
+  const double before = reset_peak();
   for (int t = 0; t <= trials; ++t) {
     settled();
     copies.push_back(slowest(ms_of(copy)));
@@ -207,6 +211,7 @@ int run_async(const rankwise::checkpoint::ShardedState& state, const std::string
     saves.push_back(slowest(ms_of([&] { manager.save(state, 3 * t + 3); })));
   }
   manager.wait();
+  const double extra_mib = slowest(status_mib("VmHWM") - before);
   if (rank == 0) {
     std::fprintf(stderr, "save_async blocking ms (warm-up %.1f):", blocks.front());
     for (std::size_t i = 1; i < blocks.size(); ++i) std::fprintf(stderr, " %.1f", blocks[i]);
@@ -214,8 +219,8 @@ int run_async(const rankwise::checkpoint::ShardedState& state, const std::string
   }
   for (auto* v : {&copies, &blocks, &saves, &next_calls}) v->erase(v->begin());
   if (rank == 0) {
-    std::printf("memcpy_ms=%.2f\nasync_block_ms=%.2f\nsync_save_ms=%.2f\nnext_call_ms=%.2f\n", median(copies),
-                median(blocks), median(saves), median(next_calls));
+    std::printf("memcpy_ms=%.2f\nasync_block_ms=%.2f\nsync_save_ms=%.2f\nnext_call_ms=%.2f\nasync_extra_mib=%.1f\n",
+                median(copies), median(blocks), median(saves), median(next_calls), extra_mib);
   }
   return 0;  // DIR/async is the caller's to remove
 }

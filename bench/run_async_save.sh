@@ -48,9 +48,9 @@ done
 sharded_async() {  # SIZE_MIB: one table row, 2 ranks
   local size=$1 out dcp="" torchrun
   out=$("$build/rankwise-run" --nproc-per-node 2 --no-tag "$build/bench/bench_sharded" "$size" "$dir" 5 async 2>/dev/null)
-  local cpy blk sav pub
+  local cpy blk sav pub extra
   cpy=$(field memcpy_ms <<<"$out"); blk=$(field async_block_ms <<<"$out"); sav=$(field sync_save_ms <<<"$out")
-  pub=$(field next_call_ms <<<"$out")
+  pub=$(field next_call_ms <<<"$out"); extra=$(field async_extra_mib <<<"$out")
   torchrun="$(dirname "$dcp_py")/torchrun"
   if [ -n "$dcp_py" ] && [ -x "$torchrun" ]; then
     local port
@@ -58,15 +58,16 @@ sharded_async() {  # SIZE_MIB: one table row, 2 ranks
     dcp=$("$torchrun" --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$port" \
       "$here/sharded_reference.py" "$size" "$dir" 5 async 2>/dev/null | field dcp_async_block_ms)
   fi
-  printf '| %s MiB (%s per rank) | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s |\n' "$size" "$((size / 2)) MiB" \
+  printf '| %s MiB (%s per rank) | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s | %s |\n' "$size" "$((size / 2)) MiB" \
     "$cpy" "$blk" "$pub" "$sav" "${dcp:-n/a}" "$(ratio "$blk" "$cpy")" "$(ratio "$pub" "$cpy")" \
-    "$(ratio "$blk" "$dcp")" "$(ratio "$pub" "$dcp")" "$(awk -v b="$blk" -v s="$size" 'BEGIN {printf "%.0f", b * 1024 / s}')"
+    "$(ratio "$blk" "$dcp")" "$(ratio "$pub" "$dcp")" "$(awk -v b="$blk" -v s="$size" 'BEGIN {printf "%.0f", b * 1024 / s}')" \
+    "$extra"
 }
 if [ -x "$build/bench/bench_sharded" ]; then
   echo "== Sharded asynchronous saves, 2 ranks: ShardedCheckpointManager::save_async's blocking (the slowest rank's) vs a memcpy of each rank's shard, save, and DCP async_save at 2 ranks (ms, median of 5 after a warm-up) =="
   echo "  (next call: a save_async called while the previous one is in flight, less its wait for that write: the ranks' agreement on the previous save, then its own begin and copy; the previous save's publication is on the writer thread)"
-  echo "| state | memcpy | save_async | next call | save | DCP async_save | save_async / memcpy, next call / memcpy | save_async / DCP, next call / DCP | save_async ms per GiB |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| state | memcpy | save_async | next call | save | DCP async_save | save_async / memcpy, next call / memcpy | save_async / DCP, next call / DCP | save_async ms per GiB | peak extra MiB per rank |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
   for size in 256 1024; do sharded_async "$size"; done
 fi
 
