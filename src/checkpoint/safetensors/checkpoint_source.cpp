@@ -3,6 +3,7 @@
 #include "checkpoint/safetensors/checkpoint_source.h"
 
 #include <ATen/ATen.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -171,8 +172,8 @@ std::vector<std::string> CheckpointSource::verify_entries() {
       } else {
         value(e);
       }
-    } catch (const CheckpointError& error) {
-      failures.emplace_back(error.what());
+    } catch (const CheckpointError& error) {  // named by its key: a missing file's error names none
+      failures.push_back(fmt::format("{} '{}': {}", e.is_tensor ? "tensor" : "object", e.key, error.what()));
     }
   }
   return failures;

@@ -53,8 +53,9 @@ class CheckpointSource {
   /// checkpoint's every chunk record (header, data blocks, trailer) and
   /// object against the manifest (`.metadata` was checked when it was
   /// opened); a replicated file's CRC-32 was checked when it was opened.
-  /// Returns the CheckpointError message of each entry that fails (naming
-  /// the file and the key), in order; empty when all pass.
+  /// Returns, for each entry that fails, "tensor 'KEY': " or "object 'KEY': "
+  /// and its CheckpointError message (which names the file), in order;
+  /// empty when all pass.
   std::vector<std::string> verify_entries();
 
  private:

@@ -140,6 +140,16 @@ void verify_passes_good_and_names_damaged() {
   EXPECT_NE(r.out.find("FAILED: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find((dir / "r.pt").string()), std::string::npos) << r.out;
 
+  // A data file deleted: every entry it held is named, with the file.
+  fs::create_directories(dir / "gone");
+  const auto gone = sharded_sample(dir / "gone");
+  fs::remove(gone / file);
+  r = ckpt_tool({"verify", gone.string()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("FAILED: tensor 'half': "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cannot open data file '" + file + "'"), std::string::npos) << r.out;
+  EXPECT_TRUE(has_line(r.out, gone.string() + ": 6 of 6 entries damaged")) << r.out;
+
   // No checksums (a directory as Python's dcp.save writes it): nothing to verify, exit 1.
   fs::remove(sharded / ".rankwise-manifest.json");
   r = ckpt_tool({"verify", sharded.string()});
