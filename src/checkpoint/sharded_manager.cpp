@@ -176,8 +176,11 @@ std::string ShardedCheckpointManager::save_async(const ShardedState& state, int6
   const std::string path = base_->path_for_save(step);
   const double waited = background_->finish().count();  // the thread reports, it never throws
   // The previous save: every rank's outcome agreed here (its failure raised here, on every rank).
-  // With one storage node its leader publishes it, and prunes, on this save's writer thread.
-  std::shared_ptr<sharded::ShardedSave> previous = agree_in_flight(true);
+  // With one storage node its leader publishes it, and prunes, on this save's writer thread;
+  // here when it saved this same step (this save's begin would take its temporary directory
+  // for a killed save's leftovers).
+  const bool same_step = in_flight_ && in_flight_->dir() == path;
+  std::shared_ptr<sharded::ShardedSave> previous = agree_in_flight(!same_step);
   std::unique_ptr<sharded::ShardedSave> save;
   try {  // collective: the temporary directory on every storage node
     save = std::make_unique<sharded::ShardedSave>(path, sharded::SaveLock::kHeldByCaller);

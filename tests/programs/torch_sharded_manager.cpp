@@ -11,6 +11,9 @@
 // RANKWISE_TEST_BLOCK_STEP=S: once save_async of step S has returned, rank 0 puts a directory
 // that is not a checkpoint (holding a file "user-data") at step S's path, so that publishing it fails.
 //
+// RANKWISE_TEST_SAVE_TWICE=S: every rank calls save_async for step S twice in a row (an
+// interval's save and an epoch end's landing on the same step).
+//
 // RANKWISE_TEST_DISK_FULL=R@S: rank R's files may not grow past 512 bytes (RLIMIT_FSIZE, a full
 // disk) from the save of step S until the manager's next call has returned (save-async).
 //
@@ -143,6 +146,7 @@ int main(int argc, char** argv) {
           if (rank == full_rank) full.emplace(512);
         }
         manager.save_async(state, (s + step_skew(rank)) * 100);
+        if (rankwise::get_env("RANKWISE_TEST_SAVE_TWICE") == std::to_string(s)) manager.save_async(state, s * 100);
         if (s == full_at + 1) full.reset();  // the call above raised or published step full_at
         if (rank == 0 && rankwise::get_env("RANKWISE_TEST_BLOCK_STEP") == std::to_string(s)) block(argv[2], s * 100);
         scribble(state);

@@ -87,7 +87,7 @@ std::optional<std::string> ManagerBase::newest_usable(const std::function<void(c
 
 std::string ManagerBase::path_for_save(int64_t step) const {
   if (step < 0) {
-    core::raise<ConfigError>("{}::save step is {}; it must be >= 0", kind_.who, step);
+    core::raise<ConfigError>("{}: the step to save is {}; it must be >= 0", kind_.who, step);
   }
   return numbered_.path_for(step);
 }

@@ -364,6 +364,25 @@ TEST(ShardedCheckpointManager, APublicationFailingOnTheWriterThreadIsRaisedOnEve
   fs::remove_all(logs);
 }
 
+// Two save_async calls for step 2 in a row (an interval's save and an epoch end's): the first is
+// published at the second call, on the training thread, before the second begins (else the second
+// would take the first's temporary directory for a killed save's leftovers); the second replaces it.
+TEST(ShardedCheckpointManager, TwoAsyncSavesOfTheSameStepInARowBothPublish) {
+  const auto logs = fresh_dir("async_same_step");
+  const auto root = logs / "ckpts";
+  ::setenv("RANKWISE_TEST_SAVE_TWICE", "2", 1);
+  const auto out = run_worker(2, "save-async " + root.string() + " 1 2 3");
+  ::unsetenv("RANKWISE_TEST_SAVE_TWICE");
+  ASSERT_NE(out.find("exit=0"), std::string::npos) << out;
+  EXPECT_EQ(out.find("removed what an interrupted save left"), std::string::npos) << out;
+  EXPECT_EQ(read(root / "latest"), "checkpoint-0000000200\n");
+  EXPECT_EQ(names_in(root), (std::vector<std::string>{"checkpoint-0000000100", "checkpoint-0000000200", "latest",
+                                                      "rankwise.lock"}));
+  const auto loaded = run_worker(2, "load " + root.string());
+  EXPECT_EQ(count(loaded, "loaded step 2, values ok"), 2) << loaded;
+  fs::remove_all(logs);
+}
+
 // A full disk on rank 1 during the background write of step 2: every rank raises it at its next
 // call (save_async of step 3), naming rank 1; step 1 stays latest and loads.
 TEST(ShardedCheckpointManager, ADiskFullOnOneRankDuringAnAsyncSaveIsRaisedOnEveryRank) {
