@@ -332,6 +332,27 @@ TEST(ShardedCheckpointManager, ARankKilledAtEachPointOfAnAsyncSavesPublicationLe
                                                                 {0, "kill_at=before-prune", true}});
 }
 
+// `root` holds exactly `names`, and `latest` names step `step`'s checkpoint, which loads at 2 ranks.
+void expect_latest_loads(const fs::path& root, int step, const std::vector<std::string>& names) {
+  EXPECT_EQ(read(root / "latest"), fmt::format("checkpoint-{:010d}\n", step * 100));
+  EXPECT_EQ(names_in(root), names);
+  const auto loaded = run_worker(2, "load " + root.string());
+  EXPECT_EQ(count(loaded, fmt::format("loaded step {}, values ok", step)), 2) << loaded;
+}
+
+// Each of `out` (rank r's output) queued step `step` - 1 and no further: its save_async of `step`
+// raised the failure of the save of step - 1 (at `root`), with each of `phrases`.
+void expect_raised_on_every_rank(const std::vector<std::string>& out, const fs::path& root, int step,
+                                 const std::vector<std::string>& phrases) {
+  const std::string failed = (root / fmt::format("checkpoint-{:010d}", (step - 1) * 100)).string();
+  for (const std::string& o : out) {
+    EXPECT_NE(o.find(fmt::format("queued step {}", step - 1)), std::string::npos) << o;
+    EXPECT_NE(o.find("error: rankwise: the asynchronous save of '" + failed + "' failed: "), std::string::npos) << o;
+    for (const auto& phrase : phrases) EXPECT_NE(o.find(phrase), std::string::npos) << phrase << " in " << o;
+    EXPECT_EQ(o.find(fmt::format("queued step {}", step)), std::string::npos) << o;
+  }
+}
+
 // With one storage node, rank 0 publishes step 2 on step 3's writer thread. A publication failing
 // there (a directory that is not a checkpoint appeared at step 2's path) fails step 3, which every
 // rank raises at its next call; step 1 stays latest, and the directory in the way is untouched.
@@ -341,26 +362,12 @@ TEST(ShardedCheckpointManager, APublicationFailingOnTheWriterThreadIsRaisedOnEve
   ::setenv("RANKWISE_TEST_BLOCK_STEP", "2", 1);
   const auto out = rankwise::test::run_by_hand(kWorker, 2, -1, "", "save-async " + root.string() + " 1 4 3", logs);
   ::unsetenv("RANKWISE_TEST_BLOCK_STEP");
-  for (int r = 0; r < 2; ++r) {
-    const std::string& o = out[static_cast<std::size_t>(r)];
-    EXPECT_NE(o.find("queued step 3"), std::string::npos) << o;
-    EXPECT_NE(o.find("error: rankwise: the asynchronous save of '" + (root / "checkpoint-0000000300").string() +
-                     "' failed: "),
-              std::string::npos)
-        << o;
-    EXPECT_NE(o.find("on rank 0: publishing the previous asynchronous save '" +
-                     (root / "checkpoint-0000000200").string() + "' failed: "),
-              std::string::npos)
-        << o;
-    EXPECT_NE(o.find("is not a sharded checkpoint"), std::string::npos) << o;
-    EXPECT_EQ(o.find("queued step 4"), std::string::npos) << o;
-  }
-  EXPECT_EQ(read(root / "latest"), "checkpoint-0000000100\n");
-  EXPECT_EQ(names_in(root), (std::vector<std::string>{"checkpoint-0000000100", "checkpoint-0000000200", "latest",
-                                                      "rankwise.lock"}));
+  expect_raised_on_every_rank(out, root, 4,
+                              {"on rank 0: publishing the previous asynchronous save '" +
+                                   (root / "checkpoint-0000000200").string() + "' failed: ",
+                               "is not a sharded checkpoint"});
+  expect_latest_loads(root, 1, {"checkpoint-0000000100", "checkpoint-0000000200", "latest", "rankwise.lock"});
   EXPECT_EQ(names_in(root / "checkpoint-0000000200"), std::vector<std::string>{"user-data"});
-  const auto loaded = run_worker(2, "load " + root.string());
-  EXPECT_EQ(count(loaded, "loaded step 1, values ok"), 2) << loaded;
   fs::remove_all(logs);
 }
 
@@ -375,11 +382,7 @@ TEST(ShardedCheckpointManager, TwoAsyncSavesOfTheSameStepInARowBothPublish) {
   ::unsetenv("RANKWISE_TEST_SAVE_TWICE");
   ASSERT_NE(out.find("exit=0"), std::string::npos) << out;
   EXPECT_EQ(out.find("removed what an interrupted save left"), std::string::npos) << out;
-  EXPECT_EQ(read(root / "latest"), "checkpoint-0000000200\n");
-  EXPECT_EQ(names_in(root), (std::vector<std::string>{"checkpoint-0000000100", "checkpoint-0000000200", "latest",
-                                                      "rankwise.lock"}));
-  const auto loaded = run_worker(2, "load " + root.string());
-  EXPECT_EQ(count(loaded, "loaded step 2, values ok"), 2) << loaded;
+  expect_latest_loads(root, 2, {"checkpoint-0000000100", "checkpoint-0000000200", "latest", "rankwise.lock"});
   fs::remove_all(logs);
 }
 
@@ -391,21 +394,8 @@ TEST(ShardedCheckpointManager, ADiskFullOnOneRankDuringAnAsyncSaveIsRaisedOnEver
   ::setenv("RANKWISE_TEST_DISK_FULL", "1@2", 1);
   const auto out = rankwise::test::run_by_hand(kWorker, 2, -1, "", "save-async " + root.string() + " 1 3 3", logs);
   ::unsetenv("RANKWISE_TEST_DISK_FULL");
-  for (int r = 0; r < 2; ++r) {
-    const std::string& o = out[static_cast<std::size_t>(r)];
-    EXPECT_NE(o.find("queued step 2"), std::string::npos) << o;
-    EXPECT_NE(o.find("error: rankwise: the asynchronous save of '" + (root / "checkpoint-0000000200").string() +
-                     "' failed: "),
-              std::string::npos)
-        << o;
-    EXPECT_NE(o.find("failed while writing the data files on rank 1"), std::string::npos) << o;
-    EXPECT_NE(o.find("File too large"), std::string::npos) << o;
-    EXPECT_EQ(o.find("queued step 3"), std::string::npos) << o;
-  }
-  EXPECT_EQ(read(root / "latest"), "checkpoint-0000000100\n");
-  EXPECT_EQ(names_in(root), (std::vector<std::string>{"checkpoint-0000000100", "latest", "rankwise.lock"}));
-  const auto loaded = run_worker(2, "load " + root.string());
-  EXPECT_EQ(count(loaded, "loaded step 1, values ok"), 2) << loaded;
+  expect_raised_on_every_rank(out, root, 3, {"failed while writing the data files on rank 1", "File too large"});
+  expect_latest_loads(root, 1, {"checkpoint-0000000100", "latest", "rankwise.lock"});
   fs::remove_all(logs);
 }
 
