@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <utility>
 
 #include "checkpoint/io/fault_injection.h"
 #include "checkpoint/io/file_lock.h"
+#include "checkpoint/io/note.h"
 #include "util/io.h"
 #include "checkpoint/ranks/rank_zero.h"
 #include "core/check.h"
@@ -89,7 +91,22 @@ std::string ManagerBase::path_for_save(int64_t step) const {
   if (step < 0) {
     core::raise<ConfigError>("{}: the step to save is {}; it must be >= 0", kind_.who, step);
   }
+  if (!std::exchange(saved_before_, true) && ranks::this_rank() == 0) note_higher_steps(step);
   return numbered_.path_for(step);
+}
+
+// An earlier run's higher steps outrank this run's under keep_last (which keeps the highest
+// numbers) and under a lost `latest` (the newest number wins): said once, at the first save.
+void ManagerBase::note_higher_steps(int64_t step) const {
+  const auto all = numbered_.list();
+  if (all.empty()) return;
+  const int64_t highest = numbered_.step_of(std::filesystem::path(all.back()).filename().string());
+  if (highest <= step) return;
+  io::note(core::message(
+      "note: {}: '{}' already holds checkpoints up to step {}, above this save's step {} (an earlier run's?). "
+      "keep_last keeps the highest-numbered, so this run's checkpoints would be removed first; save into a "
+      "fresh directory, or clear() this one first",
+      kind_.who, options_.directory(), highest, step));
 }
 
 void ManagerBase::check_lock() const {

@@ -63,6 +63,9 @@ class ManagerBase {
   std::optional<std::string> newest_usable(const std::function<void(const std::string&)>& use) const;
 
   /// The path of step `step`'s checkpoint; throws ConfigError when `step` < 0.
+  /// At the first save, rank 0 notes on stderr when the directory already
+  /// holds higher steps (an earlier run's): keep_last would remove this
+  /// run's checkpoints first.
   std::string path_for_save(int64_t step) const;
 
   /// Throws CheckpointError on rank 0 when it does not hold the directory's lock (a bug).
@@ -82,10 +85,14 @@ class ManagerBase {
   void clear() const;
 
  private:
+  // path_for_save's note about an earlier run's higher steps (rank 0).
+  void note_higher_steps(int64_t step) const;
+
   CheckpointManagerOptions options_;
   ManagedKind kind_;
   NumberedCheckpoints numbered_;
   std::unique_ptr<io::FileLock> lock_;  // rank 0 only
+  mutable bool saved_before_ = false;  // path_for_save's check runs once
 };
 
 }  // namespace rankwise::checkpoint::managers

@@ -75,6 +75,33 @@ TEST(CheckpointManager, KeepsLastKAndPointsLatestAtNewest) {
   fs::remove_all(dir);
 }
 
+// A manager whose directory holds an earlier run's higher steps says so at its first save, once:
+// keep_last keeps the highest numbers, so the new run's checkpoints would go first.
+TEST(CheckpointManager, AFirstSaveBelowAnEarlierRunsStepsIsNoted) {
+  auto dir = fresh_dir("earlier_run");
+  {
+    CheckpointManager earlier(CheckpointManagerOptions(dir.string()).keep_last(3));
+    for (int64_t step : {400, 600}) earlier.save(at_step(step), step);
+  }
+  {
+    CheckpointManager next(CheckpointManagerOptions(dir.string()).keep_last(3));
+    testing::internal::CaptureStderr();
+    next.save(at_step(200), 200);
+    next.save(at_step(300), 300);
+    const std::string err = testing::internal::GetCapturedStderr();
+    const std::string note = "already holds checkpoints up to step 600, above this save's step 200";
+    EXPECT_NE(err.find(note), std::string::npos) << err;
+    EXPECT_EQ(err.find(note), err.rfind("already holds")) << err;  // once
+    EXPECT_NE(err.find("clear() this one first"), std::string::npos) << err;
+  }
+  CheckpointManager resumed(CheckpointManagerOptions(dir.string()).keep_last(3));
+  testing::internal::CaptureStderr();
+  resumed.save(at_step(700), 700);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("already holds"), std::string::npos) << err;
+  fs::remove_all(dir);
+}
+
 TEST(CheckpointManager, FallsBackPastADamagedLatest) {
   auto dir = fresh_dir("fallback");
   CheckpointManager manager(CheckpointManagerOptions(dir.string()).keep_last(3));
