@@ -3,9 +3,11 @@
 /// The front door: a small object beside an ordinary libtorch training loop
 /// that makes it a correct multi-process one (in the spirit of Lightning
 /// Fabric). It initializes the process group, picks this rank's device,
-/// seeds, prints the sanity header, wraps the model in
-/// DistributedDataParallel, builds sharded data loaders that call set_epoch
-/// for you, and saves, resumes and refuses checkpoints by policy.
+/// seeds, prints the sanity header, wraps the model in its strategy's engine
+/// (DistributedDataParallel, with ZeRO-1 for "zero1", or
+/// FullyShardedDataParallel for "fsdp": FabricOptions::strategy), builds
+/// sharded data loaders that call set_epoch for you, and saves, resumes and
+/// refuses checkpoints by policy.
 ///
 /// \code
 ///   rankwise::Fabric fabric(rankwise::FabricOptions().checkpoint_dir("ckpts").resume(rankwise::Resume::kLatest));
@@ -21,6 +23,14 @@
 ///     }                                           // checkpoints on the schedule
 ///     fabric.print0("epoch {} done", epoch + 1);  // rank 0 prints; every rank computes
 ///   }
+/// \endcode
+///
+/// Under every strategy (Lightning's two-call setup, docs/fabric.md#strategies):
+/// \code
+///   auto model = fabric.setup_module(Net(...));              // fabric::FabricModule<Net>
+///   torch::optim::AdamW optimizer(model.parameters(), opts); // after setup_module
+///   fabric.setup_optimizers(optimizer);
+///   ... fabric.backward(loss_of(model(x))); fabric.optimizer_step(); ...
 /// \endcode
 ///
 /// The same program runs as one process without a launcher (world size 1,
@@ -55,8 +65,10 @@
 #include <optional>
 #include <string>
 
-#include "rankwise/parallel/ddp.h"
 #include "rankwise/fabric/loader.h"
+#include "rankwise/fabric/module.h"
+#include "rankwise/parallel/ddp.h"
+#include "rankwise/parallel/fully_sharded.h"
 #include "rankwise/log.h"
 #include "rankwise/monitor/metrics_log.h"
 #include "rankwise/monitor/progress_bar.h"
@@ -70,13 +82,6 @@ namespace metrics {
 class MetricCollection;
 }
 namespace fabric {
-/// What the Fabric needs of the DDP model setup() wrapped.
-struct ModelHooks {
-  std::function<void()> join;                      // DistributedDataParallel::join()
-  std::function<bool()> accumulating;              // DistributedDataParallel::accumulating()
-  std::function<std::shared_ptr<void>()> no_sync;  // a no_sync() guard, held while it lives
-};
-
 /// The training loop's throughput (Fabric::throughput()), from the progress
 /// reductions: the same on every rank.
 struct Throughput {
@@ -140,8 +145,9 @@ struct FabricOptions {
   /// every rank.
   TORCH_ARG(bool, seed_per_rank) = false;
   /// Directory of the checkpoints (CheckpointManager: numbered files and a
-  /// `latest` pointer, rank 0 writes, every rank waits). Empty (default): no
-  /// checkpoints, save() is an error.
+  /// `latest` pointer, rank 0 writes, every rank waits; under strategies
+  /// "zero1" and "fsdp" ShardedCheckpointManager: numbered directories, every
+  /// rank writes its shards). Empty (default): no checkpoints, save() is an error.
   TORCH_ARG(std::string, checkpoint_dir) = "";
   /// Also save every N steps (training batches) within an epoch; 0
   /// (default): only at epoch ends.
@@ -187,6 +193,20 @@ struct FabricOptions {
   /// "bf16-true" (setup() casts the model to bfloat16, the loaders cast
   /// floating-point batches).
   TORCH_ARG(std::string, precision) = "32-true";
+  /// How the model trains across ranks, with Lightning Fabric's names
+  /// (docs/fabric.md#strategies): "ddp" (default: the model replicated in
+  /// DistributedDataParallel), "zero1" (DDP, and the optimizer's state
+  /// sharded by a ZeroRedundancyOptimizer built from the user's optimizer)
+  /// or "fsdp" (FullyShardedDataParallel with the options `fsdp`: parameters,
+  /// gradients and optimizer state sharded). zero1 and fsdp write sharded
+  /// checkpoints. Another value is a ConfigError naming the three.
+  TORCH_ARG(std::string, strategy) = "ddp";
+  /// FullyShardedDataParallel's options under strategy "fsdp" (units,
+  /// reshard_after_forward, prefetch). Its mixed_precision comes from
+  /// `precision`: bf16-mixed gathers and computes in bfloat16, 16-mixed in
+  /// float16 (with the GradScaler), gradients reduced in float32; a policy
+  /// of your own needs precision 32-true. Ignored by the other strategies.
+  TORCH_ARG(parallel::FullyShardOptions, fsdp) = {};
   /// Directory of the run's metrics (rank 0 writes; created if missing):
   /// log() and log_dict() append to metrics.jsonl (monitor::MetricsLog, which
   /// rankwise-report draws), metrics.csv and live TensorBoard event files
@@ -215,6 +235,10 @@ std::string device_option_error(const std::string& value);
 /// "" when `value` is a valid FabricOptions::precision ("32-true",
 /// "bf16-mixed", "16-mixed", "bf16-true"), else the reason it is not.
 std::string precision_option_error(const std::string& value);
+
+/// "" when `value` is a valid FabricOptions::strategy ("ddp", "fsdp",
+/// "zero1"), else the reason it is not.
+std::string strategy_option_error(const std::string& value);
 
 /// The facade (see the file comment).
 class Fabric {
@@ -258,24 +282,51 @@ class Fabric {
   /// parameters, before or after this call) and the model become part of
   /// every checkpoint; the Fabric keeps references to both, so they must
   /// stay alive while it trains, saves or loads. Collective. Call once, before the training loop.
-  /// Returns the wrapped model: forward through it. Throws ConfigError when
-  /// called twice, as DistributedDataParallel's constructor does.
+  /// Returns the wrapped model: forward through it. Under strategy "zero1"
+  /// the Fabric steps a ZeroRedundancyOptimizer built from `optimizer`
+  /// (see setup_optimizers). Throws ConfigError when called twice, and under
+  /// strategy "fsdp", whose optimizer must be built over the sharded
+  /// parameters: use setup_module and setup_optimizers there.
   template <typename ModuleType>
   parallel::DistributedDataParallel<ModuleType> setup(ModuleType model, torch::optim::Optimizer& optimizer,
                                             parallel::DistributedDataParallelOptions ddp_options = {}) {
-    auto module = parallel::ddp::as_module(model);
-    place_model(*module);
-    parallel::DistributedDataParallel<ModuleType> ddp(model, ddp_options, dist::process_group());
-    using Ddp = parallel::DistributedDataParallel<ModuleType>;
-    struct HeldNoSync {  // a no_sync() guard kept alive for a batch
-      explicit HeldNoSync(Ddp& d) : guard(d.no_sync()) {}
-      typename Ddp::NoSync guard;
-    };
-    register_model(*module, optimizer,
-                   {[ddp]() mutable { ddp.join(); }, [ddp] { return ddp.accumulating(); },
-                    [ddp]() mutable -> std::shared_ptr<void> { return std::make_shared<HeldNoSync>(ddp); }});
+    refuse_setup_with_optimizer();
+    auto ddp = wrap_in_ddp(std::move(model), ddp_options);
+    setup_optimizers(optimizer);
     return ddp;
   }
+
+  /// Lightning Fabric's setup_module: moves `model` to device() (with
+  /// "bf16-true" casts it to bfloat16) and wraps it in the strategy's engine:
+  /// DistributedDataParallel (`ddp_options`) under "ddp" and "zero1",
+  /// FullyShardedDataParallel (FabricOptions::fsdp) under "fsdp", which
+  /// shards it in place. Returns the FabricModule to forward through; build
+  /// the optimizer after this call, over its parameters() (this rank's shards
+  /// under fsdp), and give it to setup_optimizers(). The model becomes part
+  /// of every checkpoint. Collective. Call once, before the training loop.
+  /// Throws ConfigError when called twice (setup() included).
+  template <typename ModuleType>
+  fabric::FabricModule<ModuleType> setup_module(ModuleType model,
+                                                parallel::DistributedDataParallelOptions ddp_options = {}) {
+    if (!shards_parameters()) return fabric::FabricModule<ModuleType>(wrap_in_ddp(std::move(model), ddp_options));
+    place_model(*parallel::ddp::as_module(model));
+    parallel::FullyShardedDataParallel<ModuleType> fsdp(std::move(model), options().fsdp(), dist::process_group());
+    register_module(fabric::wrapped_fsdp(fsdp));
+    return fabric::FabricModule<ModuleType>(std::move(fsdp));
+  }
+
+  /// Lightning Fabric's setup_optimizers: the optimizer that
+  /// optimizer_step() steps and every checkpoint holds, built over the
+  /// parameters() of setup_module()'s model. Under "fsdp" it must hold
+  /// exactly this rank's shards (ConfigError otherwise, e.g. for an optimizer
+  /// built over the unwrapped module's parameters). Under "zero1" a
+  /// ZeroRedundancyOptimizer of its type (SGD, Adam, AdamW, RMSprop or
+  /// Adagrad; ConfigError for another) with each group's options is built
+  /// over it, and optimizer_step() steps that instead (the learning rates
+  /// of `optimizer`'s groups, a scheduler's included, are copied over before
+  /// each step). The Fabric keeps a reference: it must stay alive while the
+  /// Fabric trains, saves or loads. Collective. Once, after setup_module.
+  void setup_optimizers(torch::optim::Optimizer& optimizer);
 
   /// The training loader (see FabricLoader): this rank's shard of `dataset`
   /// (dataset.size() samples; DistributedSampler with PyTorch's padding,
@@ -315,36 +366,41 @@ class Fabric {
   /// Fabric's own.
   std::map<std::string, c10::IValue>& extras();
 
-  /// loss.backward(); the DDP model's hooks all_reduce the gradients.
+  /// loss.backward(); the strategy's engine reduces the gradients (DDP's
+  /// hooks all_reduce them; FSDP's reduce-scatter them into the shards).
   /// With FabricOptions::accumulate(N), inside a training batch, the loss
   /// (a scalar mean over the batch) is first multiplied by the batch's share
   /// of its accumulation group's samples (1/N when the batches are full), so
   /// N batches of B give the gradient of one batch of N*B, and a pass's
   /// shorter last group that of one batch of its samples. With precision "16-mixed" it backs up
   /// the loss times the GradScaler's scale; under the mixed precisions the
-  /// backward pass runs without autocast. Collective in effect (DDP). Throws
-  /// Error when setup() was not called: the gradients would not be averaged.
+  /// backward pass runs without autocast. Collective in effect. Throws
+  /// Error when no model was set up: the gradients would not be averaged.
   void backward(const torch::Tensor& loss);
 
-  /// The optimizer's step and zero_grad() (of setup()'s optimizer), at the
+  /// The optimizer's step and zero_grad() (of setup()'s or
+  /// setup_optimizers()' optimizer; under "zero1" of the
+  /// ZeroRedundancyOptimizer built from it, collective), at the
   /// end of an accumulation group: every batch without
   /// FabricOptions::accumulate, else every N-th batch and a pass's last.
   /// Returns whether it stepped (step a learning-rate scheduler then).
   /// With precision "16-mixed" the step goes through the GradScaler
   /// (scaler.step(optimizer), scaler.update()): a step whose gradients hold
   /// an inf or a nan is skipped on every rank (false) and the scale backs
-  /// off; that makes it collective. Otherwise local. Throws Error before setup().
+  /// off; that makes it collective. Otherwise local. Throws Error before
+  /// the optimizer is set up.
   bool optimizer_step();
-  /// Clips the gradients of setup()'s model by their total norm, as
-  /// torch.nn.utils.clip_grad_norm_ (parallel::clip_grad_norm; for a
-  /// ZeroRedundancyOptimizer use its clip_grad_norm), and returns the total
+  /// Clips the model's gradients by their total norm, as
+  /// torch.nn.utils.clip_grad_norm_ (under "ddp" parallel::clip_grad_norm;
+  /// under "zero1" the ZeroRedundancyOptimizer's clip_grad_norm and under
+  /// "fsdp" FullyShardedDataParallel's, both collective), and returns the total
   /// norm before clipping (a 0-dim tensor). Call it after backward() and
   /// before optimizer_step(), at a group's end when accumulating
   /// (`if (!fabric.is_accumulating())`; Error in a batch that accumulates:
   /// its gradients are not yet averaged). With precision "16-mixed" it
   /// unscales the gradients first (scaler.unscale_, collective). Otherwise
-  /// local: DDP made every rank's gradients the same. Throws as
-  /// parallel::clip_grad_norm, Error before setup().
+  /// local under "ddp": DDP made every rank's gradients the same. Throws as
+  /// parallel::clip_grad_norm, Error before setup.
   torch::Tensor clip_gradients(double max_norm, double norm_type = 2.0,
                                bool error_if_nonfinite = false);
   /// The GradScaler that precision "16-mixed" steps through (e.g. its
@@ -413,14 +469,16 @@ class Fabric {
   /// step. Inside a training batch's loop body that batch counts as trained:
   /// call it after the optimizer step, and a resume starts at the next batch
   /// (with a note when gradients accumulated under no_sync() are pending: a
-  /// checkpoint holds none, see docs/fabric.md). Collective: rank 0 writes, every rank waits; a failure raises the
+  /// checkpoint holds none, see docs/fabric.md). Collective: rank 0 writes
+  /// (under "zero1" and "fsdp" every rank its shards), every rank waits; a failure raises the
   /// same CheckpointError on every rank and keeps the previous checkpoints.
   /// Synchronous under checkpoint_async too: the file exists when it returns.
   /// Returns the file's path. Throws ConfigError without a checkpoint_dir.
   std::string save();
   /// Restores the training state from the checkpoint file `path` as rank 0
   /// sees it (load_collective(): every rank gets the same bytes, onto the
-  /// CPU then the model's device), with the run-identity checks of
+  /// CPU then the model's device; under "zero1" and "fsdp" `path` is a
+  /// sharded checkpoint's directory, each rank reading its shards), with the run-identity checks of
   /// Resume::kLatest. Collective: every rank, same order. Throws
   /// CheckpointError, ConfigError.
   void load(const std::string& path);
@@ -459,9 +517,21 @@ class Fabric {
  private:
   void claim_and_start(FabricOptions options);
   void start(FabricOptions options);
+  // The model wrapped in DistributedDataParallel (ddp, zero1), registered.
+  template <typename ModuleType>
+  parallel::DistributedDataParallel<ModuleType> wrap_in_ddp(ModuleType model,
+                                                  parallel::DistributedDataParallelOptions ddp_options) {
+    place_model(*parallel::ddp::as_module(model));
+    parallel::DistributedDataParallel<ModuleType> ddp(std::move(model), ddp_options, dist::process_group());
+    register_module(fabric::wrapped_ddp(ddp));
+    return ddp;
+  }
+  // Before wrapping (every rank alike): refuses a second model, moves it to
+  // the device (and dtype), counts its FLOPs.
   void place_model(torch::nn::Module& model);
-  void register_model(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                      fabric::ModelHooks hooks);
+  void register_module(fabric::WrappedModel model);
+  bool shards_parameters() const;
+  void refuse_setup_with_optimizer() const;
   void register_training_loader(int64_t dataset_size, int64_t batch_size);
   static void check_batch_size(int64_t batch_size);
 

@@ -17,13 +17,15 @@
 #include "compat/gloo_bfloat16.h"
 #include "core/check.h"
 #include "fabric/fabric_core.h"
+#include "fabric/precision.h"
 #include "rankwise/dist/consensus.h"
 #include "rankwise/error.h"
 #include "rankwise/fabric/cli.h"
 #include "rankwise/monitor/job_header.h"
 #include "rankwise/monitor/step_stats.h"
-#include "rankwise/parallel/clip_grad.h"
+#include "rankwise/monitor/throughput.h"
 #include "rankwise/seed.h"
+#include "util/io.h"
 
 namespace rankwise {
 
@@ -98,19 +100,6 @@ std::optional<FabricOptions> parse_command_line(int& argc, char** argv, FabricOp
   return options;
 }
 
-// A mixed precision this libtorch cannot autocast on the device (1.13:
-// float16 on the CPU) is refused before training starts.
-void check_autocast_support(const fabric::FabricCore& core) {
-  const auto dtype = core.autocast_dtype();
-  if (!dtype || compat::autocast_supports(core.device.type(), *dtype)) return;
-  core::raise<ConfigError>(
-      "precision {}: this libtorch ({}) cannot autocast to {} on {}; use bf16-mixed (or 32-true)"
-      "{}",
-      core.options.precision(), TORCH_VERSION, *dtype == torch::kHalf ? "float16" : "bfloat16",
-      core.device.str(),
-      core.device.is_cpu() ? ", or a GPU (--device cuda)" : "");
-}
-
 }  // namespace
 
 Fabric::Fabric(int& argc, char** argv, FabricOptions defaults)
@@ -163,20 +152,14 @@ void create_metrics_dir(const fabric::FabricCore& core) {
 // after an epoch of training) and the resume policy.
 void open_checkpoints(fabric::FabricCore& core) {
   const auto& o = core.options;
-  core.checkpoints = std::make_unique<checkpoint::CheckpointManager>(
-      checkpoint::CheckpointManagerOptions(o.checkpoint_dir())
-          .keep_last(o.keep_last())
-          .every_n_steps(o.checkpoint_every()));
+  core.checkpoints = fabric::open_checkpoint_store(o, core.strategy->sharded_checkpoints());
   if (o.resume() == Resume::kLatest) {
-    // Rank 0's latest, on every rank (its bytes sent where a node does not see it).
-    core.pending = core.checkpoints->load_latest_collective(
-        &core.pending_path, checkpoint::CollectiveLoadOptions().node_local(o.checkpoint_node_local()));
+    core.pending = core.checkpoints->latest(core.pending_path);  // rank 0's, on every rank
     if (!core.pending) print0("no checkpoint in {}; starting from epoch 1", o.checkpoint_dir());
     return;
   }
   // Rank 0's view of the directory decides, so that every rank agrees.
-  const auto earlier = dist::broadcast_decision<int64_t>(
-      static_cast<int64_t>(is_rank_zero() ? core.checkpoints->checkpoints().size() : 0), 0);
+  const auto earlier = core.checkpoints->count();
   if (earlier == 0) return;
   if (o.resume() == Resume::kNew) {
     core::raise<ConfigError>(
@@ -220,10 +203,12 @@ void Fabric::start(FabricOptions options) {
   if (const std::string error = precision_option_error(o.precision()); !error.empty()) {
     core::raise<ConfigError>("FabricOptions::precision: {}", error);
   }
+  core.strategy = fabric::make_strategy(o);  // ConfigError for an unknown one
+  if (core.strategy->shards_parameters()) core.options.fsdp(fabric::fsdp_options_for(o));
   // Before init(): with device auto and a GPU per rank, init() picks NCCL;
   // training on the CPU needs only Gloo.
   core.device = fabric::resolve_device(o.device());
-  check_autocast_support(core);
+  fabric::check_precision_support(o, core.device);
   monitor::set_device(core.device.str());
   const std::string backend = o.backend() == "auto" && core.device.is_cpu() ? "gloo" : o.backend();
   if (core.true_dtype() && backend == "gloo" && !compat::kGlooCommunicatesBfloat16) {
@@ -239,11 +224,11 @@ void Fabric::start(FabricOptions options) {
                          .check_collectives(o.check_collectives()));
   group.set_check_collectives(o.check_collectives());  // also when init() had been called
   seed_everything(o.seed());
-  // float16 autocast (16-mixed) needs loss scaling.
-  if (core.autocast_dtype() == torch::kHalf) core.scaler = std::make_unique<amp::GradScaler>();
+  // float16 (16-mixed) needs loss scaling.
+  if (o.precision() == "16-mixed") core.scaler = std::make_unique<amp::GradScaler>();
   if (o.print_header()) monitor::print_header();
   if (o.device() != "auto") print0("device {}: training on {}", o.device(), core.device.str());
-  core.progress = std::make_unique<monitor::ProgressBar>(o.progress());
+  core.meter.open(o.progress());
   if (!o.checkpoint_dir().empty()) open_checkpoints(core);
   create_metrics_dir(core);
 }
@@ -270,44 +255,70 @@ torch::Device Fabric::device() const {
 }
 const FabricOptions& Fabric::options() const { return core_->options; }
 
-void Fabric::place_model(torch::nn::Module& model) {
+namespace {
+// FLOPs per training sample for MFU: the option's, else counted for a model
+// of Linear layers (0: unknown, with a note when a metrics log would miss it).
+double flops_per_sample(const FabricOptions& options, const torch::nn::Module& model) {
+  if (options.flops_per_sample() > 0) return options.flops_per_sample();
+  try {
+    return monitor::training_flops_per_sample(model);
+  } catch (const ConfigError& error) {
+    if (!options.metrics_dir().empty()) {  // a layer it cannot count: no MFU (docs/fabric.md)
+      const std::string why = error.what();  // from "cannot count", without the rank prefix
+      print0("note: the metrics log will have no MFU: {}", why.substr(std::min(why.find("cannot"), why.size())));
+    }
+    return 0;
+  }
+}
+}  // namespace
+
+bool Fabric::shards_parameters() const {
   core_->exit_if_help_only();
-  model.to(core_->device);
-  if (const auto dtype = core_->true_dtype()) model.to(*dtype);
+  return core_->strategy->shards_parameters();
 }
 
-void Fabric::register_model(torch::nn::Module& model, torch::optim::Optimizer& optimizer,
-                            fabric::ModelHooks hooks) {
+void Fabric::refuse_setup_with_optimizer() const {
+  if (!shards_parameters()) return;
+  core::raise<ConfigError>(
+      core::here(),
+      "Fabric::setup(model, optimizer) under strategy {}: the optimizer must be built over this "
+      "rank's shards of the parameters, which exist only once the model is wrapped; call "
+      "`auto model = fabric.setup_module(net);`, build the optimizer over model.parameters(), then "
+      "call fabric.setup_optimizers(optimizer)",
+      core_->strategy->name());
+}
+
+void Fabric::place_model(torch::nn::Module& model) {
   core_->exit_if_help_only();
-  auto& state = core_->state;
-  if (state.model != nullptr) {
+  if (core_->strategy->has_model()) {
     core::raise<ConfigError>(core::here(),
-                             "Fabric::setup was called twice; one model and optimizer per Fabric");
+                             "Fabric::setup (or setup_module) was called twice; one model and "
+                             "optimizer per Fabric");
   }
-  state.model = &model;
-  state.optimizer = &optimizer;
-  try {
-    for (const auto& group : optimizer.param_groups()) core_->initial_lrs.push_back(group.options().get_lr());
-  } catch (const c10::Error&) {
-    core_->initial_lrs.clear();  // an optimizer whose options have no lr: nothing to compare
-  }
-  core_->describe_run();
-  core_->model_hooks = std::move(hooks);
-  core_->flops_per_sample = core_->options.flops_per_sample();
-  if (core_->flops_per_sample <= 0) {
-    try {
-      core_->flops_per_sample = monitor::training_flops_per_sample(model);
-    } catch (const ConfigError& error) {
-      core_->flops_per_sample = 0;  // a layer it cannot count: no MFU (docs/fabric.md)
-      if (!core_->options.metrics_dir().empty()) {
-        const std::string why = error.what();  // from "cannot count", without the rank prefix
-        print0("note: the metrics log will have no MFU: {}", why.substr(std::min(why.find("cannot"), why.size())));
-      }
-    }
-  }
+  model.to(core_->device);
+  if (const auto dtype = core_->true_dtype()) model.to(*dtype);
+  // Before a strategy shards the parameters.
+  core_->meter.set_flops(flops_per_sample(core_->options, model), core_->options.peak_flops());
+}
+
+void Fabric::register_module(fabric::WrappedModel model) {
+  core_->strategy->set_model(std::move(model));
   if (core_->options.seed_per_rank()) {
     torch::manual_seed(core_->options.seed() + static_cast<uint64_t>(rank()));
   }
+}
+
+void Fabric::setup_optimizers(torch::optim::Optimizer& optimizer) {
+  core_->exit_if_help_only();
+  auto& strategy = *core_->strategy;
+  RANKWISE_CHECK(strategy.has_model(), ConfigError, core::here(),
+                 "Fabric::setup_optimizers before Fabric::setup_module: call `auto model = "
+                 "fabric.setup_module(net);` first and build the optimizer over model.parameters()");
+  RANKWISE_CHECK(!strategy.has_optimizer(), ConfigError, core::here(),
+                 "Fabric::setup_optimizers was called twice (setup() calls it); one optimizer per Fabric");
+  strategy.set_optimizer(optimizer);  // collective under zero1; checks it under fsdp
+  core_->identity.record_learning_rates(optimizer);
+  core_->describe_run();
 }
 
 void Fabric::check_batch_size(int64_t batch_size) {
@@ -326,14 +337,15 @@ void Fabric::register_training_loader(int64_t dataset_size, int64_t batch_size) 
         "to train on");
   }
   auto& core = *core_;
-  if (core.has_training_loader) {
+  auto& identity = core.identity;
+  if (identity.has_training_loader) {
     core::raise<ConfigError>(
         "Fabric::setup_dataloader was called twice; a Fabric has one training loader (its position "
         "is checkpointed): use setup_eval_dataloader for evaluation data");
   }
-  core.has_training_loader = true;
-  core.train_samples = dataset_size;
-  core.batch_size = batch_size;
+  identity.has_training_loader = true;
+  identity.train_samples = dataset_size;
+  identity.batch_size = batch_size;
   core.describe_run();
 }
 
@@ -346,12 +358,15 @@ void Fabric::track(const std::string& name, metrics::MetricCollection& metrics) 
 std::map<std::string, c10::IValue>& Fabric::extras() { return core_->state.extras; }
 
 namespace {
-void require_setup(const fabric::FabricCore& core, const char* what, const char* why) {
-  if (core.state.model != nullptr) return;
+// `what` needs the model (and with `optimizer`, the optimizer) set up.
+void require_setup(const fabric::FabricCore& core, const char* what, const char* why, bool optimizer = false) {
+  const auto& strategy = *core.strategy;
+  if (strategy.has_model() && (!optimizer || strategy.has_optimizer())) return;
   core::raise<Error>(core::here(),
-                     "Fabric::{} before Fabric::setup(model, optimizer): {}; call setup first and "
-                     "forward through the model it returns",
-                     what, why);
+                     "Fabric::{} before Fabric::{}: {}; call setup(model, optimizer), or "
+                     "setup_module(model) and setup_optimizers(optimizer), first and forward "
+                     "through the model they return",
+                     what, strategy.has_model() ? "setup_optimizers" : "setup", why);
 }
 }  // namespace
 
@@ -359,7 +374,7 @@ void Fabric::backward(const torch::Tensor& loss) {
   require_setup(*core_, "backward", "the gradients would not be averaged across ranks");
   auto& core = *core_;
   torch::Tensor objective = loss;
-  if (core.group.size > 1 && core.batch_in_flight) objective = loss * core.group.weight;
+  if (core.accumulation.weighs() && core.batch_in_flight) objective = loss * core.accumulation.weight();
   if (core.scaler) objective = core.scaler->scale(objective);
   {
     // Backward outside the batch's autocast, as PyTorch recommends.
@@ -367,44 +382,36 @@ void Fabric::backward(const torch::Tensor& loss) {
     if (core.autocast_dtype()) no_autocast.emplace(core.device.type(), std::nullopt);
     objective.backward();
   }
+  core.strategy->after_backward();
   if (loss.device().is_cpu() && loss.numel() == 1) core_->last_loss = loss.item<double>();
-  if (core.batch_in_flight) core.batch_loss = loss.detach();  // the progress's loss
+  if (core.batch_in_flight) core.meter.set_batch_loss(loss.detach());  // the progress's loss
 }
 
 bool Fabric::optimizer_step() {
-  require_setup(*core_, "optimizer_step", "there is no optimizer to step");
+  require_setup(*core_, "optimizer_step", "there is no optimizer to step", /*optimizer=*/true);
   if (is_accumulating()) return false;
   auto& core = *core_;
-  auto& optimizer = *core.state.optimizer;
-  bool stepped = true;
-  if (core.scaler) {
-    stepped = core.scaler->step(optimizer);  // collective: every rank skips alike
-    core.scaler->update();
-  } else {
-    optimizer.step();
-  }
-  optimizer.zero_grad();
+  const bool stepped = core.strategy->step(core.scaler.get());  // and zero_grad()
+  if (core.scaler) core.scaler->update();
   // The batch's autocast cached casts of the parameters the step changed.
   if (core.autocast_dtype()) compat::clear_autocast_cache();
   return stepped;
 }
 
 torch::Tensor Fabric::clip_gradients(double max_norm, double norm_type, bool error_if_nonfinite) {
-  require_setup(*core_, "clip_gradients", "there are no gradients to clip");
+  require_setup(*core_, "clip_gradients", "there are no gradients to clip", /*optimizer=*/core_->scaler != nullptr);
   RANKWISE_CHECK(!is_accumulating(), Error, core::here(),
                  "Fabric::clip_gradients in a batch that accumulates: its gradients are this "
                  "rank's partial sums, not yet averaged across ranks{}; call it at the group's "
                  "end (if (!fabric.is_accumulating()))",
                  core_->scaler ? ", and scaled (unscaled once per optimizer step)" : "");
-  if (core_->scaler) core_->scaler->unscale_(*core_->state.optimizer);
-  return parallel::clip_grad_norm(core_->state.model->parameters(), max_norm, norm_type,
-                                  error_if_nonfinite);
+  return core_->strategy->clip_gradients(max_norm, norm_type, error_if_nonfinite, core_->scaler.get());
 }
 
 amp::GradScaler* Fabric::grad_scaler() { return core_->scaler.get(); }
 
 bool Fabric::is_accumulating() const {
-  return core_->batch_in_flight.has_value() && !core_->group.boundary;
+  return core_->batch_in_flight.has_value() && !core_->accumulation.boundary();
 }
 
 namespace {
@@ -468,11 +475,11 @@ void Fabric::log_dict(const monitor::MetricValues& values) {
 }
 
 void Fabric::log_hyperparams(const monitor::RunConfig& values) {
-  RANKWISE_CHECK(core_->metrics_log == nullptr, ConfigError, core::here(),
+  RANKWISE_CHECK(!core_->run_log.is_open(), ConfigError, core::here(),
                  "Fabric::log_hyperparams after the metrics log's first record: its config "
                  "record is written; call it before training (before log(), log_dict() and "
                  "the first training batch)");
-  auto& mine = core_->hyperparameters;
+  auto& mine = core_->run_log.hyperparameters;
   mine.insert(mine.end(), values.begin(), values.end());
 }
 
@@ -490,13 +497,14 @@ fabric::Throughput Fabric::throughput() { return core_->throughput(); }
 monitor::MetricsLog* Fabric::metrics_log() { return core_->log(); }
 
 std::string Fabric::save() {
-  core_->note_pending_gradients("Fabric::save() was called between optimizer steps");
+  core_->schedule.note_pending_gradients(core_->state.step, core_->accumulating_now(),
+                                         "Fabric::save() was called between optimizer steps");
   return core_->save_explicit();
 }
 
 void Fabric::load(const std::string& path) {
-  core_->pending = rankwise::checkpoint::load_collective(
-      path, checkpoint::CollectiveLoadOptions().node_local(core_->options.checkpoint_node_local()));
+  core_->exit_if_help_only();
+  core_->pending = fabric::checkpoint_at(path, core_->options, core_->strategy->sharded_checkpoints());
   core_->pending_path = path;
   core_->ensure_resumed();
 }

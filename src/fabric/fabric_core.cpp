@@ -1,13 +1,21 @@
 #include "fabric/fabric_core.h"
 
-#include "core/check.h"
-
+#include <fmt/format.h>
 #include <torch/cuda.h>
 
-#include <fmt/format.h>
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+#include <utility>
 
+#include "compat/autocast.h"
+#include "core/check.h"
 #include "rankwise/device.h"
+#include "rankwise/dist/process_group.h"
 #include "rankwise/error.h"
+#include "rankwise/log.h"
+#include "rankwise/metrics/collection.h"
+#include "rankwise/monitor/step_stats.h"
 
 namespace rankwise::fabric {
 
@@ -31,11 +39,121 @@ torch::Device resolve_device(const std::string& option) {
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
+void FabricCore::ensure_resumed() {
+  if (!pending) return;
+  if (!strategy->has_model()) {
+    core::raise<ConfigError>(
+        core::here(),
+        "a checkpoint ({}) is to be resumed but no model was set up: call Fabric::setup(model, "
+        "optimizer), or setup_module and setup_optimizers (and setup_dataloader, track) before "
+        "the training loop",
+        pending_path);
+  }
+  const auto checkpoint = std::move(pending);
+  checkpoint->restore(state, *strategy);  // collective
+  identity.check_same_run(state.extras, state.position, pending_path, options);
+  if (scaler) restore_scaler(*scaler, state.extras);
+  describe_run();
+  resumed = true;
+  if (state.epoch_stretches.empty()) {
+    print0("resumed from {} at step {} (epoch {}, {} samples into it on each rank)", pending_path,
+           state.step, state.epoch + 1, state.position);
+    return;
+  }
+  std::string earlier;
+  for (const auto& stretch : state.epoch_stretches) {
+    earlier += fmt::format("{}{} samples on each of {} ranks", earlier.empty() ? "" : ", then ",
+                           stretch.per_rank, stretch.num_replicas);
+  }
+  print0("resumed from {} at step {} (epoch {} at world size {}, after {}; the rest of the "
+         "epoch is dealt anew, {} samples into it on each rank)",
+         pending_path, state.step, state.epoch + 1, dist::is_initialized() ? dist::world_size() : 1,
+         earlier, state.position);
+}
+
+monitor::MetricsLog* FabricCore::log() {
+  if (run_log.is_open() || options.metrics_dir().empty()) return run_log.open(options, {});
+  std::error_code error;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  monitor::RunConfig config{{"program", error ? std::string("run") : exe.filename().string()},
+                            {"device", device.str()},
+                            {"seed", static_cast<int64_t>(options.seed())},
+                            {"accumulate", options.accumulate()},
+                            {"precision", options.precision()},
+                            {"strategy", options.strategy()},
+                            {"checkpoint_dir", options.checkpoint_dir()}};
+  if (identity.has_training_loader) {
+    config.emplace_back("train_samples", identity.train_samples);
+    config.emplace_back("batch_size_per_rank", identity.batch_size);
+  }
+  if (meter.flops_per_sample() > 0) config.emplace_back("flops_per_sample", meter.flops_per_sample());
+  return run_log.open(options, std::move(config));
+}
+
+void FabricCore::log_progress() {
+  auto* metrics_log = log();
+  if (!metrics_log || !metrics_log->writing()) return;
+  monitor::MetricValues values{{"loss", meter.bar().loss()}};
+  const auto t = throughput();
+  if (t.mfu) values.emplace_back("mfu", *t.mfu);
+  if (const auto saves = schedule.take()) {
+    values.emplace_back("checkpoint_blocked_ms", saves->blocked_ms);
+    values.emplace_back("checkpoint_waited_ms", saves->waited_ms);
+  }
+  metrics_log->log_step(state.step, state.epoch + 1, values, t.samples_per_s, meter.bar().rank_stats());
+}
+
+void FabricCore::start_progress(int64_t total, int64_t done) {
+  meter.start(state.epoch + 1, std::max(total_epochs, state.epoch + 1), total, done, device, compute_dtype(options));
+}
+
+void FabricCore::update_progress(int64_t real_samples) {
+  if (meter.update(real_samples)) log_progress();
+}
+
+void FabricCore::end_progress() {
+  if (meter.end()) log_progress();
+}
+
+void FabricCore::save_if_due(bool epoch_end, bool run_end) {
+  if (!checkpoints) return;
+  if (!schedule.save_now(*checkpoints, state.step, epoch_end, run_end, accumulating_now())) return;
+  describe_run();
+  write(state, /*scheduled=*/true);
+}
+
+std::string FabricCore::save_explicit() {
+  describe_run();
+  if (!batch_in_flight) return write(state, /*scheduled=*/false);
+  checkpoint::TrainingState counted = state;  // the metrics and the rest by pointer
+  if (accumulation.boundary()) counted.step += 1;
+  counted.position = *batch_in_flight;
+  return write(counted, /*scheduled=*/false);
+}
+
+std::string FabricCore::write(const checkpoint::TrainingState& s, bool scheduled) {
+  if (!checkpoints) {
+    core::raise<ConfigError>(core::here(),
+                             "Fabric::save without a checkpoint directory; set "
+                             "FabricOptions::checkpoint_dir (--checkpoint-dir)");
+  }
+  // collective
+  const std::string path = checkpoints->save(s, *strategy, scheduled && options.checkpoint_async());
+  schedule.add(checkpoints->last_timings());
+  return path;
+}
+
+void FabricCore::finish_saves() {
+  if (!checkpoints) return;
+  checkpoints->wait();
+  schedule.add(checkpoints->last_timings());
+}
+
 int64_t LoaderHooks::epoch(FabricCore& core) { return core.state.epoch; }
 
 std::pair<int64_t, int64_t> LoaderHooks::begin_training_pass(FabricCore& core) {
   core.ensure_resumed();
-  core.reset_accumulation();
+  core.accumulation.reset();
   if (core.state.position == 0 && core.state.epoch_stretches.empty()) {  // an epoch's start
     for (auto& [name, metrics] : core.state.metrics) metrics->reset();
   }
@@ -54,7 +172,7 @@ std::vector<data::DistributedSampler::Stretch> LoaderHooks::epoch_stretches(Fabr
 void LoaderHooks::begin_training_batch(FabricCore& core, int64_t start, int64_t end,
                                        int64_t shard_size) {
   core.batch_in_flight = end;
-  core.begin_accumulation_batch(start, end, shard_size);
+  core.accumulation.begin_batch(start, end, shard_size, core.options.accumulate(), *core.strategy);
 }
 
 void LoaderHooks::start_training_progress(FabricCore& core, int64_t total, int64_t done) {
@@ -65,10 +183,10 @@ void LoaderHooks::end_training_batch(FabricCore& core, int64_t end, int64_t shar
                                      int64_t real_samples) {
   core.batch_in_flight.reset();
   // The batch's samples, padding duplicates included (they were computed).
-  const bool stepped = core.end_accumulation_batch(end - core.state.position);
+  const bool stepped = core.accumulation.end_batch(end - core.state.position);
   core.state.position = end;
   if (stepped) {  // else within an accumulation group: the same step
-    monitor::record_step(core.group.samples, std::exchange(core.last_loss, std::nullopt));
+    monitor::record_step(core.accumulation.samples(), std::exchange(core.last_loss, std::nullopt));
     core.state.step += 1;
   }
   core.update_progress(real_samples);  // every batch, on every rank: its count decides
@@ -78,8 +196,8 @@ void LoaderHooks::end_training_batch(FabricCore& core, int64_t end, int64_t shar
 void LoaderHooks::end_training_pass(FabricCore& core, int64_t epoch) {
   core.batch_in_flight.reset();
   core.end_progress();
-  core.reset_accumulation();
-  if (core.model_hooks.join) core.model_hooks.join();  // every rank, after its last batch
+  core.accumulation.reset();
+  core.strategy->end_pass();  // every rank, after its last batch
   core.state.epoch = epoch + 1;
   core.state.position = 0;
   core.state.epoch_stretches.clear();

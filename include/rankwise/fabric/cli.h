@@ -87,10 +87,34 @@ inline void add_progress_options(CLI::App& app, FabricOptions& options) {
       ->capture_default_str();
 }
 
+/// Adds --strategy, --fsdp-reshard-after-forward and --fsdp-min-unit-params
+/// (FabricOptions::strategy, and fsdp's reshard_after_forward and
+/// units.min_params).
+inline void add_strategy_options(CLI::App& app, FabricOptions& options) {
+  app.add_option("--strategy", options.strategy(),
+                 "ddp (the model replicated in DistributedDataParallel), zero1 (DDP, and the "
+                 "optimizer's state sharded) or fsdp (FullyShardedDataParallel: parameters, "
+                 "gradients and optimizer state sharded)")
+      ->check([](const std::string& value) { return strategy_option_error(value); })
+      ->capture_default_str();
+  app.add_option("--fsdp-reshard-after-forward,--fsdp_reshard_after_forward",
+                 options.fsdp().reshard_after_forward(),
+                 "fsdp: free each unit's gathered parameters after its forward and gather them "
+                 "again for backward (true: ZeRO-3), or keep them until backward (false: ZeRO-2)")
+      ->check(CLI::IsMember({"true", "false"}))
+      ->default_str(options.fsdp().reshard_after_forward() ? "true" : "false");
+  app.add_option("--fsdp-min-unit-params,--fsdp_min_unit_params", options.fsdp().units().min_params(),
+                 "fsdp: make each submodule that holds at least N parameter elements (not in a "
+                 "smaller unit) a unit of its own (0: each child of the outermost Sequential or "
+                 "ModuleList)")
+      ->check(integer_in(0, int64_t{1} << 50))
+      ->capture_default_str();
+}
+
 /// Adds --device, --seed, --checkpoint-dir, --checkpoint-every, --keep-last,
 /// --resume, --overwrite-checkpoints, --accumulate, --checkpoint-node-local,
-/// --checkpoint-async, --metrics-dir, --precision and add_progress_options()'s
-/// flags to `app` (each also with
+/// --checkpoint-async, --metrics-dir, --precision, add_strategy_options()'s and
+/// add_progress_options()'s flags to `app` (each also with
 /// underscores, as rankwise-run and torchrun accept), bound to `options`
 /// (whose current values are the defaults shown by --help). Bad values are
 /// CLI11 parse errors that name the flag.
@@ -147,6 +171,7 @@ inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
                  "float16 with loss scaling) or bf16-true (a bfloat16 model)")
       ->check([](const std::string& value) { return precision_option_error(value); })
       ->capture_default_str();
+  add_strategy_options(app, options);
   add_progress_options(app, options);
 }
 
