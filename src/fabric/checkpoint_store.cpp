@@ -2,6 +2,11 @@
 // (strategy ddp): one file per checkpoint, written by rank 0 (CheckpointManager).
 #include "fabric/checkpoint_store.h"
 
+#include <filesystem>
+#include <regex>
+#include <vector>
+
+#include "checkpoint/ranks/rank_zero.h"
 #include "fabric/sharded_store.h"
 #include "rankwise/checkpoint/checkpoint.h"
 #include "rankwise/dist/consensus.h"
@@ -19,8 +24,38 @@ checkpoint::CheckpointManagerOptions manager_options(const FabricOptions& option
       .every_n_steps(options.checkpoint_every());
 }
 
-int64_t CheckpointStore::count() const {
-  return dist::broadcast_decision<int64_t>(static_cast<int64_t>(is_rank_zero() ? seen() : 0), 0);
+namespace {
+
+// The numbered checkpoints of the other kind in `options`' directory (this
+// rank's view): `<prefix>-<10 digits>.pt` files beside a sharded store,
+// `<prefix>-<10 digits>` directories beside a replicated one.
+std::vector<std::filesystem::path> other_kind(const checkpoint::CheckpointManagerOptions& options, bool sharded) {
+  const std::regex numbered(options.prefix() + "-[0-9]{10}" + (sharded ? "\\.pt" : ""));
+  std::vector<std::filesystem::path> found;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(options.directory(), error)) {
+    if (!std::regex_match(entry.path().filename().string(), numbered)) continue;
+    if (entry.is_directory(error) != sharded) found.push_back(entry.path());
+  }
+  return found;
+}
+
+}  // namespace
+
+CheckpointStore::Count CheckpointStore::count() const {
+  const bool zero = is_rank_zero();
+  return {dist::broadcast_decision<int64_t>(static_cast<int64_t>(zero ? seen() : 0), 0),
+          dist::broadcast_decision<int64_t>(
+              static_cast<int64_t>(zero ? other_kind(directory_options(), sharded()).size() : 0), 0)};
+}
+
+void CheckpointStore::clear() {
+  clear_own();
+  checkpoint::ranks::on_rank_zero(
+      [&] {
+        for (const auto& path : other_kind(directory_options(), sharded())) std::filesystem::remove_all(path);
+      },
+      "removing an earlier run's checkpoints of another strategy");
 }
 
 namespace {
@@ -52,7 +87,8 @@ class ReplicatedStore : public ManagedStore<checkpoint::CheckpointManager> {
     const auto captured = checkpoint::capture(whole);  // collective
     return async ? manager_.save_async(captured, state.step) : manager_.save(captured, state.step);
   }
-  void clear() override { manager_.clear(); }
+  void clear_own() override { manager_.clear(); }
+  bool sharded() const override { return false; }
 
   std::unique_ptr<PendingCheckpoint> latest(std::string& path) override {
     // Rank 0's latest, on every rank (its bytes sent where a node does not see it).

@@ -38,17 +38,29 @@ class CheckpointStore {
   virtual void wait() = 0;
   virtual Timings last_timings() const = 0;
 
-  // The checkpoints rank 0 sees, on every rank. Collective.
-  int64_t count() const;
-  // Removes every checkpoint: a new run replaces an earlier run's. Collective.
-  virtual void clear() = 0;
+  // The checkpoints rank 0 sees, on every rank, of this store's kind
+  // (replicated files or sharded directories) and of the other (a run of
+  // another kind of strategy). Collective.
+  struct Count {
+    int64_t mine = 0;
+    int64_t other_kind = 0;
+  };
+  Count count() const;
+  // Removes every checkpoint (the other kind's too, on rank 0): a new run
+  // replaces an earlier run's. Collective.
+  void clear();
   // Rank 0's newest checkpoint, to resume from (a replicated one is loaded
   // now), its path in `path`; null when there is none. Collective.
   virtual std::unique_ptr<PendingCheckpoint> latest(std::string& path) = 0;
 
  protected:
-  // The numbered checkpoints this rank sees.
+  // The numbered checkpoints of this store's kind this rank sees.
   virtual std::size_t seen() const = 0;
+  // Removes this store's kind of checkpoints. Collective.
+  virtual void clear_own() = 0;
+  // The directory, and whether this store's checkpoints are sharded.
+  virtual const checkpoint::CheckpointManagerOptions& directory_options() const = 0;
+  virtual bool sharded() const = 0;
 };
 
 // How every rank reads rank 0's checkpoint (FabricOptions::checkpoint_node_local).
@@ -69,6 +81,7 @@ class ManagedStore : public CheckpointStore {
 
  protected:
   std::size_t seen() const override { return manager_.checkpoints().size(); }
+  const checkpoint::CheckpointManagerOptions& directory_options() const override { return manager_.options(); }
 
   Manager manager_;
   checkpoint::CollectiveLoadOptions load_options_;

@@ -153,14 +153,23 @@ void create_metrics_dir(const fabric::FabricCore& core) {
 void open_checkpoints(fabric::FabricCore& core) {
   const auto& o = core.options;
   core.checkpoints = fabric::open_checkpoint_store(o, core.strategy->sharded_checkpoints());
+  // Rank 0's view of the directory decides, so that every rank agrees.
+  const auto earlier = core.checkpoints->count();
+  if (earlier.mine == 0 && earlier.other_kind > 0 && o.resume() != Resume::kOverwrite) {
+    const bool sharded = core.strategy->sharded_checkpoints();
+    core::raise<ConfigError>(
+        "checkpoint directory {} holds {} {} checkpoint(s), which strategy {} does not read (ddp "
+        "writes replicated checkpoints, zero1 and fsdp sharded ones); {} with the strategy that "
+        "wrote them, replace them (--overwrite-checkpoints), or choose another directory",
+        o.checkpoint_dir(), earlier.other_kind, sharded ? "replicated" : "sharded", o.strategy(),
+        o.resume() == Resume::kLatest ? "resume them" : "continue that run");
+  }
   if (o.resume() == Resume::kLatest) {
     core.pending = core.checkpoints->latest(core.pending_path);  // rank 0's, on every rank
     if (!core.pending) print0("no checkpoint in {}; starting from epoch 1", o.checkpoint_dir());
     return;
   }
-  // Rank 0's view of the directory decides, so that every rank agrees.
-  const auto earlier = core.checkpoints->count();
-  if (earlier == 0) return;
+  if (earlier.mine + earlier.other_kind == 0) return;
   if (o.resume() == Resume::kNew) {
     core::raise<ConfigError>(
         "checkpoint directory {} holds checkpoints of an earlier run; resume it (Resume::kLatest, "
@@ -168,7 +177,7 @@ void open_checkpoints(fabric::FabricCore& core) {
         "directory",
         o.checkpoint_dir());
   }
-  print0("removing {} checkpoint(s) of an earlier run from {}", earlier, o.checkpoint_dir());
+  print0("removing {} checkpoint(s) of an earlier run from {}", earlier.mine + earlier.other_kind, o.checkpoint_dir());
   core.checkpoints->clear();  // collective
 }
 }  // namespace

@@ -99,7 +99,7 @@ class ShardedStore : public ManagedStore<checkpoint::ShardedCheckpointManager> {
   }
   // Each storage node's leader (rank 0; with node-local disks each node's
   // local rank 0) removes the numbered directories and `latest` it sees.
-  void clear() override {
+  void clear_own() override {
     const bool node_local = load_options_.node_local();
     const bool leads = !dist::is_initialized() || (node_local ? dist::local_rank() : dist::rank()) == 0;
     checkpoint::ranks::on_ranks(
@@ -110,6 +110,7 @@ class ShardedStore : public ManagedStore<checkpoint::ShardedCheckpointManager> {
         },
         "removing an earlier run's sharded checkpoints");
   }
+  bool sharded() const override { return true; }
 
   std::unique_ptr<PendingCheckpoint> latest(std::string& path) override {
     const auto decided = checkpoint::ranks::decided_on_rank_zero([&](c10::impl::GenericDict& decided) {

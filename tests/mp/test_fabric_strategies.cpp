@@ -213,6 +213,29 @@ TEST(FabricStrategies, ShardedStrategiesResumeBitwiseFromTheirShardedCheckpoints
   }
 }
 
+TEST(FabricStrategies, ACheckpointDirectoryOfAnotherKindOfStrategyIsRefusedOrReplaced) {
+  const fs::path dir = shared_dir("kinds");
+  train(quiet("ddp").checkpoint_dir(dir.string()).checkpoint_every(3));  // replicated files
+  for (const std::string strategy : {"zero1", "fsdp"}) {
+    for (const auto resume : {rankwise::Resume::kLatest, rankwise::Resume::kNew}) {
+      const std::string error = config_error_of([&] {
+        rankwise::Fabric fabric(quiet(strategy).checkpoint_dir(dir.string()).resume(resume));
+      });
+      EXPECT_NE(error.find("holds 2 replicated checkpoint(s), which strategy " + strategy + " does not read"),
+                std::string::npos)
+          << error;
+    }
+  }
+  {
+    rankwise::Fabric overwriting(quiet("fsdp").checkpoint_dir(dir.string()).resume(rankwise::Resume::kOverwrite));
+    overwriting.barrier();
+    EXPECT_FALSE(fs::exists(dir / "checkpoint-0000000003.pt"));
+    EXPECT_FALSE(fs::exists(dir / "checkpoint-0000000006.pt"));
+  }
+  rankwise::dist::process_group().barrier();
+  if (rankwise::dist::rank() == 0) fs::remove_all(dir);
+}
+
 TEST(FabricStrategies, AnUnknownStrategyIsAConfigErrorNamingTheKnownOnes) {
   const std::string error = config_error_of([] { rankwise::Fabric fabric(quiet("deepspeed")); });
   EXPECT_NE(error.find("'deepspeed' is not a strategy; use ddp, fsdp or zero1"), std::string::npos) << error;
