@@ -4,4 +4,5 @@
 
 #include "rankwise/parallel/clip_grad.h"
 #include "rankwise/parallel/ddp.h"
+#include "rankwise/parallel/fully_sharded.h"
 #include "rankwise/parallel/zero_redundancy_optimizer.h"

@@ -388,3 +388,42 @@ TEST(FullyShardedDataParallel, MisuseIsAConfigErrorThatSaysWhatToDo) {
 }
 
 }  // namespace
+
+namespace {
+
+// Three equal blocks; `skip` leaves out block 0 (as a rank-dependent branch would).
+struct SkippingNetImpl : nn::Module {
+  SkippingNetImpl()
+      : blocks(register_module("blocks", nn::ModuleList(nn::Linear(8, 8), nn::Linear(8, 8), nn::Linear(8, 8)))) {}
+  torch::Tensor forward(torch::Tensor x) {
+    for (std::size_t i = 0; i < blocks->size(); ++i) {
+      if (skip && i == 0) continue;
+      x = blocks[i]->as<nn::Linear>()->forward(x);
+    }
+    return x;
+  }
+  nn::ModuleList blocks;
+  bool skip = false;
+};
+TORCH_MODULE(SkippingNet);
+
+// Last in this file: the ranks' collectives are out of step afterwards.
+TEST(FullyShardedDataParallel, ARankThatSkipsAUnitGetsAMismatchErrorNamingTheUnits) {
+  group();
+  torch::manual_seed(0);
+  SkippingNet model;
+  FullyShardedDataParallel fsdp(model);
+  model->skip = rankwise::dist::rank() == 1;
+  try {
+    fsdp.forward(torch::randn({2, 8}));
+    FAIL() << "the ranks gathered different units without an error";
+  } catch (const rankwise::CollectiveMismatchError& e) {
+    const std::string text = e.what();
+    const std::string mine = rankwise::dist::rank() == 1 ? "unit 'blocks.1'" : "unit 'blocks.0'";
+    EXPECT_NE(text.find("this rank gathered " + mine), std::string::npos) << text;
+    EXPECT_NE(text.find(rankwise::dist::rank() == 1 ? "rank 0 gathered unit 'blocks.0'" : "rank 1 gathered unit 'blocks.1'"),
+              std::string::npos) << text;
+  }
+}
+
+}  // namespace

@@ -19,6 +19,9 @@
 
 namespace rankwise::parallel::fsdp {
 
+/// Frees a parameter's memory, keeping its storage object (and the views of it).
+void free_storage(const at::Tensor& param);
+
 struct Unit {
   enum class State { kSharded, kGathering, kGathered };
   std::string name;                  // "" for the root unit
@@ -73,6 +76,7 @@ struct ShardingEngine::Impl final : StorageWatcher {
   void launch_reduce(int unit);
   void apply_reduce(PendingReduce& reduce);
   void note_gathered();
+  void fill_zeros(int unit);  // after a failure: memory to read, no collective
 
   c10::ScalarType compute_dtype(const ParamShard& p) const;
   c10::ScalarType reduce_dtype(const ParamShard& p) const;

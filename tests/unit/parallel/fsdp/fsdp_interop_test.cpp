@@ -1,0 +1,81 @@
+// FullyShardedDataParallel's checkpoints against PyTorch 2.x's fully_shard
+// (FSDP2) through DCP, both directions and across world sizes: rankwise saves
+// at 2 ranks and 4 (a shard with no row), PyTorch loads at 3; PyTorch saves at
+// 2, rankwise loads at 3 and 1 and matches tests/python/fsdp_interop.py's
+// unsharded reference. The worker: tests/programs/torch_fsdp_checkpoint.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "support/shell.h"
+#include "support/workers.h"
+
+namespace {
+
+const std::string kRun = RANKWISE_RUN_PATH;
+const std::string kWorker = std::string(RANKWISE_TEST_PROGRAMS_DIR) + "/torch_fsdp_checkpoint";
+const std::string kInterop = std::string(RANKWISE_SOURCE_DIR) + "/tests/python/fsdp_interop.py";
+
+// A Python whose torch is 2.x (fully_shard, DCP), or "" when neither reference Python has one.
+std::string torch2_python() {
+  for (const std::string python : {std::string(RANKWISE_PYTHON), std::string(RANKWISE_OTHER_PYTHON)}) {
+    if (python.empty()) continue;
+    const auto out = rankwise::test::shell(
+        python + " -c 'import torch; from torch.distributed.fsdp import fully_shard; print(\"fsdp2\")' 2>/dev/null");
+    if (out.find("fsdp2") != std::string::npos) return python;
+  }
+  return "";
+}
+
+std::map<std::string, std::pair<double, double>> fingerprints(const std::string& text) {
+  std::map<std::string, std::pair<double, double>> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto at = line.find("fp ");
+    if (at == std::string::npos) continue;
+    std::istringstream fields(line.substr(at + 3));
+    std::string key;
+    double sum = 0, sumsq = 0;
+    if (fields >> key >> sum >> sumsq) out[key] = {sum, sumsq};
+  }
+  return out;
+}
+
+TEST(FsdpPythonInterop, PyTorchFullyShardLoadsWhatRankwiseSaved) {
+  const std::string python = torch2_python();
+  if (python.empty()) GTEST_SKIP() << "no Python with torch >= 2 and fully_shard (RANKWISE_PYTHON, RANKWISE_OTHER_PYTHON)";
+  for (const int saved_at : {2, 4}) {
+    const auto dir = rankwise::test::fresh_dir("rankwise_fsdp_interop", "to_python_" + std::to_string(saved_at));
+    const std::string saved = rankwise::test::run_launched(kRun, saved_at, kWorker, "save " + (dir / "ckpt").string());
+    ASSERT_NE(saved.find("exit=0"), std::string::npos) << saved;
+    const std::string loaded = rankwise::test::shell(python + " " + kInterop + " load " + (dir / "ckpt").string() + " 3 2>&1; echo exit=$?");
+    EXPECT_EQ(rankwise::test::count(loaded, ": ok"), 3) << loaded;
+    EXPECT_NE(loaded.find("exit=0"), std::string::npos) << loaded;
+  }
+}
+
+TEST(FsdpPythonInterop, RankwiseLoadsWhatPyTorchFullyShardSaved) {
+  const std::string python = torch2_python();
+  if (python.empty()) GTEST_SKIP() << "no Python with torch >= 2 and fully_shard (RANKWISE_PYTHON, RANKWISE_OTHER_PYTHON)";
+  const auto dir = rankwise::test::fresh_dir("rankwise_fsdp_interop", "from_python");
+  const std::string saved = rankwise::test::shell(python + " " + kInterop + " save " + (dir / "ckpt").string() + " 2 2>&1; echo exit=$?");
+  ASSERT_NE(saved.find("exit=0"), std::string::npos) << saved;
+  const auto want = fingerprints(rankwise::test::shell(python + " " + kInterop + " reference"));
+  ASSERT_EQ(want.size(), 12u);
+  for (const int nproc : {3, 1}) {
+    const std::string out = rankwise::test::run_launched(kRun, nproc, kWorker, "check " + (dir / "ckpt").string());
+    ASSERT_NE(out.find("exit=0"), std::string::npos) << out;
+    const auto got = fingerprints(out);
+    for (const auto& [key, value] : want) {
+      ASSERT_TRUE(got.count(key)) << key << " at " << nproc << " ranks\n" << out;
+      EXPECT_NEAR(got.at(key).first, value.first, 1e-5 * std::max(1.0, std::abs(value.first))) << key;
+      EXPECT_NEAR(got.at(key).second, value.second, 1e-5 * std::max(1.0, value.second)) << key;
+    }
+  }
+}
+
+}  // namespace
