@@ -84,7 +84,7 @@ void Zero1Strategy::set_optimizer(torch::optim::Optimizer& optimizer) {
       });
 }
 
-void Zero1Strategy::copy_options() {
+void Zero1Strategy::copy_options() const {
   if (!zero_->has_local_optimizer()) return;
   auto& local = zero_->local_optimizer().param_groups();
   const auto& user = optimizer().param_groups();
@@ -116,7 +116,9 @@ checkpoint::ShardedState Zero1Strategy::sharded_state_dict() const {
   for (const auto& item : checkpoint::state_dict(module())) {
     state.emplace(kModelPrefix + item.key(), item.value().cpu());
   }
-  if (zero_) state.merge(zero_->sharded_state_dict(kOptimizerPrefix));
+  if (!zero_) return state;
+  copy_options();
+  state.merge(zero_->sharded_state_dict(kOptimizerPrefix));
   return state;
 }
 

@@ -30,8 +30,10 @@ class Zero1Strategy : public DdpStrategy {
 
  private:
   // The user's groups' options (a learning-rate scheduler changes those)
-  // into the local optimizer's groups, before each step.
-  void copy_options();
+  // into the local optimizer's groups: before each step, and before a save
+  // (a scheduler stepped since the last step is in the checkpoint, as the
+  // user's optimizer holds it under ddp).
+  void copy_options() const;
 
   std::unique_ptr<parallel::ZeroRedundancyOptimizer> zero_;
   // For each group of this rank's local optimizer, the user's group it holds a share of.
