@@ -1,8 +1,11 @@
 #pragma once
 // What the Fabric resume test programs (torch_fabric_accumulation,
-// torch_fabric_accumulate) share: their data, the kill marker and the final
-// training state that tests/e2e/compare_checkpoints.py compares.
+// torch_fabric_accumulate, torch_fabric_strategy) share: their data and
+// model, the kill marker and the final training state that
+// tests/e2e/compare_checkpoints.py compares.
 #include <torch/data/datasets/base.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/linear.h>
 #include <torch/optim/optimizer.h>
 #include <torch/optim/schedulers/lr_scheduler.h>
 
@@ -28,6 +31,19 @@ class Samples : public torch::data::datasets::BatchDataset<Samples, torch::data:
 
  private:
   int64_t n_;
+};
+
+// The resume programs' model: 2 -> 16 -> 3 with dropout between (which
+// differs per rank under seed_per_rank).
+struct DropoutNet : torch::nn::Module {
+  DropoutNet() {
+    fc1 = register_module("fc1", torch::nn::Linear(2, 16));
+    drop = register_module("drop", torch::nn::Dropout(0.2));
+    fc2 = register_module("fc2", torch::nn::Linear(16, 3));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc2(drop(torch::relu(fc1(x)))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::Dropout drop{nullptr};
 };
 
 inline bool exists(const std::string& path) {

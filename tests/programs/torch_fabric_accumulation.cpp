@@ -13,8 +13,6 @@
 // A 6th argument "async" saves in the background (--checkpoint-async).
 #include <torch/data/datasets/base.h>
 #include <torch/nn/functional/loss.h>
-#include <torch/nn/modules/dropout.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/schedulers/step_lr.h>
 
@@ -29,20 +27,10 @@
 namespace {
 
 using rankwise::test::exists;
+using Net = rankwise::test::DropoutNet;
 using rankwise::test::Samples;
 
 constexpr int64_t kPerRank = 27, kBatch = 4, kEpochs = 3;
-
-struct Net : torch::nn::Module {
-  Net() {
-    fc1 = register_module("fc1", torch::nn::Linear(2, 16));
-    drop = register_module("drop", torch::nn::Dropout(0.2));
-    fc2 = register_module("fc2", torch::nn::Linear(16, 3));
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return fc2(drop(torch::relu(fc1(x)))); }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-  torch::nn::Dropout drop{nullptr};
-};
 
 int train(int argc, char** argv) {
   if (argc < 4) {

@@ -12,8 +12,6 @@
 // rankwise-ckpt diff).
 #include <torch/data/datasets/base.h>
 #include <torch/nn/functional/loss.h>
-#include <torch/nn/modules/dropout.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/schedulers/step_lr.h>
 
@@ -28,20 +26,10 @@
 namespace {
 
 using rankwise::test::exists;
+using Net = rankwise::test::DropoutNet;
 using rankwise::test::Samples;
 
 constexpr int64_t kPerRank = 27, kBatch = 4, kEpochs = 3;
-
-struct Net : torch::nn::Module {
-  Net() {
-    fc1 = register_module("fc1", torch::nn::Linear(2, 16));
-    drop = register_module("drop", torch::nn::Dropout(0.2));
-    fc2 = register_module("fc2", torch::nn::Linear(16, 3));
-  }
-  torch::Tensor forward(const torch::Tensor& x) { return fc2(drop(torch::relu(fc1(x)))); }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-  torch::nn::Dropout drop{nullptr};
-};
 
 int train(int argc, char** argv) {
   rankwise::Fabric fabric(argc, argv, rankwise::FabricOptions()
