@@ -140,7 +140,14 @@ void Zero1Strategy::load_sharded_state_dict(const checkpoint::ShardedState& load
   checkpoint::load_state_dict(module(), model);
   if (!zero_) return;
   zero_->load_sharded_state_dict(loaded, kOptimizerPrefix);
+  // The user's optimizer takes the checkpoint's options, as under ddp: whole
+  // for the groups this rank has a share of (the ones it steps), the
+  // learning rate for the others.
   restore_learning_rates(optimizer(), loaded, kOptimizerPrefix);
+  if (!zero_->has_local_optimizer()) return;
+  auto& user = optimizer().param_groups();
+  const auto& local = zero_->local_optimizer().param_groups();
+  for (std::size_t i = 0; i < local.size(); ++i) user[user_group_of_[i]].set_options(local[i].options().clone());
 }
 
 }  // namespace rankwise::fabric

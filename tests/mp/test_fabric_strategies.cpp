@@ -213,6 +213,41 @@ TEST(FabricStrategies, ShardedStrategiesResumeBitwiseFromTheirShardedCheckpoints
   }
 }
 
+// A resume restores the optimizer's options with its state under every
+// strategy, as PyTorch's load_state_dict does: the checkpoint's learning
+// rate and weight decay, not the ones the resumed program set.
+TEST(FabricStrategies, AResumeRestoresTheOptimizersOptionsUnderEachStrategy) {
+  for (const std::string strategy : {"ddp", "zero1", "fsdp"}) {
+    const fs::path dir = shared_dir("options_" + strategy);
+    auto options = quiet(strategy).checkpoint_dir(dir.string());
+    auto run = [&](double lr, double weight_decay) {
+      rankwise::Fabric fabric(options);
+      auto model = fabric.setup_module(std::make_shared<Mlp>());
+      torch::optim::AdamW optimizer(model.parameters(), torch::optim::AdamWOptions(lr).weight_decay(weight_decay));
+      fabric.setup_optimizers(optimizer);
+      auto loader = fabric.setup_dataloader(Points(kSteps * kBatch * fabric.world_size()), kBatch);
+      for (int64_t epoch : fabric.epochs(1)) {
+        (void)epoch;
+        const auto& group = static_cast<const torch::optim::AdamWOptions&>(optimizer.param_groups()[0].options());
+        EXPECT_EQ(group.lr(), 0.02) << strategy;
+        EXPECT_EQ(group.weight_decay(), 0.25) << strategy;
+        for (auto& batch : loader) {
+          fabric.backward(torch::mse_loss(model(batch.data), batch.target));
+          fabric.optimizer_step();
+          break;  // one step, then an explicit save
+        }
+        fabric.save();
+        break;
+      }
+    };
+    run(0.02, 0.25);
+    options.resume(rankwise::Resume::kLatest);
+    run(0.05, 0.5);  // the checkpoint's 0.02 and 0.25 come back
+    rankwise::dist::process_group().barrier();
+    if (rankwise::dist::rank() == 0) fs::remove_all(dir);
+  }
+}
+
 TEST(FabricStrategies, ACheckpointDirectoryOfAnotherKindOfStrategyIsRefusedOrReplaced) {
   const fs::path dir = shared_dir("kinds");
   train(quiet("ddp").checkpoint_dir(dir.string()).checkpoint_every(3));  // replicated files
