@@ -47,10 +47,10 @@ std::vector<std::string> names(const std::vector<rankwise::parallel::fsdp::UnitS
 }
 
 TEST(FsdpUnitPolicy, DefaultIsEachChildOfTheOutermostSequentialOrModuleList) {
-  nn::Sequential seq(nn::Linear(2, 3), nn::ReLU(), nn::Sequential(nn::Linear(3, 3)), nn::Linear(3, 1));
+  nn::Sequential seq(nn::Linear(2, 3), nn::ReLU(), nn::Linear(3, 3), nn::Linear(3, 1));
   const auto units = find_units(*seq, UnitPolicy());
   EXPECT_EQ(names(units), (std::vector<std::string>{"0", "2", "3", ""}));  // ReLU holds nothing
-  EXPECT_EQ(units[1].parameters, (std::vector<std::string>{"2.0.weight", "2.0.bias"}));
+  EXPECT_EQ(units[1].parameters, (std::vector<std::string>{"2.weight", "2.bias"}));
   EXPECT_TRUE(units.back().parameters.empty());
 
   Net net;
