@@ -120,7 +120,7 @@ TEST(FsdpLayout, PackedGradientsAndGatheredRowsRoundTrip) {
   auto input = torch::empty({2 * per_rank});
   rankwise::parallel::fsdp::pack_gradients(params, {ga, gb}, input, per_rank, 2, 1.0);
   // rank 0: a's rows 0-2, b's rows 0-1; rank 1: a's rows 3-4 and a padded row, b's row 2 and padding.
-  EXPECT_TRUE(torch::equal(input, torch::tensor({0., 1, 2, 3, 4, 5, 100, 101, 6, 7, 8, 9, 0, 0, 102, 0})));
+  EXPECT_TRUE(torch::equal(input, torch::tensor({0., 1., 2., 3., 4., 5., 100., 101., 6., 7., 8., 9., 0., 0., 102., 0.}, torch::kFloat)));
   std::vector<at::Tensor> full{torch::zeros({5, 2}), torch::zeros({3})};
   rankwise::parallel::fsdp::unpack_gathered(params, input, per_rank, 2, full);
   EXPECT_TRUE(torch::equal(full[0], ga));
