@@ -155,6 +155,7 @@ void ShardingEngine::Impl::touched(int unit) noexcept {
   if (units[static_cast<std::size_t>(unit)].state == Unit::State::kGathered && unit == current) return;
   std::lock_guard lock(mutex);
   Unobserved quiet;
+  at::NoGradGuard no_grad;  // the engine's copies are not the model's computation
   try {
     if (deferred) {
       ensure_gathered(unit);  // the error is known: zeros, without collectives, until rethrown
@@ -225,6 +226,7 @@ void ShardingEngine::Impl::reset_step() {
 void ShardingEngine::Impl::before_forward() {
   std::lock_guard lock(mutex);
   Unobserved quiet;
+  at::NoGradGuard no_grad;
   rethrow_deferred();
   for (std::size_t i = 0; i < params.size(); ++i) {
     RANKWISE_CHECK(params[i]->param.storage().unsafeGetStorageImpl() == storages[i].unsafeGetStorageImpl(),

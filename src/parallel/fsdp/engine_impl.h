@@ -76,6 +76,7 @@ struct ShardingEngine::Impl final : StorageWatcher {
   void launch_reduce(int unit);
   void apply_reduce(PendingReduce& reduce);
   void note_gathered();
+  void record(diag::CollectiveRecord call, const c10::intrusive_ptr<c10d::Work>& work);
   void fill_zeros(int unit);  // after a failure: memory to read, no collective
 
   c10::ScalarType compute_dtype(const ParamShard& p) const;

@@ -42,7 +42,15 @@ void allocate_storage(const at::Tensor& param) {
 
 void free_storage(const at::Tensor& param) { param.storage().unsafeGetStorageImpl()->reset(); }
 
+// Into the flight recorder on 1.13; 2.x's works of _allgather_base and
+// _reduce_scatter_base have no future to end the record, so there they
+// are not recorded (their failures still name the unit).
+void ShardingEngine::Impl::record(diag::CollectiveRecord call, const c10::intrusive_ptr<c10d::Work>& work) {
+  if (compat::reduce_scatter_is_all_reduce()) group.record_launched(std::move(call), work);
+}
+
 void ShardingEngine::Impl::launch_gather(int u) {
+  at::NoGradGuard no_grad;
   Unit& unit = units[static_cast<std::size_t>(u)];
   const int64_t per_rank = unit.per_rank + 1;
   const auto options_of = unit.params.front()->shard.options().dtype(compute_dtype(*unit.params.front()));
@@ -56,13 +64,14 @@ void ShardingEngine::Impl::launch_gather(int u) {
   call.name = "FullyShardedDataParallel: " + unit.label();
   call.dtype = c10::toString(input.scalar_type());
   call.sizes = input.sizes().vec();
-  group.record_launched(std::move(call), unit.gather);
+  record(std::move(call), unit.gather);
   unit.state = Unit::State::kGathering;
   ++stats.all_gathers;
   note_gathered();
 }
 
 void ShardingEngine::Impl::finish_gather(int u) {
+  at::NoGradGuard no_grad;
   Unit& unit = units[static_cast<std::size_t>(u)];
   const std::string what = "all_gather of " + unit.label() + " (FullyShardedDataParallel)";
   auto work = unit.gather;
@@ -169,7 +178,7 @@ void ShardingEngine::Impl::launch_reduce(int u) {
   call.name = "FullyShardedDataParallel: gradients of " + unit.label();
   call.dtype = c10::toString(dtype);
   call.sizes = reduce.input.sizes().vec();
-  group.record_launched(std::move(call), work);
+  record(std::move(call), work);
   ++stats.reduce_scatters;
   reduces.push_back(std::move(reduce));
 }
