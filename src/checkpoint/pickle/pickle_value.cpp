@@ -3,14 +3,13 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "checkpoint/pickle/limits.h"
 #include "core/check.h"
 #include "rankwise/error.h"
 
 namespace rankwise::checkpoint::pickle {
 namespace {
 
-constexpr int kMaxDepth = 1000;
-constexpr uint64_t kMaxMemo = uint64_t{1} << 22;
 
 PickleRef make(PickleValue::Kind kind) {
   auto v = std::make_shared<PickleValue>();

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "checkpoint/pickle/limits.h"
 #include "checkpoint/pickle/unpickled_value.h"
 #include "rankwise/error.h"
 
@@ -15,12 +16,6 @@ namespace rankwise::checkpoint::pickle {
 namespace {
 
 constexpr char kOrderedDict[] = "collections\nOrderedDict\n";
-// Far above what any checkpoint needs (about 8 memo entries a tensor).
-constexpr uint32_t kMaxMemoId = uint32_t{1} << 22;
-// Python's pickler recurses once per level and stops at Python's recursion
-// limit (1000); libtorch destroys an IValue recursively, so a value nested
-// 200,000 deep (a 600 KB pickle) overflows the stack.
-constexpr int kMaxDepth = 1000;
 
 // Python values that pickle through a GLOBAL libtorch's Unpickler does not
 // know (torch.save uses pickle protocol 2): what each is, for the error.
@@ -103,7 +98,7 @@ class Rewriter {
   // (16 bytes an entry), so a corrupt one could make it allocate 64 GiB.
   uint32_t memo_id(std::size_t n) {
     const uint32_t id = le(n);
-    if (id > kMaxMemoId) fail(fmt::format("memo index {} is out of range", id));
+    if (id > kMaxMemo) fail(fmt::format("memo index {} is out of range", id));
     return id;
   }
   void skip_line() {

@@ -24,12 +24,6 @@ struct Damaged : std::runtime_error {
 };
 void bad(const std::string& why) { throw Damaged(why); }
 
-uint64_t le(const std::string& s, std::size_t at, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(s[at + static_cast<std::size_t>(i)]);
-  return v;
-}
-
 class File {
  public:
   explicit File(const std::string& path) : in_(path, std::ios::binary) {
@@ -110,12 +104,12 @@ struct EntryCheck {
 bool local_header_agrees(File& f, const ZipEntry& e) {
   const int64_t at = static_cast<int64_t>(e.local_offset);
   const std::string fixed = f.read(at, zip::kLocalHeaderSize);
-  const uint64_t name_len = le(fixed, 26, 2), extra_len = le(fixed, 28, 2);
-  if (name_len != e.name.size() || le(fixed, 8, 2) != e.method) return false;
+  const uint64_t name_len = zip::le(fixed, 26, 2), extra_len = zip::le(fixed, 28, 2);
+  if (name_len != e.name.size() || zip::le(fixed, 8, 2) != e.method) return false;
   const std::string rest = f.read(at + zip::kLocalHeaderSize, static_cast<int64_t>(name_len + extra_len));
   if (rest.compare(0, name_len, e.name) != 0) return false;
   std::size_t x = name_len;
-  while (x + 4 <= rest.size()) x += 4 + le(rest, x + 2, 2);
+  while (x + 4 <= rest.size()) x += 4 + zip::le(rest, x + 2, 2);
   return x == rest.size();
 }
 
@@ -126,11 +120,11 @@ EntryCheck check_entry(File& f, const ZipDirectory& dir, const ZipEntry& e) {
   const int64_t begin = zip_entry_data_begin(read, dir, e, bad);
   if (!local_header_agrees(f, e)) return {fmt::format("entry '{}': its local header", e.name)};
   const std::string descriptor = f.read(begin + static_cast<int64_t>(e.size), 12);
-  if (le(descriptor, 0, 4) != zip::kDataDescriptor || le(descriptor, 8, 4) != (e.size & zip::kMax32)) {
+  if (zip::le(descriptor, 0, 4) != zip::kDataDescriptor || zip::le(descriptor, 8, 4) != (e.size & zip::kMax32)) {
     return {fmt::format("entry '{}': its size in the central directory, or its data descriptor", e.name)};
   }
   const uint32_t crc = f.crc_of(begin, e.size);
-  const uint32_t recorded = static_cast<uint32_t>(le(descriptor, 4, 4));
+  const uint32_t recorded = static_cast<uint32_t>(zip::le(descriptor, 4, 4));
   if (crc == e.crc32 && recorded == crc) return {};
   if (crc == e.crc32) return {fmt::format("entry '{}': its data descriptor (its bytes are intact)", e.name)};
   if (recorded == crc) {

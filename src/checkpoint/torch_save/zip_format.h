@@ -2,7 +2,9 @@
 /// Zip record signatures and fixed sizes (PKWARE's APPNOTE.TXT, 4.3), for
 /// the torch.save records rankwise writes (stored_zip.h) and reads
 /// (tensor_record.h).
+#include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace rankwise::checkpoint::torch_save::zip {
 
@@ -21,5 +23,12 @@ constexpr int64_t kZip64EndSize = 56;
 constexpr uint64_t kMax32 = 0xffffffff;
 constexpr uint64_t kMax16 = 0xffff;
 constexpr uint16_t kZip64ExtraId = 1;
+
+/// The little-endian unsigned field of `bytes` bytes (at most 8) at `at` in `s`.
+inline uint64_t le(const std::string& s, std::size_t at, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(s[at + static_cast<std::size_t>(i)]);
+  return v;
+}
 
 }  // namespace rankwise::checkpoint::torch_save::zip
