@@ -45,7 +45,7 @@ export OMP_NUM_THREADS=1
 work=$(mktemp -d "${TMPDIR:-/tmp}/rankwise-bench-fsdp-XXXXXX")
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "" || b == "" || b == 0) print "n/a"; else printf "%.2f", a / b}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a !~ /^[0-9.]+$/ || b !~ /^[0-9.]+$/ || b == 0) print "n/a"; else printf "%.2f", a / b}'; }
 field() { grep -oE "(^| )$1=[^ ]+" | head -1 | sed -E "s/^ ?$1=//"; }  # key=value anywhere in a line
 maxof() { sed -nE "s/^$1=.* max=([0-9.]+).*/\1/p" | head -1; }      # key=r0,r1,... max=M
 have() { [[ " $sections " == *" $1 "* ]]; }
@@ -137,7 +137,8 @@ if have memory; then
       resets+=" $(field hwm_reset <"$work/out")"
       if [ "$rc" != 0 ] || [ -z "${train[$s]}" ]; then
         [ "$(oom_kills)" != "$before" ] && train[$s]="OOM" || train[$s]="failed"
-        echo "  $world ranks $s: rc $rc: $(root_cause)"
+        echo "  $world ranks $s: ${train[$s]} (rc $rc, limit $limit_mib MiB): $(root_cause)"
+        continue
       fi
       echo "  $world ranks $s: training peak ${train[$s]} MiB, start-up peak ${start[$s]:-?} MiB (max over ranks, minus base" \
         "$(maxof base_hwm_mib <"$work/out") MiB); the last step's forward + backward added $(maxof last_forward_backward_added_mib <"$work/out") MiB"
@@ -250,10 +251,11 @@ if have speed; then
       for s in fsdp fsdp-noprefetch ddp; do
         attempt_seconds=300 launch "$leg" 2 train "$s" $spec
         v=$(field samples_per_s <"$work/out")
-        [ -z "$v" ] && { echo "  trial $t $leg $s: no result: $(root_cause)"; v=""; }
+        [ -z "$v" ] && { echo "  trial $t $leg $s: no result: $(root_cause)"; grep -m1 'what():' "$work/out" | sed 's/^ */    /'; v="failed"; }
         sps[$leg/$s]+=" $v"
         mem[$leg/$s]=$(maxof train_mib <"$work/out")/$(maxof base_hwm_mib <"$work/out")
         lo[$leg/$s]=$(field lo_bytes_per_step <"$work/out")
+        [ "$v" = failed ] && mem[$leg/$s]=failed lo[$leg/$s]=failed
         line+=" $leg $s $v;"
       done
     done
@@ -276,7 +278,7 @@ if have speed; then
     for ((i = 0; i < ${#a[@]}; i++)); do out+="$(ratio "${a[$i]}" "${b[$i]:-}") "; done
     echo "${out% }"
   }
-  med() { tr ' ' '\n' <<<"$1" | grep -v '^$' | grep -v n/a | median; }
+  med() { local m; m=$(tr ' ' '\n' <<<"$1" | grep -E '^[0-9.]+$' | median); echo "${m:-failed}"; }
   echo
   echo "Speed, 2 ranks (samples/s medians; ratios per trial, then median); memory: training peak / base VmHWM, MiB, max over ranks (last trial):"
   echo "| leg | rankwise fsdp | PyTorch fully_shard | rankwise/PyTorch (goal >= 1.0) | rankwise ddp | fsdp/ddp | fsdp no prefetch | prefetch on/off | fsdp memory | PyTorch memory |"
