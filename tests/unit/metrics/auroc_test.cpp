@@ -12,17 +12,16 @@
 #include "rankwise/metrics/auroc.h"
 #include "rankwise/metrics/classification.h"
 #include "rankwise/metrics/collection.h"
+#include "support/metrics.h"
 
 using namespace rankwise::metrics;
 using rankwise::ConfigError;
+using rankwise::test::longs;
+using rankwise::test::doubles;
+using rankwise::test::value;
+using rankwise::test::expect_config_error;
 
 namespace {
-
-torch::Tensor longs(std::vector<int64_t> v) { return torch::tensor(v, torch::kLong); }
-
-torch::Tensor doubles(std::vector<double> v) { return torch::tensor(v, torch::kDouble); }
-
-double value(const torch::Tensor& t) { return t.item<double>(); }
 
 // AUROC by the Mann-Whitney U statistic: the fraction of (positive, negative)
 // pairs where the positive scores higher, ties counting 1/2. O(P * N).
@@ -40,16 +39,6 @@ double mann_whitney_auroc(const std::vector<double>& s, const std::vector<int>& 
   return u / (static_cast<double>(pos) * static_cast<double>(neg));
 }
 
-// Expects a ConfigError whose message contains `text`.
-template <typename F>
-void expect_config_error(F&& f, const std::string& text) {
-  try {
-    f();
-    FAIL() << "expected ConfigError containing '" << text << "'";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
 
 }  // namespace
 

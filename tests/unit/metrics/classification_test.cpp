@@ -12,30 +12,14 @@
 #include "rankwise/metrics/auroc.h"
 #include "rankwise/metrics/classification.h"
 #include "rankwise/metrics/collection.h"
+#include "support/metrics.h"
 
 using namespace rankwise::metrics;
 using rankwise::ConfigError;
-
-namespace {
-
-torch::Tensor longs(std::vector<int64_t> v) { return torch::tensor(v, torch::kLong); }
-
-torch::Tensor doubles(std::vector<double> v) { return torch::tensor(v, torch::kDouble); }
-
-double value(const torch::Tensor& t) { return t.item<double>(); }
-
-// Expects a ConfigError whose message contains `text`.
-template <typename F>
-void expect_config_error(F&& f, const std::string& text) {
-  try {
-    f();
-    FAIL() << "expected ConfigError containing '" << text << "'";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
-}
-
-}  // namespace
+using rankwise::test::longs;
+using rankwise::test::doubles;
+using rankwise::test::value;
+using rankwise::test::expect_config_error;
 
 TEST(MetricAccuracy, LabelsAndTopK) {
   Accuracy acc(ClassificationOptions(3));

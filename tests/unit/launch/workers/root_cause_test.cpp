@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "support/attempt.h"
 #include "wire/error_file.h"
 #include "launch/workers/root_cause.h"
 #include "launch/workers/summary.h"
@@ -32,28 +33,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// A worker of an attempt that started at `t0`.
-launch::workers::WorkerRecord worker(int rank, launch::workers::WorkerState state, Clock::time_point t0, int end_ms) {
-  launch::workers::WorkerRecord w;
-  w.rank = rank;
-  w.local_rank = rank;
-  w.pid = 100 + rank;
-  w.state = state;
-  w.exit_code = state == launch::workers::WorkerState::kSucceeded ? 0 : 1;
-  w.start = t0;
-  w.end = t0 + milliseconds(end_ms);
-  w.error_file = "/tmp/error_rank" + std::to_string(rank) + ".json";
-  return w;
-}
-
-wire::WorkerError error(const std::string& message, bool secondary, Clock::time_point at) {
-  wire::WorkerError e;
-  e.path = "/tmp/error.json";
-  e.message = message;
-  e.secondary = secondary;
-  e.time = at;
-  return e;
-}
+using test::error;
+using test::worker;
 
 TEST(LaunchRootCause, PrimaryBeforeSecondaryThenEarliest) {
   const auto t0 = Clock::now();
