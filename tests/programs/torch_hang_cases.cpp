@@ -28,6 +28,9 @@
 //   torch_hang_cases solo-work
 //       2 ranks: rank 0 works 4 s outside any collective while rank 1 waits in
 //       a barrier; then rank 0 joins it and both succeed (not a hang).
+//   torch_hang_cases fsdp-throws
+//       FullyShardedDataParallel over 3 units; rank 1's unit '1' throws in
+//       the second step's forward.
 //   torch_hang_cases monitored-exit
 //       2 ranks: rank 1 returns from main; rank 0 calls
 //       monitored_barrier("eval-done", 20 s) and should fail at once.
@@ -36,14 +39,30 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "rankwise/parallel/ddp.h"
+#include "rankwise/parallel/fully_sharded.h"
 #include "rankwise/dist/process_group.h"
 #include "rankwise/run_main.h"
 
 namespace {
+
+// A block whose forward throws on its second call where `fail` is set.
+struct FaultyBlockImpl : torch::nn::Module {
+  explicit FaultyBlockImpl(bool fail) : fc(register_module("fc", torch::nn::Linear(4, 4))), fail(fail) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto y = fc(x);
+    if (fail && ++calls == 2) throw std::runtime_error("torch_hang_cases: block 1 failed on this rank");
+    return y;
+  }
+  torch::nn::Linear fc;
+  bool fail;
+  int calls = 0;
+};
+TORCH_MODULE(FaultyBlock);
 
 void sleep_s(int seconds) { std::this_thread::sleep_for(std::chrono::seconds(seconds)); }
 
@@ -138,6 +157,17 @@ int run(const std::string& mode, const std::string& variant) {
     if (rank == 1) return 0;
     site(__LINE__ + 1);
     group.monitored_barrier("eval-done", std::chrono::seconds(20));
+    return 0;
+  }
+  if (mode == "fsdp-throws") {  // rank 1's second unit throws in the second step's forward
+    torch::nn::Sequential net(torch::nn::Linear(4, 4), FaultyBlock(rank == 1), torch::nn::Linear(4, 1));
+    rankwise::parallel::FullyShardedDataParallel<torch::nn::Sequential> fsdp(net);
+    torch::optim::SGD optimizer(fsdp.parameters(), 0.1);
+    for (int step = 0; step < 3; ++step) {
+      fsdp(torch::ones({2, 4})).sum().backward();
+      optimizer.step();
+      optimizer.zero_grad();
+    }
     return 0;
   }
   std::fprintf(stderr, "torch_hang_cases: unknown mode '%s'\n", mode.c_str());

@@ -11,6 +11,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -92,6 +93,7 @@ class ShardingEngine {
 
   void before_forward();
   void after_forward();
+  void forward_failed() noexcept;  // names the unit on stderr
   std::optional<c10::ScalarType> input_dtype() const;
   std::optional<c10::ScalarType> output_dtype() const;
   void set_require_sync(bool sync);
@@ -133,7 +135,17 @@ class FullyShardedDataParallel {
   template <typename... Args>
   decltype(auto) forward(Args&&... args) {
     engine_->before_forward();
-    auto output = call_forward(std::forward<Args>(args)...);
+    auto output = [&]() -> decltype(auto) {
+      const int exceptions = std::uncaught_exceptions();
+      struct Failed {  // an exception leaves the module's forward: the engine names the unit
+        fsdp::ShardingEngine& engine;
+        int before;
+        ~Failed() {
+          if (std::uncaught_exceptions() > before) engine.forward_failed();
+        }
+      } failed{*engine_, exceptions};
+      return call_forward(std::forward<Args>(args)...);
+    }();
     engine_->after_forward();
     if constexpr (std::is_same_v<decltype(output), torch::Tensor>) {
       const auto dtype = engine_->output_dtype();

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -17,6 +19,7 @@
 #include "parallel/fsdp/engine_impl.h"
 #include "parallel/fsdp/unit_policy.h"
 #include "rankwise/error.h"
+#include "util/io.h"
 
 namespace rankwise::parallel::fsdp {
 ShardingEngine::Impl::Impl(std::shared_ptr<torch::nn::Module> m, FullyShardOptions o,
@@ -274,6 +277,21 @@ void ShardingEngine::Impl::after_forward() {
   phase = Phase::kBackward;
 }
 
+// An exception left the module's forward: says on this rank's stderr which
+// unit it was computing (the launcher's failure summary shows that tail).
+void ShardingEngine::Impl::forward_failed() noexcept {
+  try {
+    std::lock_guard lock(mutex);
+    if (phase != Phase::kForward) return;
+    const std::string where = current >= 0 ? units[static_cast<std::size_t>(current)].label()
+                                           : "no unit (before any unit's parameters were used)";
+    util::write_line(STDERR_FILENO,
+                     core::message(core::at(group), "FullyShardedDataParallel: the forward threw in {}",
+                                   where));
+  } catch (...) {  // a failed note must not replace the user's exception
+  }
+}
+
 void ShardingEngine::Impl::on_gradient(std::size_t param) {
   std::lock_guard lock(mutex);
   Unobserved quiet;
@@ -332,6 +350,7 @@ ShardingEngine::~ShardingEngine() = default;
 
 void ShardingEngine::before_forward() { impl_->before_forward(); }
 void ShardingEngine::after_forward() { impl_->after_forward(); }
+void ShardingEngine::forward_failed() noexcept { impl_->forward_failed(); }
 
 std::optional<c10::ScalarType> ShardingEngine::input_dtype() const {
   const auto& mp = impl_->options.mixed_precision();

@@ -61,6 +61,7 @@ struct ShardingEngine::Impl final : StorageWatcher {
   void on_touch(int unit);
   void before_forward();
   void after_forward();
+  void forward_failed() noexcept;
   void on_gradient(std::size_t param);
   void finish_backward();
   void reset_step();

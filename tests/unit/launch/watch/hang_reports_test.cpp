@@ -146,6 +146,20 @@ TEST(HangReports, MonitoredBarrierFailsAtOnceWhenAMissingRankExited) {
       << r.err;
 }
 
+// A unit's forward throws on rank 1 only, at the process group's default
+// timeout (300 s): rank 0 waits in that step's next gather, and the job still
+// ends in seconds with rank 1 as the root cause, naming the unit.
+TEST(HangReports, AnFsdpUnitThatThrowsOnOneRankIsTheRootCauseNamingTheUnit) {
+  const Result r = run_case(2, "fsdp-throws", "", {{"HANG_CASE_TIMEOUT_S", "300"}});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_LT(r.seconds, kMargin) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("root cause \\(first failure\\): rank 1 \\(local rank 1\\)")))
+      << r.err;
+  EXPECT_TRUE(has(r.err, "torch_hang_cases: block 1 failed on this rank")) << r.err;
+  EXPECT_TRUE(has(r.err, "rank 1/2: FullyShardedDataParallel: the forward threw in unit '1'")) << r.err;
+  EXPECT_FALSE(has(r.err, "deadlock")) << r.err;
+}
+
 TEST(HangReports, FlightRecorderIsDumpedOnATimeout) {
   const std::string dir = std::filesystem::temp_directory_path() /
                           ("rankwise-fr-" + std::to_string(::getpid()));
