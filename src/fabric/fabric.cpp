@@ -96,6 +96,13 @@ std::optional<FabricOptions> parse_command_line(int& argc, char** argv, FabricOp
     print_fabric_help(app);
     return std::nullopt;
   }
+  for (const char* flag : {"--fsdp-reshard-after-forward", "--fsdp-min-unit-params"}) {
+    if (app.count(flag) > 0 && options.strategy() != "fsdp") {
+      core::raise<ConfigError>("{} applies to --strategy fsdp, and this run's strategy is {}: add "
+                               "--strategy fsdp, or leave the flag out",
+                               flag, options.strategy());
+    }
+  }
   argc = keep_remaining(app, argc, argv);
   return options;
 }

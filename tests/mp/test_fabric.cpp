@@ -345,6 +345,18 @@ TEST(Fabric, OptionsFromTheCommandLine) {
   EXPECT_NE(message({"prog", "--resume", "--overwrite-checkpoints"}).find("--resume excludes --overwrite-checkpoints"),
             std::string::npos);
   EXPECT_NE(message({"prog", "--keep-last", "0"}).find("--keep-last"), std::string::npos);
+  // An fsdp flag under another strategy would change nothing: refused, by name.
+  EXPECT_NE(message({"prog", "--fsdp-reshard-after-forward", "false"})
+                .find("--fsdp-reshard-after-forward applies to --strategy fsdp, and this run's strategy is ddp"),
+            std::string::npos)
+      << message({"prog", "--fsdp-reshard-after-forward", "false"});
+  EXPECT_NE(message({"prog", "--strategy", "zero1", "--fsdp-min-unit-params", "1000"})
+                .find("--fsdp-min-unit-params applies to --strategy fsdp, and this run's strategy is zero1"),
+            std::string::npos);
+  {
+    auto fabric = parse({"prog", "--strategy", "fsdp", "--fsdp-reshard-after-forward", "false"});
+    EXPECT_FALSE(fabric.options().fsdp().reshard_after_forward());
+  }
   // Not a number says so, not "not in range".
   EXPECT_NE(message({"prog", "--accumulate", "abc"}).find("'abc' is not an integer in [1, 1048576]"),
             std::string::npos)
