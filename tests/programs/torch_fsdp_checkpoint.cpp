@@ -6,7 +6,12 @@
 //                                     and the optimizer with save_sharded
 //   torch_fsdp_checkpoint check DIR   wraps the model, loads DIR (written by either side) and
 //                                     prints "fp KEY SUM SUMSQ" for every parameter and every
-//                                     optimizer state tensor (over all ranks), on rank 0
+//                                     optimizer state tensor (over all ranks), on rank 0 ("save"
+//                                     prints the same for the state it saved)
+//   torch_fsdp_checkpoint replicated DIR OUT
+//                                     as a DDP or one-process program: no FSDP, every entry of DIR
+//                                     loaded as a whole tensor (or object) on every rank, printed
+//                                     as "check" prints, and saved again to OUT
 //
 // The model, its initial values and the data are fsdp_interop.py's (the same formulas).
 #include <torch/torch.h>
@@ -48,15 +53,54 @@ void fingerprint(const std::string& key, const torch::Tensor& local, bool sharde
   }
 }
 
+void fingerprints(rankwise::parallel::FullyShardedDataParallel<torch::nn::Sequential>& fsdp,
+                  torch::optim::Adam& opt) {
+  for (const auto& [name, full] : fsdp.full_state_dict()) fingerprint("model." + name, full, false);
+  const auto saved = rankwise::checkpoint::optimizer_state_dict(opt).toGenericDict().at("state").toGenericDict();
+  const auto shards = fsdp.parameters();
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    for (const char* name : {"exp_avg", "exp_avg_sq"}) {
+      torch::Tensor local = torch::zeros({0});
+      const auto key = static_cast<int64_t>(i);
+      if (saved.contains(key)) local = saved.at(key).toGenericDict().at(name).toTensor();
+      fingerprint("optim.state." + std::to_string(i) + "." + name, local, true);
+    }
+  }
+}
+
+// Every entry of `dir` as a whole tensor or an object, as a program without
+// FSDP (DDP's replicas, one process) loads it; printed, then saved to `out`.
+int replicated(const std::string& dir, const std::string& out) {
+  rankwise::checkpoint::ShardedState state;
+  for (const auto& [key, meta] : rankwise::checkpoint::read_sharded_metadata(dir)) {
+    if (meta.is_tensor) {
+      state.emplace(key, torch::empty(meta.global_shape, torch::dtype(meta.dtype)));
+    } else {
+      state.emplace(key, rankwise::checkpoint::ObjectEntry{});
+    }
+  }
+  rankwise::checkpoint::load_sharded(dir, state);
+  for (const auto& [key, entry] : state) {
+    const bool moment = key.ends_with(".exp_avg") || key.ends_with(".exp_avg_sq");
+    if (key.starts_with("model.") || (key.starts_with("optim.state.") && moment)) {
+      fingerprint(key, std::get<torch::Tensor>(entry), false);
+    }
+  }
+  rankwise::checkpoint::save_sharded(out, state);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "usage: torch_fsdp_checkpoint save|check DIR\n";
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (argc != (mode == "replicated" ? 4 : 3)) {
+    std::cerr << "usage: torch_fsdp_checkpoint save|check DIR | replicated DIR OUT\n";
     return 2;
   }
-  const std::string mode = argv[1], dir = argv[2];
+  const std::string dir = argv[2];
   rankwise::dist::init();
+  if (mode == "replicated") return replicated(dir, argv[3]);
   auto model = make_model();
   rankwise::parallel::FullyShardedDataParallel fsdp(model);
   torch::optim::Adam opt(fsdp.parameters(), torch::optim::AdamOptions(0.05));
@@ -71,6 +115,7 @@ int main(int argc, char** argv) {
     for (auto& [k, v] : rankwise::parallel::fsdp_optimizer_state_dict(*fsdp.engine(), opt)) state.emplace(k, v);
     rankwise::checkpoint::save_sharded(dir, state);
     std::cout << "rank " << rankwise::dist::rank() << ": saved" << std::endl;
+    fingerprints(fsdp, opt);
     return 0;
   }
   auto state = fsdp.sharded_state_dict_to_load();
@@ -79,16 +124,6 @@ int main(int argc, char** argv) {
   rankwise::checkpoint::load_sharded(dir, state);
   fsdp.load_sharded_state_dict(state);
   rankwise::parallel::load_fsdp_optimizer_state_dict(*fsdp.engine(), opt, state);
-  for (const auto& [name, full] : fsdp.full_state_dict()) fingerprint("model." + name, full, false);
-  const auto saved = rankwise::checkpoint::optimizer_state_dict(opt).toGenericDict().at("state").toGenericDict();
-  const auto shards = fsdp.parameters();
-  for (std::size_t i = 0; i < shards.size(); ++i) {
-    for (const char* name : {"exp_avg", "exp_avg_sq"}) {
-      torch::Tensor local = torch::zeros({0});
-      const auto key = static_cast<int64_t>(i);
-      if (saved.contains(key)) local = saved.at(key).toGenericDict().at(name).toTensor();
-      fingerprint("optim.state." + std::to_string(i) + "." + name, local, true);
-    }
-  }
+  fingerprints(fsdp, opt);
   return 0;
 }

@@ -79,3 +79,32 @@ TEST(FsdpPythonInterop, RankwiseLoadsWhatPyTorchFullyShardSaved) {
 }
 
 }  // namespace
+
+// fsdp at 4 ranks -> fsdp at 2 -> replicated (a DDP program) at 3 -> one
+// plain process -> fsdp at 3: every load sees the parameters and Adam's
+// moments the 4 ranks saved (sums and sums of squares; a sharded sum adds
+// in another order, hence the 1e-12 relative tolerance). No Python needed.
+TEST(FsdpCheckpointWorldSizes, FourToTwoToReplicatedThreeToOneAndBackToThree) {
+  const auto dir = rankwise::test::fresh_dir("rankwise_fsdp_world_sizes", "chain");
+  const std::string saved = rankwise::test::run_launched(kRun, 4, kWorker, "save " + (dir / "fsdp4").string());
+  ASSERT_NE(saved.find("exit=0"), std::string::npos) << saved;
+  const auto want = fingerprints(saved);
+  ASSERT_EQ(want.size(), 12u) << saved;
+  auto expect_same = [&](const std::string& out, const std::string& step) {
+    ASSERT_NE(out.find("exit=0"), std::string::npos) << step << "\n" << out;
+    const auto got = fingerprints(out);
+    EXPECT_EQ(got.size(), want.size()) << step << "\n" << out;
+    for (const auto& [key, value] : want) {
+      ASSERT_TRUE(got.count(key)) << key << " after " << step << "\n" << out;
+      EXPECT_NEAR(got.at(key).first, value.first, 1e-12 * std::max(1.0, std::abs(value.first))) << key << " " << step;
+      EXPECT_NEAR(got.at(key).second, value.second, 1e-12 * std::max(1.0, value.second)) << key << " " << step;
+    }
+  };
+  const auto at = [&](const char* name) { return (dir / name).string(); };
+  expect_same(rankwise::test::run_launched(kRun, 2, kWorker, "check " + at("fsdp4")), "fsdp at 2");
+  expect_same(rankwise::test::run_launched(kRun, 3, kWorker, "replicated " + at("fsdp4") + " " + at("ddp3")),
+              "replicated at 3");
+  expect_same(rankwise::test::run_launched(kRun, 1, kWorker, "replicated " + at("ddp3") + " " + at("plain1")),
+              "one process");
+  expect_same(rankwise::test::run_launched(kRun, 3, kWorker, "check " + at("plain1")), "fsdp at 3");
+}
