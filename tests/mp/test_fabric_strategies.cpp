@@ -305,14 +305,14 @@ TEST(FabricStrategies, Zero1RefusesAnOptimizerItCannotRebuild) {
 }
 
 TEST(FabricStrategies, StrategyFlagsFromTheCommandLine) {
-  std::vector<std::string> args = {"prog", "--strategy", "zero1", "--fsdp-reshard-after-forward", "false",
+  std::vector<std::string> args = {"prog", "--strategy", "fsdp", "--fsdp-reshard-after-forward", "false",
                                    "--fsdp-min-unit-params", "100", "--epochs", "2"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   int argc = static_cast<int>(args.size());
   rankwise::Fabric fabric(argc, argv.data(), quiet("ddp"));
-  EXPECT_EQ(fabric.options().strategy(), "zero1");
+  EXPECT_EQ(fabric.options().strategy(), "fsdp");
   EXPECT_FALSE(fabric.options().fsdp().reshard_after_forward());
   EXPECT_EQ(fabric.options().fsdp().units().min_params(), 100);
   ASSERT_EQ(argc, 3);  // the program's own arguments stay
