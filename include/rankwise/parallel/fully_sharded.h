@@ -77,6 +77,7 @@ struct ShardingStats {
   int64_t all_gathers = 0;
   int64_t reduce_scatters = 0;
   int64_t gathered_bytes_high_water = 0;  // most bytes of gathered parameters at once
+  int64_t max_reduces_in_flight = 0;  // most reduce-scatters (each a unit's full gradient) at once
 };
 
 namespace fsdp {

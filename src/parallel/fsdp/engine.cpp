@@ -306,14 +306,21 @@ void ShardingEngine::Impl::on_gradient(std::size_t param) {
 }
 
 // Reduce-scatters go out in one order on every rank (reduce_order); a unit
-// whose gradients are complete waits for those before it in that order.
+// whose gradients are complete waits for those before it in that order. At
+// most kReducesInFlight are in flight (the next unit's backward overlaps
+// them); more would hold every unit's full gradient until the backward ends.
+constexpr std::size_t kReducesInFlight = 2;
+
 void ShardingEngine::Impl::launch_ready_reduces() {
   while (next_reduce < reduce_order.size()) {
     const int u = reduce_order[next_reduce];
     Unit& unit = units[static_cast<std::size_t>(u)];
     if (unit.arrived < unit.trainable) return;
     ++next_reduce;
-    if (require_sync && unit.trainable > 0) launch_reduce(u);
+    if (require_sync && unit.trainable > 0) {
+      drain_reduces(kReducesInFlight - 1);
+      launch_reduce(u);
+    }
     unit.reduced = true;
     reshard(u);
   }
@@ -328,13 +335,7 @@ void ShardingEngine::Impl::finish_backward() {
     if (require_sync && units[static_cast<std::size_t>(u)].trainable > 0) launch_reduce(u);
     units[static_cast<std::size_t>(u)].reduced = true;
   }
-  try {
-    for (auto& reduce : reduces) apply_reduce(reduce);
-  } catch (...) {
-    reset_step();
-    throw;
-  }
-  reduces.clear();
+  drain_reduces(0);
   for (std::size_t u = 0; u < units.size(); ++u) reshard(static_cast<int>(u));
   phase = Phase::kIdle;
   final_queued = false;

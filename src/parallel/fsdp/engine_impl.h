@@ -76,6 +76,7 @@ struct ShardingEngine::Impl final : StorageWatcher {
   void launch_ready_reduces();
   void launch_reduce(int unit);
   void apply_reduce(PendingReduce& reduce);
+  void drain_reduces(std::size_t keep);
   void note_gathered();
   void record(diag::CollectiveRecord call, const c10::intrusive_ptr<c10d::Work>& work);
   void fill_zeros(int unit);  // after a failure: memory to read, no collective

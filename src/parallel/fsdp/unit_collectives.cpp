@@ -181,6 +181,21 @@ void ShardingEngine::Impl::launch_reduce(int u) {
   record(std::move(call), work);
   ++stats.reduce_scatters;
   reduces.push_back(std::move(reduce));
+  stats.max_reduces_in_flight = std::max(stats.max_reduces_in_flight, static_cast<int64_t>(reduces.size()));
+}
+
+// Completes reduce-scatters, oldest first, until `keep` are in flight: each
+// holds its unit's full-size gradient buffer until it is applied.
+void ShardingEngine::Impl::drain_reduces(std::size_t keep) {
+  while (reduces.size() > keep) {
+    try {
+      apply_reduce(reduces.front());
+    } catch (...) {
+      reset_step();
+      throw;
+    }
+    reduces.erase(reduces.begin());
+  }
 }
 
 void ShardingEngine::Impl::apply_reduce(PendingReduce& reduce) {
