@@ -129,14 +129,5 @@ TEST(LaunchErrorFile, PeerGoneIsRankwisesPeerErrorOrGloosIoException) {
   EXPECT_FALSE(is_peer_gone(std::runtime_error("boom")));
 }
 
-wire::WorkerError error(const std::string& message, bool secondary, Clock::time_point at) {
-  wire::WorkerError e;
-  e.path = "/tmp/error.json";
-  e.message = message;
-  e.secondary = secondary;
-  e.time = at;
-  return e;
-}
-
 }  // namespace
 }  // namespace rankwise::launch
