@@ -10,7 +10,6 @@
 namespace rankwise::checkpoint::pickle {
 namespace {
 
-
 PickleRef make(PickleValue::Kind kind) {
   auto v = std::make_shared<PickleValue>();
   v->kind = kind;
