@@ -11,7 +11,6 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
-#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -137,15 +136,12 @@ class FullyShardedDataParallel {
   decltype(auto) forward(Args&&... args) {
     engine_->before_forward();
     auto output = [&]() -> decltype(auto) {
-      const int exceptions = std::uncaught_exceptions();
-      struct Failed {  // an exception leaves the module's forward: the engine names the unit
-        fsdp::ShardingEngine& engine;
-        int before;
-        ~Failed() {
-          if (std::uncaught_exceptions() > before) engine.forward_failed();
-        }
-      } failed{*engine_, exceptions};
-      return call_forward(std::forward<Args>(args)...);
+      try {
+        return call_forward(std::forward<Args>(args)...);
+      } catch (...) {
+        engine_->forward_failed();  // names the unit on stderr; the exception goes on unchanged
+        throw;
+      }
     }();
     engine_->after_forward();
     if constexpr (std::is_same_v<decltype(output), torch::Tensor>) {

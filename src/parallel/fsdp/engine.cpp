@@ -306,21 +306,14 @@ void ShardingEngine::Impl::on_gradient(std::size_t param) {
 }
 
 // Reduce-scatters go out in one order on every rank (reduce_order); a unit
-// whose gradients are complete waits for those before it in that order. At
-// most kReducesInFlight are in flight (the next unit's backward overlaps
-// them); more would hold every unit's full gradient until the backward ends.
-constexpr std::size_t kReducesInFlight = 2;
-
+// whose gradients are complete waits for those before it in that order.
 void ShardingEngine::Impl::launch_ready_reduces() {
   while (next_reduce < reduce_order.size()) {
     const int u = reduce_order[next_reduce];
     Unit& unit = units[static_cast<std::size_t>(u)];
     if (unit.arrived < unit.trainable) return;
     ++next_reduce;
-    if (require_sync && unit.trainable > 0) {
-      drain_reduces(kReducesInFlight - 1);
-      launch_reduce(u);
-    }
+    if (require_sync && unit.trainable > 0) launch_reduce(u);
     unit.reduced = true;
     reshard(u);
   }

@@ -150,7 +150,12 @@ void ShardingEngine::Impl::note_gathered() {
   stats.gathered_bytes_high_water = std::max(stats.gathered_bytes_high_water, bytes);
 }
 
+// At most this many reduce-scatters are in flight (the next unit's backward
+// overlaps them): each holds its unit's full gradient until it is applied.
+constexpr std::size_t kReducesInFlight = 2;
+
 void ShardingEngine::Impl::launch_reduce(int u) {
+  drain_reduces(kReducesInFlight - 1);
   Unit& unit = units[static_cast<std::size_t>(u)];
   std::vector<at::Tensor> grads;
   for (ParamShard* p : unit.params) grads.push_back(p->param.grad());
