@@ -10,6 +10,9 @@ class DdpStrategy : public Strategy {
  public:
   const char* name() const override { return "ddp"; }
   bool sharded_checkpoints() const override { return false; }
+  // Refuses (ConfigError, every rank) an optimizer that holds other tensors
+  // than the model's parameters, or other ones on different ranks. Collective.
+  void set_optimizer(torch::optim::Optimizer& optimizer) override;
   bool accumulating() const override;
   void end_pass() override;
   torch::Tensor clip_gradients(double max_norm, double norm_type, bool error_if_nonfinite,

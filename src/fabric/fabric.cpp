@@ -6,12 +6,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "compat/autocast.h"
 #include "compat/gloo_bfloat16.h"
@@ -81,6 +83,57 @@ void print_fabric_help(const CLI::App& app) {
             << std::flush;
 }
 
+// The number of one-character insertions, deletions, substitutions and
+// swaps of two neighbours that turn `a` into `b` (optimal string alignment).
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The Fabric flag that `arg` (a flag the Fabric left to the program) is
+// probably a misspelling of: the start of one (--resum), or one or two
+// typos away (one for flags of up to 6 letters); "" when none is.
+std::string misspelt_flag(const CLI::App& app, const std::string& arg) {
+  const std::string name = arg.substr(2, arg.find('=') - 2);
+  std::string best;
+  std::size_t best_distance = 3;
+  for (const CLI::Option* option : app.get_options()) {
+    for (const std::string& flag : option->get_lnames()) {
+      if (name == flag) continue;
+      const std::size_t allowed = flag.size() <= 6 ? 1 : 2;
+      const bool start = name.size() >= 3 && flag.compare(0, name.size(), name) == 0;
+      const std::size_t distance = start ? 0 : edit_distance(name, flag);
+      if (distance <= allowed && distance < best_distance) best = flag, best_distance = distance;
+    }
+  }
+  return best.empty() ? "" : "--" + best;
+}
+
+// A flag of the Fabric's, misspelt, would leave the run on a default without
+// a word: refused, naming the flag meant (docs/fabric.md, "Command line").
+void refuse_misspelt_flags(const CLI::App& app) {
+  for (const std::string& arg : app.remaining()) {
+    if (arg == "--") return;
+    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
+    const std::string meant = misspelt_flag(app, arg);
+    if (meant.empty()) continue;
+    core::raise<ConfigError>(
+        "{} is not a flag of rankwise::Fabric; did you mean {}? (a program's own flag this close "
+        "to one of the Fabric's is refused too: give it another name; --help lists the Fabric's)",
+        arg.substr(0, arg.find('=')), meant);
+  }
+}
+
 std::optional<FabricOptions> parse_command_line(int& argc, char** argv, FabricOptions options) {
   CLI::App app{"rankwise::Fabric options"};
   app.allow_extras();
@@ -103,6 +156,7 @@ std::optional<FabricOptions> parse_command_line(int& argc, char** argv, FabricOp
                                flag, options.strategy());
     }
   }
+  refuse_misspelt_flags(app);
   argc = keep_remaining(app, argc, argv);
   return options;
 }
@@ -365,9 +419,26 @@ void Fabric::register_training_loader(int64_t dataset_size, int64_t batch_size) 
   core.describe_run();
 }
 
-void Fabric::track(torch::optim::LRScheduler& scheduler) { core_->state.lr_scheduler = &scheduler; }
+namespace {
+// What track() adds is restored when training starts (or at load()): after
+// that, it would be saved but never restored.
+void refuse_late_track(const fabric::FabricCore& core, const std::string& what) {
+  if (!core.started) return;
+  core::raise<ConfigError>(core::here(),
+                           "Fabric::track({}) after training started (or after Fabric::load): a "
+                           "resumed run would not restore it; call track() before the training "
+                           "loop (Fabric::epochs, the first batch) and before load()",
+                           what);
+}
+}  // namespace
+
+void Fabric::track(torch::optim::LRScheduler& scheduler) {
+  refuse_late_track(*core_, "scheduler");
+  core_->state.lr_scheduler = &scheduler;
+}
 
 void Fabric::track(const std::string& name, metrics::MetricCollection& metrics) {
+  refuse_late_track(*core_, "\"" + name + "\", metrics");
   core_->state.metrics[name] = &metrics;
 }
 
@@ -513,6 +584,8 @@ fabric::Throughput Fabric::throughput() { return core_->throughput(); }
 monitor::MetricsLog* Fabric::metrics_log() { return core_->log(); }
 
 std::string Fabric::save() {
+  require_setup(*core_, "save", "the checkpoint would hold no model or optimizer to resume",
+                /*optimizer=*/true);
   core_->schedule.note_pending_gradients(core_->state.step, core_->accumulating_now(),
                                          "Fabric::save() was called between optimizer steps");
   return core_->save_explicit();

@@ -40,6 +40,7 @@ torch::Device resolve_device(const std::string& option) {
 }
 
 void FabricCore::ensure_resumed() {
+  started = true;
   if (!pending) return;
   if (!strategy->has_model()) {
     core::raise<ConfigError>(
@@ -137,13 +138,14 @@ std::string FabricCore::write(const checkpoint::TrainingState& s, bool scheduled
                              "Fabric::save without a checkpoint directory; set "
                              "FabricOptions::checkpoint_dir (--checkpoint-dir)");
   }
-  // collective
+  strategy->check_replicas();  // collective: a checkpoint holds the one model every rank has
   const std::string path = checkpoints->save(s, *strategy, scheduled && options.checkpoint_async());
   schedule.add(checkpoints->last_timings());
   return path;
 }
 
 void FabricCore::finish_saves() {
+  if (strategy->has_model()) strategy->check_replicas();  // the run ends with one model
   if (!checkpoints) return;
   checkpoints->wait();
   schedule.add(checkpoints->last_timings());

@@ -48,6 +48,7 @@ class FabricCore {
   std::unique_ptr<PendingCheckpoint> pending;
   std::string pending_path;
   bool resumed = false;  // a checkpoint was restored
+  bool started = false;  // training started (or load() ran): what track() adds is restored by now
   ProgressMeter meter;
   RunLog run_log;
   // The end position of the training batch the loop body holds, if any.
@@ -98,8 +99,9 @@ class FabricCore {
   // starts at the next batch instead of applying this one twice. Always
   // synchronous: the checkpoint exists when it returns its path.
   std::string save_explicit();
-  // The run's last epoch ended: its asynchronous save is durable, or its
-  // failure raised on every rank, before the loop ends. Collective.
+  // The run's last epoch ended: the replicas are checked equal (Error
+  // naming the parameters otherwise) and the asynchronous save is durable,
+  // or its failure raised on every rank, before the loop ends. Collective.
   void finish_saves();
 
  private:

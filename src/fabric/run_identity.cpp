@@ -111,6 +111,15 @@ void RunIdentity::check_same_run(const Extras& saved, int64_t position, const st
         "mid-epoch with the same batch size (or from an epoch-end checkpoint)",
         path, *batch, batch_size);
   }
+  if (position > 0 && seed && *seed != static_cast<int64_t>(options.seed())) {
+    core::raise<ConfigError>(
+        core::here(),
+        "{} was written in the middle of an epoch with seed {}; this run has seed {}, which would "
+        "deal the rest of that epoch in another order (some samples twice, others never): resume "
+        "mid-epoch with --seed {} (FabricOptions::seed), or change the seed from an epoch-end "
+        "checkpoint",
+        path, *seed, options.seed(), *seed);
+  }
   if ((batch && *batch != batch_size) || (seed && *seed != static_cast<int64_t>(options.seed()))) {
     print0("note: resuming with batch size {} and seed {} (the checkpoint's run used {} and {}); "
            "the run will not match an uninterrupted one",

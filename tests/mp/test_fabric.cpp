@@ -104,9 +104,9 @@ std::vector<torch::Tensor> parameters_of(Net& net) {
 // dropout on per-rank seeds; throws std::runtime_error("crash") after
 // `crash_after` steps (0: never). Returns the final parameters.
 std::vector<torch::Tensor> train(const fs::path& dir, rankwise::Resume resume, int64_t crash_after,
-                                 double* loss_out = nullptr) {
+                                 double* loss_out = nullptr, uint64_t seed = 7) {
   rankwise::Fabric fabric(quiet()
-                              .seed(7)
+                              .seed(seed)
                               .seed_per_rank(true)
                               .checkpoint_dir(dir.string())
                               .checkpoint_every(3)
@@ -206,6 +206,16 @@ TEST(Fabric, ResumedMidEpochEndsBitwiseEqualToAnUninterruptedRun) {
   std::string name;
   std::getline(latest, name);
   EXPECT_EQ(name, "checkpoint-0000000009.pt");
+  // Another seed would deal the rest of the epoch in another order: refused.
+  try {
+    train(b, rankwise::Resume::kLatest, 0, nullptr, /*seed=*/8);
+    ADD_FAILURE() << "a mid-epoch resume with another seed was accepted";
+  } catch (const rankwise::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("in the middle of an epoch with seed 7; this run has seed "
+                                         "8, which would deal the rest of that epoch in another order"),
+              std::string::npos)
+        << e.what();
+  }
   const auto resumed = train(b, rankwise::Resume::kLatest, 0, &loss_b);
   ASSERT_EQ(expected.size(), resumed.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
@@ -283,6 +293,114 @@ TEST(Fabric, MisuseIsAClearError) {
   EXPECT_THROW(rankwise::Fabric(quiet().device("cuda:7")), rankwise::ConfigError);
 }
 
+// What new users' programs got wrong, each refused where it happens.
+TEST(Fabric, SaveBeforeSetupAndTrackAfterTheStartAreErrors) {
+  const auto dir = shared_dir("early_save");
+  if (rankwise::dist::rank() == 0) fs::remove_all(dir);
+  {
+    rankwise::Fabric fabric(quiet().checkpoint_dir(dir.string()));
+    try {
+      fabric.save();
+      ADD_FAILURE() << "a checkpoint without a model was written";
+    } catch (const rankwise::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("Fabric::save before Fabric::setup: the checkpoint would "
+                                           "hold no model or optimizer"),
+                std::string::npos)
+          << e.what();
+    }
+    auto net = std::make_shared<Net>();
+    torch::optim::SGD optimizer(net->parameters(), 0.1);
+    auto ddp = fabric.setup(net, optimizer);
+    torch::optim::StepLR scheduler(optimizer, 1, 0.5);
+    fabric.track(scheduler);  // before training: fine
+    auto loader = fabric.setup_dataloader(Numbers(8), 2);
+    fabric.epochs(1).begin();  // training starts (a resume would restore now)
+    try {
+      fabric.track(scheduler);
+      ADD_FAILURE() << "track() after the start was accepted";
+    } catch (const rankwise::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("Fabric::track(scheduler) after training started"),
+                std::string::npos)
+          << e.what();
+    }
+    rankwise::metrics::MetricCollection metrics;
+    EXPECT_THROW(fabric.track("train", metrics), rankwise::ConfigError);
+  }
+  rankwise::dist::barrier();
+  EXPECT_FALSE(fs::exists(dir / "latest"));
+  if (rankwise::dist::rank() == 0) fs::remove_all(dir);
+}
+
+TEST(Fabric, AnOptimizerThatDoesNotHoldTheSetUpModelOnEveryRankIsRefused) {
+  auto refusal = [](auto make_params) -> std::string {
+    rankwise::Fabric fabric(quiet());
+    auto net = std::make_shared<Net>();
+    torch::optim::SGD optimizer(make_params(*net, fabric), 0.1);
+    try {
+      fabric.setup(net, optimizer);
+    } catch (const rankwise::ConfigError& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  // A tensor that is not the model's (e.g. a parameter of another module).
+  const std::string stray = refusal([](Net& net, rankwise::Fabric&) {
+    auto params = net.parameters();
+    params.push_back(torch::zeros({3}, torch::requires_grad()));
+    return params;
+  });
+  EXPECT_NE(stray.find("rank 0: 4 of the model's 4 parameters and 1 tensor(s) that are not the model's"),
+            std::string::npos)
+      << stray;
+  // Each rank's share, as a ZeroRedundancyOptimizer's local_optimizer() holds.
+  const std::string share = refusal([](Net& net, rankwise::Fabric& fabric) {
+    std::vector<torch::Tensor> mine;
+    const auto all = net.parameters();
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      if (static_cast<int>(i) % fabric.world_size() == fabric.rank()) mine.push_back(all[i]);
+    }
+    return mine;
+  });
+  if (rankwise::dist::world_size() == 1) {
+    EXPECT_EQ(share, "(accepted)");
+    return;
+  }
+  EXPECT_NE(share.find("the optimizer must hold the same parameters of the set-up model on every "
+                       "rank, or the replicas drift apart (rank 0: 2 of the model's 4 parameters; "
+                       "rank 1: "),
+            std::string::npos)
+      << share;
+  EXPECT_NE(share.find("use --strategy zero1"), std::string::npos) << share;
+}
+
+TEST(Fabric, ReplicasThatDivergeEndTheRunWithAnErrorNamingTheParameter) {
+  rankwise::Fabric fabric(quiet());
+  if (fabric.world_size() == 1) GTEST_SKIP() << "needs two ranks";
+  auto net = std::make_shared<Net>();
+  torch::optim::SGD optimizer(net->parameters(), 0.1);
+  auto ddp = fabric.setup(net, optimizer);
+  auto loader = fabric.setup_dataloader(Numbers(8), 2);
+  try {
+    for (int64_t epoch : fabric.epochs(1)) {
+      (void)epoch;
+      for (auto& batch : loader) {
+        optimizer.zero_grad();
+        fabric.backward(torch::cross_entropy_loss(ddp.forward(batch.data), batch.target));
+        optimizer.step();
+        if (fabric.rank() == 1) {  // a step that only one rank takes
+          torch::NoGradGuard no_grad;
+          net->fc2->bias.add_(1);
+        }
+      }
+    }
+    ADD_FAILURE() << "the run ended with different models on its ranks";
+  } catch (const rankwise::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("replicas diverged: fc2.bias (ranks 1 differ from rank 0)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Fabric, CollectiveInsideARankZeroBranchFailsOnEveryRank) {
   rankwise::Fabric fabric(quiet());
   if (fabric.world_size() == 1) GTEST_SKIP() << "needs two ranks";
@@ -345,6 +463,17 @@ TEST(Fabric, OptionsFromTheCommandLine) {
   EXPECT_NE(message({"prog", "--resume", "--overwrite-checkpoints"}).find("--resume excludes --overwrite-checkpoints"),
             std::string::npos);
   EXPECT_NE(message({"prog", "--keep-last", "0"}).find("--keep-last"), std::string::npos);
+  // Misspelt flags are not left to the program (which may parse none): refused, naming the flag meant.
+  for (const auto& [typo, meant] : std::vector<std::pair<std::string, std::string>>{
+           {"--checkpoint-evry", "--checkpoint-every"}, {"--acumulate", "--accumulate"},
+           {"--resum", "--resume"}, {"--sede", "--seed"}, {"--keep_lsat", "--keep_last"}}) {
+    const std::string why = message({"prog", typo, "5"});
+    EXPECT_NE(why.find(typo + " is not a flag of rankwise::Fabric; did you mean " + meant + "?"),
+              std::string::npos)
+        << why;
+  }
+  EXPECT_NE(message({"prog", "--precison=bf16-mixed"}).find("--precison is not a flag of rankwise::Fabric; did you mean --precision?"),
+            std::string::npos);
   // An fsdp flag under another strategy would change nothing: refused, by name.
   EXPECT_NE(message({"prog", "--fsdp-reshard-after-forward", "false"})
                 .find("--fsdp-reshard-after-forward applies to --strategy fsdp, and this run's strategy is ddp"),
