@@ -22,6 +22,8 @@
 //   bytes                 a line with invalid UTF-8
 //   flood LINES LEN       LINES lines of LEN bytes, one write(2) each, no sleeps
 //                         (throughput benchmark; stdout may be a file or the launcher)
+//   hog                   rank 1 touches 16 MiB more every 10 ms until the kernel
+//                         kills it (exit 98 past 16 GiB); the others sleep
 //   paced RATE SECONDS    RATE lines per second of ~80 bytes for SECONDS, one
 //                         write(2) each, at even steps (launcher CPU benchmark)
 #include <dirent.h>
@@ -131,6 +133,16 @@ int main(int argc, char** argv) {
     write_file(g_dir + "/pid_" + std::to_string(rank), std::to_string(::getpid()));
     put(1, "ready\n");
     sleep_forever();
+  }
+  if (mode == "hog") {
+    if (rank != 1) sleep_forever();
+    for (int mib = 0; mib < 16384; mib += 16) {
+      auto* block = static_cast<char*>(std::malloc(16 << 20));
+      if (block == nullptr) return 97;
+      std::memset(block, 1, 16 << 20);
+      sleep_ms(10);
+    }
+    return 98;
   }
   if (mode == "errorfile" && argc == 3) {
     if (rank != 1) sleep_forever();

@@ -131,6 +131,8 @@ class AttemptRunner {
   std::optional<output::OutputMerger> merger_;
   std::vector<std::pair<int, int>> log_fds_;
   std::vector<WorkerRecord> workers_;
+  // The kernel's out-of-memory kills when the workers started (cgroup_oom_kills()).
+  std::optional<int64_t> oom_kills_at_start_;
   std::vector<Pipe> pipes_;
   bool failed_ = false;              // a worker failed (not stopped by the launcher)
   bool membership_changed_ = false;  // stopped for a new round (check_membership)

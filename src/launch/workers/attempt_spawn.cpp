@@ -78,6 +78,7 @@ void AttemptRunner::start_watches() {
 
 void AttemptRunner::spawn_workers() {
   const int n = o_.nproc_per_node;
+  oom_kills_at_start_ = cgroup_oom_kills();
   for (int l = 0; l < n; ++l) {
     WorkerRecord rec;
     rec.local_rank = l;

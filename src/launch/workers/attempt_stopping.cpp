@@ -51,6 +51,9 @@ void AttemptRunner::reap() {
     w.end = Clock::now();
     if (WIFSIGNALED(status)) {
       w.term_signal = WTERMSIG(status);
+      if (w.term_signal == SIGKILL && !w.stop_requested && oom_kills_at_start_) {
+        w.out_of_memory = cgroup_oom_kills().value_or(0) > *oom_kills_at_start_;
+      }
     } else {
       w.exit_code = WEXITSTATUS(status);
     }

@@ -36,6 +36,12 @@ std::string signal_name(int sig) {
 }
 
 std::string describe_exit(const WorkerRecord& w) {
+  if (w.out_of_memory) {
+    return fmt::format("was killed by SIGKILL (signal {}) from the kernel's out-of-memory killer "
+                       "(its memory cgroup's count of such kills rose meanwhile): give the job more memory, or "
+                       "use less per rank (fewer ranks per node, smaller batches, --strategy fsdp)",
+                       SIGKILL);
+  }
   if (w.term_signal != 0) {
     return fmt::format("was killed by {} (signal {})", signal_name(w.term_signal), w.term_signal);
   }

@@ -46,6 +46,9 @@ struct WorkerRecord {
   /// others still needed it (pick_early_exit, root_cause.h): what it did and
   /// what they were doing (describe_early_exit); "" otherwise.
   std::string left_early;
+  /// Killed by SIGKILL, not from the launcher, while the kernel's count of
+  /// out-of-memory kills rose (cgroup_oom_kills()): the summary says so.
+  bool out_of_memory = false;
   std::string error_file;  ///< its RANKWISE_ERROR_FILE
   std::optional<wire::WorkerError> error;  ///< what it wrote there, read when the attempt ended
 };

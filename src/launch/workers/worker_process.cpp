@@ -1,6 +1,7 @@
 #include "launch/workers/worker_process.h"
 
 #include <fstream>
+#include <fstream>
 #include <string>
 
 #include <errno.h>
@@ -124,6 +125,40 @@ bool is_stopped(pid_t pid) {
   if (close == std::string::npos || close + 2 >= line.size()) return false;
   const char state = line[close + 2];
   return state == 'T' || state == 't';
+}
+
+}  // namespace rankwise::launch::workers
+
+namespace rankwise::launch::workers {
+
+namespace {
+// `key`'s value in a file of "key value" lines.
+std::optional<int64_t> counter(const std::string& path, const std::string& key) {
+  std::ifstream file(path);
+  std::string name;
+  int64_t value = 0;
+  while (file >> name >> value) {
+    if (name == key) return value;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<int64_t> cgroup_oom_kills() {
+  std::ifstream cgroups("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cgroups, line)) {  // "4:memory:/path" (v1), "0::/path" (v2)
+    const auto first = line.find(':');
+    const auto second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::string path = line.substr(second + 1);
+    if (controllers == "memory") return counter("/sys/fs/cgroup/memory" + path + "/memory.oom_control", "oom_kill");
+    if (controllers.empty() && path != "/") {
+      if (auto kills = counter("/sys/fs/cgroup" + path + "/memory.events", "oom_kill")) return kills;
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace rankwise::launch::workers

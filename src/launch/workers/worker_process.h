@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,5 +45,11 @@ bool signal_worker_group(pid_t pid, int sig);
 /// Whether process `pid` is stopped (state T or t in /proc/PID/stat: SIGSTOP,
 /// SIGTSTP, a debugger). False when it does not exist.
 bool is_stopped(pid_t pid);
+
+/// How many processes the kernel's out-of-memory killer has ended in this
+/// process's memory cgroup, which its workers inherit (oom_kill in cgroup
+/// v1's memory.oom_control or v2's memory.events); nullopt where it cannot
+/// be read (no memory controller, the root cgroup).
+std::optional<int64_t> cgroup_oom_kills();
 
 }  // namespace rankwise::launch::workers
