@@ -343,13 +343,15 @@ class Fabric {
                                  /*training=*/true);
   }
   /// An evaluation loader: every sample of `dataset` exactly once across
-  /// ranks, in order, no padding (see FabricLoader). ConfigError for a batch
-  /// size below 1. Local.
+  /// ranks, in order, no padding; under fsdp (whose forward is collective)
+  /// padded as the training loader is, so that every rank runs the same
+  /// batches: count with padding_mask() (see FabricLoader). ConfigError for
+  /// a batch size below 1. Local.
   template <typename Dataset>
   fabric::FabricLoader<Dataset> setup_eval_dataloader(Dataset dataset, int64_t batch_size) {
     check_batch_size(batch_size);
     return fabric::FabricLoader<Dataset>(core_, std::move(dataset), batch_size,
-                                 data::DistributedSamplerOptions().shuffle(false).pad(false),
+                                 data::DistributedSamplerOptions().shuffle(false).pad(shards_parameters()),
                                  /*training=*/false);
   }
 

@@ -71,18 +71,24 @@ std::string explain_gloo_abort(const std::string& what, const std::string& colle
   }
   long long sent = 0, expected = 0;
   const std::string sizes = what.substr(size_check + kSizeCheck.size());
+  // FullyShardedDataParallel's gathers are not checked ahead (as the Reducer's buckets are not).
+  const std::string fix =
+      collective.find("FullyShardedDataParallel") != std::string::npos
+          ? "The ranks ran different FullyShardedDataParallel units here (a unit skipped, or "
+            "units run in another order, on some rank, or a peer in another collective): every "
+            "rank must run the same units in the same order"
+          : "Give every rank a tensor of the same shape and dtype there; RANKWISE_DEBUG=detail "
+            "(or InitOptions::check_collectives) names each rank's shape before Gloo sees them";
   const bool known = std::sscanf(sizes.c_str(), " %lld vs %lld", &sent, &expected) == 2;
   return core::message(
       at,
       "Gloo aborted this process{}: the ranks sent different sizes to the same collective ({}). "
-      "Give every rank a tensor of the same shape and dtype there; RANKWISE_DEBUG=detail (or "
-      "InitOptions::check_collectives) names each rank's shape before Gloo sees them. Gloo's "
-      "text: {}",
+      "{}. Gloo's text: {}",
       in,
       known
           ? fmt::format("a peer sent {} bytes where this rank expected at most {}", sent, expected)
           : "a peer sent more bytes than this rank expected",
-      what);
+      fix, what);
 }
 
 void install_gloo_abort_report(std::shared_ptr<const diag::FlightRecorder> recorder, core::At at) {

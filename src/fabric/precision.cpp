@@ -52,7 +52,11 @@ parallel::FullyShardOptions fsdp_options_for(const FabricOptions& options) {
         "either the precision or a mixed_precision policy of your own (with precision 32-true)",
         options.precision());
   }
-  fsdp.mixed_precision(parallel::MixedPrecisionPolicy().param_dtype(*dtype).reduce_dtype(c10::ScalarType::Float));
+  // The output in float32: the loss is computed in float32, as autocast computes it under ddp.
+  fsdp.mixed_precision(parallel::MixedPrecisionPolicy()
+                           .param_dtype(*dtype)
+                           .reduce_dtype(c10::ScalarType::Float)
+                           .output_dtype(c10::ScalarType::Float));
   return fsdp;
 }
 

@@ -159,7 +159,10 @@ TEST(FabricStrategies, MixedPrecisionUnderFsdpIsItsPolicy) {
     const auto& policy = fabric.options().fsdp().mixed_precision();
     EXPECT_EQ(policy.param_dtype(), torch::kBFloat16);
     EXPECT_EQ(policy.reduce_dtype(), torch::kFloat32);
+    EXPECT_EQ(policy.output_dtype(), torch::kFloat32);  // the loss in float32, as under ddp's autocast
     EXPECT_EQ(fabric.grad_scaler(), nullptr);
+    auto model = fabric.setup_module(std::make_shared<Mlp>());
+    EXPECT_EQ(model(torch::ones({2, 3})).scalar_type(), torch::kFloat32);
   }
   std::string error = config_error_of([] { rankwise::Fabric fabric(quiet("fsdp").precision("bf16-true")); });
   EXPECT_NE(error.find("use bf16-mixed"), std::string::npos) << error;
@@ -274,6 +277,69 @@ TEST(FabricStrategies, ACheckpointDirectoryOfAnotherKindOfStrategyIsRefusedOrRep
 TEST(FabricStrategies, AnUnknownStrategyIsAConfigErrorNamingTheKnownOnes) {
   const std::string error = config_error_of([] { rankwise::Fabric fabric(quiet("deepspeed")); });
   EXPECT_NE(error.find("'deepspeed' is not a strategy; use ddp, fsdp or zero1"), std::string::npos) << error;
+}
+
+// An fsdp forward gathers parameters (a collective): an evaluation set that
+// does not split evenly must not leave one rank a batch short.
+TEST(FabricStrategies, EvaluationOnAnUnevenSetRunsTheSameBatchesOnEveryRankAndCountsEachSampleOnce) {
+  for (const std::string strategy : {"ddp", "fsdp"}) {
+    rankwise::Fabric fabric(quiet(strategy));
+    auto model = fabric.setup_module(std::make_shared<Mlp>());
+    const int64_t n = 4 * fabric.world_size() + 1;  // the last batch on rank 0 only, unpadded
+    auto loader = fabric.setup_eval_dataloader(Points(n), 4);
+    torch::NoGradGuard no_grad;
+    int64_t batches = 0, real = 0;
+    double sum = 0;
+    for (auto& batch : loader) {
+      auto out = model(batch.data);
+      auto keep = loader.padding_mask().empty() ? torch::ones({out.size(0)}, torch::kBool)
+                                                : loader.padding_mask().keep(out.size(0), "eval");
+      real += keep.sum().item<int64_t>();
+      sum += out.squeeze(1).masked_select(keep).sum().item<double>();
+      ++batches;
+    }
+    EXPECT_EQ(fabric.all_reduce(static_cast<double>(real)), n) << strategy;
+    const double total = fabric.all_reduce(sum);
+    if (strategy == "fsdp") {
+      EXPECT_EQ(fabric.all_reduce(static_cast<double>(batches), rankwise::dist::ReduceOp::kMax),
+                fabric.all_reduce(static_cast<double>(batches), rankwise::dist::ReduceOp::kMin));
+    }
+    EXPECT_TRUE(std::isfinite(total)) << strategy;
+  }
+}
+
+// Accumulation by hand with the set-up module's own no_sync(): no gradient
+// communication inside it, and the step equals one of the whole batch.
+TEST(FabricStrategies, NoSyncOnTheSetUpModuleAccumulatesWithoutCommunicationUnderEveryStrategy) {
+  for (const std::string strategy : {"ddp", "zero1", "fsdp"}) {
+    std::map<std::string, torch::Tensor> params[2];
+    for (int by_hand = 0; by_hand < 2; ++by_hand) {
+      rankwise::Fabric fabric(quiet(strategy));
+      auto model = fabric.setup_module(std::make_shared<Mlp>());
+      torch::optim::SGD optimizer(model.parameters(), 0.1);
+      fabric.setup_optimizers(optimizer);
+      std::vector<size_t> mine;
+      for (int k = 0; k < 4; ++k) mine.push_back(static_cast<size_t>(4 * fabric.rank() + k));
+      const auto batch = Points(4 * fabric.world_size()).get_batch(mine);
+      if (by_hand == 0) {
+        fabric.backward(torch::mse_loss(model(batch.data), batch.target));
+      } else {
+        const int64_t reduces = model.fsdp() ? model.fsdp()->stats().reduce_scatters : 0;
+        {
+          auto guard = model.no_sync();
+          fabric.backward(torch::mse_loss(model(batch.data.narrow(0, 0, 2)), batch.target.narrow(0, 0, 2)) / 2);
+        }
+        if (model.fsdp()) EXPECT_EQ(model.fsdp()->stats().reduce_scatters, reduces) << strategy;
+        if (model.ddp()) EXPECT_TRUE(model.ddp()->accumulating()) << strategy;
+        fabric.backward(torch::mse_loss(model(batch.data.narrow(0, 2, 2)), batch.target.narrow(0, 2, 2)) / 2);
+      }
+      fabric.optimizer_step();
+      params[by_hand] = model.full_state_dict();
+    }
+    for (const auto& [name, p] : params[0]) {
+      EXPECT_LT(relative_difference(params[1].at(name), p), 1e-6) << strategy << " " << name;
+    }
+  }
 }
 
 TEST(FabricStrategies, SetupWithAnOptimizerUnderFsdpSaysToUseSetupModule) {

@@ -99,7 +99,10 @@ Batch move_batch(Batch batch, const BatchTarget&) {
 /// An evaluation loader (Fabric::setup_eval_dataloader) reads every sample
 /// exactly once across ranks, in order, without padding (shards differ by at
 /// most one sample, so ranks may run different numbers of batches: run no
-/// collective inside its loop) and changes nothing in the Fabric.
+/// collective inside its loop) and changes nothing in the Fabric. Under a
+/// strategy whose forward is collective (fsdp) it pads as the training
+/// loader does: every rank runs the same batches, padding_mask() marks the
+/// duplicates.
 ///
 /// Under a mixed precision (FabricOptions::precision bf16-mixed, 16-mixed)
 /// the loop body of every batch, training and evaluation alike, runs under
@@ -179,8 +182,8 @@ class FabricLoader {
   }
   Iterator end() { return Iterator(nullptr); }
 
-  /// Which samples of the current batch are padding duplicates (training
-  /// loader; an evaluation loader has none): pass it to a metric's update().
+  /// Which samples of the current batch are padding duplicates (an
+  /// evaluation loader has none, except under fsdp): pass it to a metric's update().
   metrics::PaddingMask padding_mask() const {
     return metrics::PaddingMask(padding_, position_, batch_end_ - position_);
   }

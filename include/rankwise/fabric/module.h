@@ -129,6 +129,14 @@ class FabricModule {
     return full;
   }
 
+  /// A guard under which backward accumulates this rank's gradients without
+  /// communication, under every strategy (the engine's no_sync()); the first
+  /// backward after it synchronises them. Local. `auto guard = model.no_sync();`
+  std::shared_ptr<void> no_sync() {
+    if (fsdp_) return hold_no_sync(*fsdp_);
+    return hold_no_sync(*ddp_);
+  }
+
   /// The engine itself: DistributedDataParallel under ddp and zero1,
   /// FullyShardedDataParallel under fsdp; null for the other.
   Ddp* ddp() { return ddp_ ? &*ddp_ : nullptr; }

@@ -89,7 +89,9 @@ void ShardingEngine::Impl::finish_gather(int u) {
         ranks += fmt::format("{}rank {} gathered {}", ranks.empty() ? "" : ", ", r,
                              other >= 0 && other < static_cast<int>(units.size())
                                  ? units[static_cast<std::size_t>(other)].label()
-                                 : fmt::format("unit #{}", other));
+                                 : std::string("no unit of this model (it was in another "
+                                               "collective: one outside the forward, or it left "
+                                               "the loop)"));
       }
     }
     core::raise<CollectiveMismatchError>(

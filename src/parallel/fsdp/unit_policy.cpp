@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/check.h"
+#include "rankwise/log.h"
 #include "rankwise/error.h"
 
 namespace rankwise::parallel::fsdp {
@@ -81,6 +82,12 @@ std::vector<std::string> unit_names(const Module& root, const UnitPolicy& policy
   std::vector<std::string> names;
   if (policy.is_default()) {
     default_units(root, "", is_container(root), names);
+    if (names.empty() && root.children().size() > 1) {
+      print0("note: FullyShardedDataParallel: the default unit policy found no Sequential or "
+             "ModuleList in the model, so the whole model is one unit, gathered whole at every "
+             "forward; name its blocks to shard that memory (UnitPolicy().names({{...}}) or "
+             "of_type<BlockImpl>(), docs/fsdp.md)");
+    }
     return names;
   }
   matching_units(root, "", policy, names);

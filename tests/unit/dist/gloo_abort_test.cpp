@@ -23,6 +23,20 @@ TEST(GlooAbort, ASizeCheckSaysTheRanksSentDifferentSizes) {
           what);
 }
 
+// FullyShardedDataParallel's gathers are not checked ahead: the advice is
+// about its units, not a debug mode that is already on under a Fabric.
+TEST(GlooAbort, ASizeCheckInAnFsdpGatherSaysTheRanksRanDifferentUnits) {
+  const std::string why = explain_gloo_abort(
+      "[enforce fail at pair.cc:510] op.preamble.length <= op.nbytes. 268 vs 200",
+      "all_gather 'FullyShardedDataParallel: the root unit' #14 (Float [67])", {1, 2});
+  EXPECT_NE(why.find("(a peer sent 268 bytes where this rank expected at most 200). The ranks ran "
+                     "different FullyShardedDataParallel units here (a unit skipped, or units run "
+                     "in another order, on some rank"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(why.find("RANKWISE_DEBUG"), std::string::npos) << why;
+}
+
 TEST(GlooAbort, AnotherFatalCheckIsNamedWithItsCollective) {
   EXPECT_EQ(explain_gloo_abort("[enforce fail at pair.cc:1] x == y. 1 vs 2", "", {0, 3}),
             "rankwise: rank 0/3: a fatal check of Gloo's (or c10's) failed: [enforce fail at "
