@@ -50,7 +50,7 @@ field() { grep -oE "(^| )$1=[^ ]+" | head -1 | sed -E "s/^ ?$1=//"; }  # key=val
 maxof() { sed -nE "s/^$1=.* max=([0-9.]+).*/\1/p" | head -1; }      # key=r0,r1,... max=M
 have() { [[ " $sections " == *" $1 "* ]]; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
-compiling() { pgrep -c -x cc1plus 2>/dev/null || echo 0; }
+compiling() { local n; n=$(pgrep -c -x cc1plus 2>/dev/null); echo "${n:-0}"; }
 
 # --- A memory cgroup for the runs that may exhaust the machine --------------
 limit_mib=${RANKWISE_BENCH_FSDP_LIMIT_MIB:-}
@@ -208,7 +208,7 @@ if have capacity; then
       lo=$((2 * k1))
       while [ $((SECONDS - t0)) -lt "$budget" ]; do
         if attempt "$1" "$k"; then lo=$k; else hi=$k; fi
-        step=$(((lo + 7) / 8))
+        step=$(((k + 7) / 8))  # 1/8 of the size just tried
         if [ "$hi" -ne 0 ] && [ $((hi - lo)) -le "$step" ]; then return; fi
         if [ "$hi" -eq 0 ]; then k=$((lo + step)); else k=$((hi - step > lo ? hi - step : (lo + hi) / 2)); fi
       done
