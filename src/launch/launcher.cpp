@@ -27,6 +27,7 @@
 #include "launch/output/output_merger.h"
 #include "launch/rendezvous/node_rendezvous.h"
 #include "launch/output/say.h"
+#include "launch/workers/visible_devices.h"
 #include "launch/workers/signals.h"
 #include "launch/workers/summary.h"
 #include "launch/workers/worker_group.h"
@@ -67,6 +68,18 @@ std::vector<std::string> base_environment() {
         "the node (set it yourself to tune)");
   }
   return env;
+}
+
+// More workers than the cores this launcher may run on: on the CPU each
+// worker computes, so they take turns and the job runs several times slower.
+void warn_if_oversubscribed(int workers) {
+  const int cores = workers::cpu_core_count();
+  if (workers <= cores) return;
+  output::say(fmt::format(
+      "{} workers on this node and {} CPU core{} for them: workers training on the CPU take turns "
+      "and run several times slower than {} would (--nproc-per-node {}, or more nodes); workers "
+      "that train on their own GPUs are fine",
+      workers, cores, cores == 1 ? "" : "s", cores, cores));
 }
 
 // Temporary directory holding the workers' error files; removed on exit. Its
@@ -296,6 +309,7 @@ int run(LaunchOptions o) {
   prepare_log_dir(o);
   ErrorDir error_dir;
   std::vector<std::string> base_env = base_environment();
+  warn_if_oversubscribed(o.nproc_per_node);
 
   // Rendezvous store: hosted by node 0 before any worker starts.
   const std::string key = job_key(o);

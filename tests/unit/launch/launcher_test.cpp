@@ -3,6 +3,8 @@
 // exact output, exit code and timing. The launcher picks its own free port, so
 // these tests run in parallel safely.
 #include <gtest/gtest.h>
+
+#include <sched.h>
 #include <fmt/format.h>
 
 #include <arpa/inet.h>
@@ -303,6 +305,29 @@ TEST(LaunchRun, RestartsAfterAFailure) {
   ASSERT_EQ(lines.size(), 2u) << r.out;
   EXPECT_TRUE(contains(r.out, "[rank0]: ok on attempt 1\n")) << r.out;
   EXPECT_TRUE(contains(r.out, "[rank1]: ok on attempt 1\n")) << r.out;
+}
+
+// 2 workers on the one core the launcher may use: said once, the job runs.
+TEST(LaunchRun, MoreWorkersThanCoresIsAWarning) {
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &saved)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // the launcher inherits it
+  const Result r = run({"--nproc-per-node", "2", kProbe, "echo", "x"});
+  ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "2 workers on this node and 1 CPU core for them: workers training on "
+                              "the CPU take turns"))
+      << r.err;
+  const Result fits = run({"--nproc-per-node", "1", kProbe, "echo", "x"});
+  EXPECT_FALSE(contains(fits.err, "CPU core")) << fits.err;
 }
 
 TEST(LaunchRun, GivesUpAfterMaxRestarts) {
