@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <string>
 #include <vector>
@@ -166,7 +167,19 @@ TEST(FullyShardedDataParallel, EqualsDdpOverManyStepsWithEveryLayerAUnit) {
     torch::optim::Adam opt(fsdp.parameters(), torch::optim::AdamOptions(1e-2));
     const auto losses = train(fsdp, opt, kSteps);
     expect_close(losses, ddp.losses, 1e-5);
-    expect_close(fsdp.full_state_dict(), ddp.params, 1e-5);
+    const auto full = fsdp.full_state_dict();
+    expect_close(full, ddp.params, 1e-5);
+    // The figures the issue asks for (its closing note quotes them from ctest -V).
+    double loss_rel = 0, param_abs = 0;
+    for (std::size_t i = 0; i < losses.size(); ++i) {
+      loss_rel = std::max(loss_rel, std::abs(losses[i] - ddp.losses[i]) / std::max(1e-12, std::abs(ddp.losses[i])));
+    }
+    for (const auto& [name, w] : ddp.params) param_abs = std::max(param_abs, (full.at(name) - w).abs().max().item<double>());
+    if (rankwise::dist::rank() == 0) {
+      std::cout << "fsdp vs ddp, " << kSteps << " Adam steps at " << rankwise::dist::world_size()
+                << " ranks, reshard_after_forward " << reshard << ": loss max relative difference "
+                << loss_rel << ", parameters max absolute difference " << param_abs << std::endl;
+    }
   }
 }
 
