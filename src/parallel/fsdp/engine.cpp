@@ -313,9 +313,9 @@ void ShardingEngine::Impl::launch_ready_reduces() {
     Unit& unit = units[static_cast<std::size_t>(u)];
     if (unit.arrived < unit.trainable) return;
     ++next_reduce;
+    reshard(u);  // its gathered parameters go before its gradients are packed
     if (require_sync && unit.trainable > 0) launch_reduce(u);
     unit.reduced = true;
-    reshard(u);
   }
 }
 
