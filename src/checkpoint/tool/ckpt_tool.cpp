@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 #include <torch/serialize.h>
 
 #include <algorithm>
@@ -41,14 +42,31 @@ struct BadInput : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The JSON header of a safetensors file (8 bytes of little-endian length,
+// then the header), or null when `path` is not one.
+nlohmann::json safetensors_header(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char length[8] = {};
+  if (!in.read(reinterpret_cast<char*>(length), 8)) return nullptr;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | length[i];
+  std::error_code error;
+  const auto size = fs::file_size(path, error);
+  if (error || n < 2 || n > size - 8 || n > (uint64_t{100} << 20)) return nullptr;
+  std::string text(n, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(n)) || text[0] != '{') return nullptr;
+  nlohmann::json header = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return header.is_object() ? header : nlohmann::json(nullptr);
+}
+
 // Throws BadInput unless `path` looks like a checkpoint: a directory with a
 // DCP `.metadata`, or a file that starts as a zip (torch.save's format).
 void require_checkpoint(const std::string& path) {
   std::error_code error;
   const auto status = fs::status(path, error);
   if (!fs::exists(status)) {
-    throw BadInput(fmt::format("rankwise-ckpt: '{}' does not exist; give a checkpoint file (save()) or a sharded "
-                               "checkpoint directory (save_sharded())", path));
+    throw BadInput(fmt::format("rankwise-ckpt: '{}' does not exist; give a checkpoint file (a .pt that rankwise "
+                               "or torch.save wrote) or a sharded checkpoint directory (one with .metadata)", path));
   }
   if (fs::is_directory(status)) {
     if (!fs::exists(fs::path(path) / ".metadata")) {
@@ -70,6 +88,10 @@ void require_checkpoint(const std::string& path) {
   // for the reader to name, not some other file.
   if ((in.gcount() != 4 || std::memcmp(magic, "PK\x03\x04", 4) != 0) &&
       torch_save::checksum_record_size(path) == 0) {
+    if (!safetensors_header(path).is_null()) {
+      throw BadInput(fmt::format("rankwise-ckpt: '{}' is a safetensors file: `rankwise-ckpt inspect` lists it; "
+                                 "verify, diff and convert read torch.save files and sharded directories", path));
+    }
     throw BadInput(fmt::format("rankwise-ckpt: '{}' is not a checkpoint (not a torch.save zip file); give a file "
                                "written by rankwise::checkpoint::save() or Python's torch.save", path));
   }
@@ -111,7 +133,30 @@ void print_run_identity(CheckpointSource& source, std::ostream& out) {
   out << line << "\n";
 }
 
+// A safetensors file (what `convert --to safetensors` writes): its tensors
+// from the header, in the header's order.
+int inspect_safetensors(const std::string& path, const nlohmann::json& header, std::ostream& out) {
+  int64_t tensors = 0, bytes = 0;
+  std::string lines;
+  for (const auto& [key, entry] : header.items()) {
+    if (key == "__metadata__" || !entry.is_object()) continue;
+    const auto offsets = entry.value("data_offsets", std::vector<int64_t>{0, 0});
+    const int64_t size = offsets.size() == 2 ? offsets[1] - offsets[0] : 0;
+    ++tensors;
+    bytes += size;
+    lines += fmt::format("  {}  {}  {}  {} bytes\n", key, entry.value("dtype", std::string("?")),
+                         shape_text(entry.value("shape", std::vector<int64_t>{})), size);
+  }
+  out << fmt::format("{}: safetensors file, no checksums (the format records none)\n", path);
+  if (header.contains("__metadata__")) out << "metadata: " << header["__metadata__"].dump() << "\n";
+  out << fmt::format("entries: {} tensors ({} bytes)\n", tensors, bytes) << lines;
+  return kGood;
+}
+
 int inspect(const std::string& path, std::ostream& out) {
+  if (fs::is_regular_file(path)) {
+    if (const auto header = safetensors_header(path); !header.is_null()) return inspect_safetensors(path, header, out);
+  }
   auto source = open_source(path);
   out << fmt::format("{}: {} checkpoint, {}\n", path,
                            source->sharded() ? "sharded (DCP directory)" : "replicated (torch.save file)",
@@ -235,10 +280,19 @@ int convert_to_sharded(const ConvertOptions& o, std::ostream& out) {
   return kGood;
 }
 
-int convert(const ConvertOptions& o, std::ostream& out) {
+int convert_to(const ConvertOptions& o, std::ostream& out) {
   if (o.to == "safetensors") return convert_to_safetensors(o, out);
   if (o.to == "torch-save") return convert_to_torch_save(o, out);
   return convert_to_sharded(o, out);
+}
+
+// The save's lock file (DST.lock) guards a save against another writer; a
+// one-shot conversion leaves only what it wrote.
+int convert(const ConvertOptions& o, std::ostream& out) {
+  const int status = convert_to(o, out);
+  std::error_code ignored;
+  fs::remove(o.dst + ".lock", ignored);
+  return status;
 }
 
 // ---- diff ------------------------------------------------------------------

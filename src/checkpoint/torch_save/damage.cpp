@@ -69,8 +69,11 @@ void collect(const pickle::PickleRef& v, const std::string& path, StorageKeys& o
   if (v->kind == Kind::kDict) {
     for (std::size_t i = 0; i + 1 < v->items.size(); i += 2) {
       const auto& key = v->items[i];
-      const bool named = key && key->kind == Kind::kString;
-      collect(v->items[i + 1], named ? (path.empty() ? key->text : path + "." + key->text) : path, out, depth + 1);
+      // String keys, and integer ones (the optimizer's state by parameter index), as inspect names them.
+      std::string name;
+      if (key && key->kind == Kind::kString) name = key->text;
+      if (key && key->kind == Kind::kInt) name = std::to_string(key->integer);
+      collect(v->items[i + 1], name.empty() ? path : (path.empty() ? name : path + "." + name), out, depth + 1);
     }
     return;
   }

@@ -166,7 +166,9 @@ TEST(CkptTool, ConversionsDiffBitwiseEqualAndChangesAreListed) {
   auto r = ckpt_tool({"convert", "--to", "torch-save", sharded.string(), (dir / "r.pt").string()});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(has_line(r.out, "wrote 6 entries (flat dotted keys) to " + (dir / "r.pt").string())) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "r.pt.lock"));  // the save's lock file is not left beside it
   ASSERT_EQ(ckpt_tool({"convert", "--to", "sharded", (dir / "r.pt").string(), (dir / "back").string()}).status, 0);
+  EXPECT_FALSE(fs::exists(dir / "back.lock"));
   r = ckpt_tool({"diff", sharded.string(), (dir / "r.pt").string()});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_TRUE(has_line(r.out, "identical: 6 entries (bitwise)")) << r.out;
@@ -179,6 +181,15 @@ TEST(CkptTool, ConversionsDiffBitwiseEqualAndChangesAreListed) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(has_line(r.out, "skipped 2 values that are not tensors: epoch, name")) << r.out;
   EXPECT_TRUE(fs::exists(dir / "st" / "model.safetensors.index.json"));
+  // inspect reads what convert --to safetensors wrote; the other commands say they do not.
+  ASSERT_EQ(ckpt_tool({"convert", "--to", "safetensors", sharded.string(), (dir / "one.safetensors").string()}).status, 0);
+  r = ckpt_tool({"inspect", (dir / "one.safetensors").string()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has_line(r.out, (dir / "one.safetensors").string() + ": safetensors file, no checksums (the format records none)")) << r.out;
+  EXPECT_TRUE(has_line(r.out, "  rows  F32  [10, 3]  120 bytes")) << r.out;
+  r = ckpt_tool({"verify", (dir / "one.safetensors").string()});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("is a safetensors file: `rankwise-ckpt inspect` lists it"), std::string::npos) << r.err;
   fs::remove_all(dir);
   diff_lists_changes_within_a_tolerance();
 }
@@ -249,6 +260,35 @@ TEST(CkptTool, BadInputIsOneLineOnStderrAndExit2) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << ": " << r.err;
     EXPECT_EQ(r.err.rfind("rankwise", 0), 0u) << what << ": " << r.err;
   }
+  fs::remove_all(dir);
+}
+
+// The optimizer's state is keyed by parameter index: a damaged moment is
+// named with it, as inspect names it (optimizer.state.4.exp_avg).
+TEST(CkptTool, VerifyNamesADamagedOptimizerMomentWithItsParameterIndex) {
+  const auto dir = rankwise::test::fresh_dir("rankwise_ckpt_tool", "verify_optimizer");
+  c10::Dict<std::string, at::Tensor> moments;
+  moments.insert("exp_avg", at::arange(500, 520, at::kFloat));
+  c10::impl::GenericDict state(c10::IntType::get(), c10::AnyType::get());
+  state.insert(int64_t{4}, moments);
+  c10::impl::GenericDict optimizer(c10::StringType::get(), c10::AnyType::get());
+  optimizer.insert("state", state);
+  ckpt::Checkpoint checkpoint;
+  checkpoint.insert("optimizer", optimizer);
+  const auto file = dir / "state.pt";
+  ckpt::save(file.string(), checkpoint);
+  std::string bytes;
+  {
+    std::ifstream in(file, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto values = at::arange(500, 520, at::kFloat);
+  const auto at = bytes.find(std::string(static_cast<const char*>(values.data_ptr()), 20 * 4));
+  ASSERT_NE(at, std::string::npos);
+  flip(file, static_cast<int64_t>(at) + 5);
+  const auto r = ckpt_tool({"verify", file.string()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("(the storage of 'optimizer.state.4.exp_avg'): its bytes' CRC-32 is"), std::string::npos) << r.out;
   fs::remove_all(dir);
 }
 
