@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # A rank that the kernel's out-of-memory killer ends is named as such in the
 # launcher's root cause, not only as "killed by SIGKILL": the launcher runs in
-# a memory cgroup of 400 MiB and rank 1 of 2 allocates until it is killed.
+# a memory cgroup of 1.5 GiB and rank 1 of 2 allocates until it is killed
+# (the kernel kills the largest process: the launcher, with the wheel's
+# libtorch mapped, holds a few hundred MiB, so the limit leaves the probe
+# the larger one by far).
 # Skipped (exit 77) where no memory cgroup can be made (not root, no v1 or
 # v2 memory controller).
 # Usage: oom_root_cause.sh RANKWISE_RUN LAUNCH_PROBE
 set -uo pipefail
 run=$1 probe=$2
-limit=$((400 * 1024 * 1024))
+limit=$((1536 * 1024 * 1024))
 cg=""
 v1=/sys/fs/cgroup/memory/rankwise-oom-$$ v2=/sys/fs/cgroup/rankwise-oom-$$
 if [ -w /sys/fs/cgroup/memory ] && mkdir "$v1" 2>/dev/null; then
