@@ -77,6 +77,29 @@ std::vector<std::string> gather_texts(const std::string& text, const std::string
   }
 }
 
+// One rank's outcome of a step, as it crosses to the others: done (with a
+// value, e.g. the temporary directory's path) or failed (with the error).
+struct Outcome {
+  bool ok = true;
+  std::string text;  // the value, or the error
+
+  static Outcome done(std::string value = "") { return {true, std::move(value)}; }
+  static Outcome failed(std::string why) { return {false, std::move(why)}; }
+  std::string encoded() const { return json{{"ok", ok}, {"text", text}}.dump(); }
+  static Outcome decoded(const std::string& text) {
+    const json j = json::parse(text);
+    return {j.at("ok").get<bool>(), j.at("text").get<std::string>()};
+  }
+};
+
+// Every rank's outcome, on every rank (gather_texts' failures).
+std::vector<Outcome> gather_outcomes(const Outcome& mine, const std::string& dir, const std::string& here,
+                                     const std::string& step) {
+  std::vector<Outcome> all;
+  for (const auto& text : gather_texts(mine.encoded(), dir, here, step)) all.push_back(Outcome::decoded(text));
+  return all;
+}
+
 json describe(const std::vector<int64_t>& shape, c10::ScalarType dtype, bool replicated) {
   const auto* names = torch_save::dtype_names(dtype);
   if (names == nullptr) {
@@ -388,23 +411,23 @@ struct SaveRun {
     fs::remove_all(tmp, ec);
   }
 
-  // gather_texts(), removing the temporary directory when it fails.
-  std::vector<std::string> gather(const std::string& text, const std::string& step) const {
+  // gather_outcomes(), removing the temporary directory when it fails.
+  std::vector<Outcome> gather(const Outcome& mine, const std::string& step) const {
     try {
-      return gather_texts(text, dir, here, step);
+      return gather_outcomes(mine, dir, here, step);
     } catch (...) {
       remove_tmp();
       throw;
     }
   }
 
-  // Throws on every rank, after removing the temporary directory, when any outcome is not "ok".
-  void fail_if_any(const std::vector<std::string>& outcomes, const std::string& step) const {
+  // Throws on every rank, after removing the temporary directory, when any outcome failed.
+  void fail_if_any(const std::vector<Outcome>& outcomes, const std::string& step) const {
     std::vector<std::string> failures;  // outcomes[r] is rank r's
     std::vector<int> ranks;
     for (std::size_t r = 0; r < outcomes.size(); ++r) {
-      if (outcomes[r] == "ok") continue;
-      failures.push_back(outcomes[r]);
+      if (outcomes[r].ok) continue;
+      failures.push_back(outcomes[r].text);
       ranks.push_back(static_cast<int>(r));
     }
     if (failures.empty()) return;
@@ -416,8 +439,8 @@ struct SaveRun {
                                  why.find(kept) == std::string::npos ? std::string("; ") + kept : "");
   }
 
-  // Every rank's outcome of `step` ("ok" or its error); throws on every rank when any failed.
-  void agree(const std::string& outcome, const std::string& step) const { fail_if_any(gather(outcome, step), step); }
+  // Every rank's outcome of `step`; throws on every rank when any failed.
+  void agree(const Outcome& outcome, const std::string& step) const { fail_if_any(gather(outcome, step), step); }
 };
 
 SaveRun start_run(const std::string& dir) {
@@ -436,8 +459,8 @@ std::string failed_report(const SaveRun& run, const std::string& why) {
 }
 
 // Step 1, rank 0: locks `dir`.lock (unless the caller holds the directory's lock), removes what a
-// killed save left, creates the temporary directory; "ok:<its path>" or "error:<why>".
-std::string create_temp_dir(const std::string& dir, sharded::SaveLock take, std::optional<io::FileLock>& lock) {
+// killed save left, creates the temporary directory: done with its path, or failed.
+Outcome create_temp_dir(const std::string& dir, sharded::SaveLock take, std::optional<io::FileLock>& lock) {
   try {
     check_replaceable(dir);  // before any rank writes: refused at once, not after every data file
     if (take == sharded::SaveLock::kTake) lock.emplace(dir + ".lock", fmt::format("sharded checkpoint '{}'", dir));
@@ -450,37 +473,37 @@ std::string create_temp_dir(const std::string& dir, sharded::SaveLock take, std:
       fs::remove_all(made, ec);
       throw;
     }
-    return "ok:" + made;
+    return Outcome::done(made);
   } catch (const std::exception& e) {
-    return std::string("error:") + e.what();
+    return Outcome::failed(e.what());
   }
 }
 
 // Step 1, every rank: rank 0's temporary directory, or rank 0's error raised on every rank.
 std::string announced_temp_dir(const SaveRun& run, sharded::SaveLock take, std::optional<io::FileLock>& lock) {
-  const std::string first = run.rank == 0 ? create_temp_dir(run.dir, take, lock) : "";
-  const std::string zero = gather_texts(first, run.dir, run.here, "creating the temporary directory")[0];
-  if (zero.rfind("error:", 0) == 0) {
-    throw CheckpointError(run.rank == 0 ? zero.substr(6)
-                                        : fmt::format("{} (rank 0's error, raised on rank {})", zero.substr(6), run.rank));
+  const Outcome first = run.rank == 0 ? create_temp_dir(run.dir, take, lock) : Outcome::done();
+  const Outcome zero = gather_outcomes(first, run.dir, run.here, "creating the temporary directory")[0];
+  if (!zero.ok) {
+    throw CheckpointError(run.rank == 0 ? zero.text
+                                        : fmt::format("{} (rank 0's error, raised on rank {})", zero.text, run.rank));
   }
-  return zero.substr(3);
+  return zero.text;
 }
 
 // Step 2: whether this rank leads its storage node (storage_claim.h).
 bool claim_storage(const SaveRun& run) {
   bool leads = run.rank == 0;
-  std::string claim = "ok";
+  Outcome claim;
   if (run.rank != 0 && run.tmp.rfind(run.dir + ".rankwise-tmp.", 0) != 0) {
     // Every rank must save the same checkpoint (the same step of a manager).
-    claim = fmt::format("{}: it saves '{}' while rank 0 saves the temporary directory '{}'; every rank must "
+    claim = Outcome::failed(fmt::format("{}: it saves '{}' while rank 0 saves the temporary directory '{}'; every rank must "
                         "pass the same directory (for a manager, the same step)",
-                        run.here, run.dir, run.tmp);
+                        run.here, run.dir, run.tmp));
   } else if (run.rank != 0) {
     try {
       leads = sharded::claim_directory(run.tmp, run.rank);
     } catch (const std::exception& e) {
-      claim = fmt::format("{}: {}", run.here, e.what());
+      claim = Outcome::failed(fmt::format("{}: {}", run.here, e.what()));
     }
   }
   run.agree(claim, "creating the temporary directory on every node");
@@ -502,16 +525,22 @@ std::string write_data_file(const SaveRun& run, bool leads, const ShardedState& 
 // Step 3, every rank: every rank's report; throws on every rank when any could not write.
 // Returns the reports and the storage nodes' leaders, in rank order.
 std::pair<std::vector<std::string>, std::vector<int>> gather_reports(const SaveRun& run, const std::string& report) {
-  std::vector<std::string> reports = run.gather(report, "gathering every rank's outcome");
+  std::vector<std::string> reports;
+  try {
+    reports = gather_texts(report, run.dir, run.here, "gathering every rank's outcome");
+  } catch (...) {
+    run.remove_tmp();
+    throw;
+  }
   std::vector<int> leaders;
-  std::vector<std::string> written;
+  std::vector<Outcome> written;
   for (const auto& r : reports) {
     const json part = json::parse(r);
     if (!part.at("ok").get<bool>()) {
-      written.push_back(part.at("error").get<std::string>());
+      written.push_back(Outcome::failed(part.at("error").get<std::string>()));
       continue;
     }
-    written.push_back("ok");
+    written.push_back(Outcome::done());
     const int l = part.at("leader").get<int>();
     if (std::find(leaders.begin(), leaders.end(), l) == leaders.end()) leaders.push_back(l);
   }
@@ -522,12 +551,12 @@ std::pair<std::vector<std::string>, std::vector<int>> gather_reports(const SaveR
 
 // Step 4: each leader writes .metadata and the manifest; throws on every rank when any could not.
 void prepare_every_node(const SaveRun& run, bool leads, const std::vector<std::string>& reports) {
-  std::string prepared = "ok";
+  Outcome prepared;
   if (leads) {
     try {
       prepare(run.dir, run.tmp, reports);
     } catch (const std::exception& e) {
-      prepared = e.what();
+      prepared = Outcome::failed(e.what());
     }
   }
   run.agree(prepared, "writing .metadata and the manifest on every node");
@@ -535,18 +564,18 @@ void prepare_every_node(const SaveRun& run, bool leads, const std::vector<std::s
 
 // Step 5: each leader renames its node's directory into place; every rank learns every node's outcome.
 void publish_every_node(const SaveRun& run, bool leads, const std::vector<int>& leaders) {
-  std::string published = "ok";
+  Outcome published;
   if (leads) {
     try {
       publish_directory(run.tmp, run.dir);
     } catch (const std::exception& e) {
       run.remove_tmp();
-      published = fmt::format("{} (leader of a storage node): {}", run.here, e.what());
+      published = Outcome::failed(fmt::format("{} (leader of a storage node): {}", run.here, e.what()));
     }
   }
-  std::vector<std::string> outcomes;
+  std::vector<Outcome> outcomes;
   try {
-    outcomes = gather_texts(published, run.dir, run.here, "publishing");
+    outcomes = gather_outcomes(published, run.dir, run.here, "publishing");
   } catch (const std::exception& e) {  // a leader died or hung while publishing
     core::raise<CheckpointError>(
         "{}: save_sharded('{}'): {} did not report the publication: the path holds the previous "
@@ -559,7 +588,7 @@ void publish_every_node(const SaveRun& run, bool leads, const std::vector<int>& 
   }
   std::vector<std::string> failed;
   for (const auto& o : outcomes) {
-    if (o != "ok") failed.push_back(o);
+    if (!o.ok) failed.push_back(o.text);
   }
   if (!failed.empty()) {
     const bool none = failed.size() == leaders.size();
