@@ -39,7 +39,7 @@ managers::ManagedKind directories() {
 // shares by reference), for errors to show. Replicated tensors are written by rank 0 alone: the
 // other ranks keep, for the report of their shapes and dtypes, a 0-dim tensor expanded to the shape.
 ShardedState snapshot_of(const ShardedState& state, async::HostSnapshot& snapshot, sharded::PickledObjects& pickled) {
-  const bool zero = ranks::this_rank() == 0;
+  const bool zero = dist::rank_or_zero() == 0;
   std::vector<at::Tensor> tensors;
   for (const auto& [key, entry] : state) {
     if (const auto* t = std::get_if<ShardedTensor>(&entry)) {
@@ -111,7 +111,7 @@ ShardedCheckpointManager::ShardedCheckpointManager(CheckpointManagerOptions opti
     : base_(std::make_unique<managers::ManagerBase>(std::move(options), directories())),
       background_(std::make_unique<async::BackgroundSave>()) {
   // On node-local disks the other nodes need the directory too (on a shared one it is there).
-  if (ranks::this_rank() != 0) {
+  if (dist::rank_or_zero() != 0) {
     std::error_code ec;
     std::filesystem::create_directories(base_->options().directory(), ec);
   }
@@ -254,7 +254,7 @@ std::optional<std::string> ShardedCheckpointManager::load_latest_collective(Shar
   try {
     load_sharded_collective(path, state);
   } catch (const CheckpointError& e) {
-    const std::string here = dist::is_initialized() ? core::where(core::at(dist::process_group())) : core::where({0, 1});
+    const std::string here = core::where({dist::rank_or_zero(), dist::world_size_or_one()});
     core::raise<CheckpointError>(
         "{}: loading the latest sharded checkpoint '{}' failed: {}. If it is damaged, move it "
         "aside to resume from the one before",

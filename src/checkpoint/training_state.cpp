@@ -200,8 +200,8 @@ void restore_own_rank(const c10::IValue& mine, TrainingState& state) {
 void restore_at_other_world(c10::ArrayRef<c10::IValue> saved_ranks, int64_t saved_position,
                             TrainingState& state) {
   const auto saved_world = static_cast<int64_t>(saved_ranks.size());
-  const int64_t world = dist::is_initialized() ? dist::world_size() : 1;
-  const int64_t my_rank = dist::is_initialized() ? dist::rank() : 0;
+  const int64_t world = dist::world_size_or_one();
+  const int64_t my_rank = dist::rank_or_zero();
   state.epoch_stretches.push_back({static_cast<int>(saved_world), saved_position});
   state.position = 0;
   for (const auto& [name, collection] : state.metrics) {
@@ -251,7 +251,7 @@ Checkpoint capture(const TrainingState& state) {
   checkpoint.insert("step", state.step);
   checkpoint.insert("epoch", state.epoch);
   checkpoint.insert("position", state.position);
-  checkpoint.insert("world_size", static_cast<int64_t>(dist::is_initialized() ? dist::world_size() : 1));
+  checkpoint.insert("world_size", static_cast<int64_t>(dist::world_size_or_one()));
   checkpoint.insert("epoch_stretches", stretches_value(state.epoch_stretches));
   checkpoint.insert("rank_states", dist::all_gather_ivalues(local_state(state)));
   auto extras = new_dict();
@@ -263,8 +263,8 @@ Checkpoint capture(const TrainingState& state) {
 void restore(const Checkpoint& checkpoint, TrainingState& state) {
   check_format(checkpoint);
   const int64_t saved_world = integer(checkpoint, "world_size");
-  const int64_t world = dist::is_initialized() ? dist::world_size() : 1;
-  const int64_t my_rank = dist::is_initialized() ? dist::rank() : 0;
+  const int64_t world = dist::world_size_or_one();
+  const int64_t my_rank = dist::rank_or_zero();
   const int64_t saved_position = integer(checkpoint, "position");
   auto stretches = saved_stretches(checkpoint);
   if (saved_world < 1 || saved_world > std::numeric_limits<int>::max() || saved_position < 0) {

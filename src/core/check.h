@@ -41,6 +41,11 @@ std::string where(At at);
 /// How every message starts.
 inline constexpr std::string_view kMessagePrefix = "rankwise: ";
 
+/// The inverse of message(): `text` without its leading "rankwise: " and,
+/// given `at`, "rank r/W: " (in either order), for a message that quotes another.
+std::string unprefixed(std::string text);
+std::string unprefixed(std::string text, At at);
+
 /// "rankwise: " + fmt::format(format, args...).
 template <typename... Args>
 std::string message(fmt::format_string<Args...> format, Args&&... args) {

@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "core/process_env.h"
 #include "rankwise/error.h"
+#include "wire/worker_env.h"
 
 extern char** environ;
 
@@ -57,7 +58,8 @@ struct Names {
 };
 
 constexpr Names kConventions[] = {
-    {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", LaunchSource::kTorchrun},
+    {wire::kRankVariable, wire::kWorldSizeVariable, wire::kLocalRankVariable, wire::kLocalWorldSizeVariable,
+     LaunchSource::kTorchrun},
     {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
      "OMPI_COMM_WORLD_LOCAL_SIZE", LaunchSource::kMpirun},
     {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
@@ -87,9 +89,9 @@ LaunchEnv LaunchEnv::from_map(const Vars& vars) {
     RANKWISE_CHECK(env.local_rank < env.local_world_size, ConfigError,
                    "{}={} must be smaller than {}={}", names->local_rank, env.local_rank,
                    names->local_world_size, env.local_world_size);
-    env.node_rank = parse_int(vars, "GROUP_RANK", env.rank / env.local_world_size, 0);
+    env.node_rank = parse_int(vars, wire::kGroupRankVariable, env.rank / env.local_world_size, 0);
   }
-  if (auto addr = lookup(vars, "MASTER_ADDR")) {
+  if (auto addr = lookup(vars, wire::kMasterAddrVariable)) {
     if (addr->empty()) {
       core::raise<ConfigError>(
           "environment variable MASTER_ADDR is empty; set it to the host of rank 0 (for example "
@@ -97,13 +99,13 @@ LaunchEnv LaunchEnv::from_map(const Vars& vars) {
     }
     env.master_addr = *addr;
   }
-  env.master_port = parse_int(vars, "MASTER_PORT", 29500, 1, 65535);
-  env.restart_count = parse_int(vars, "RANKWISE_RESTART_COUNT",
-                                parse_int(vars, "TORCHELASTIC_RESTART_COUNT", 0, 0), 0);
-  auto agent = lookup(vars, "RANKWISE_AGENT_STORE");
-  auto elastic = lookup(vars, "TORCHELASTIC_USE_AGENT_STORE");
+  env.master_port = parse_int(vars, wire::kMasterPortVariable, 29500, 1, 65535);
+  env.restart_count = parse_int(vars, wire::kRestartCountVariable,
+                                parse_int(vars, wire::kTorchelasticRestartCountVariable, 0, 0), 0);
+  auto agent = lookup(vars, wire::kAgentStoreVariable);
+  auto elastic = lookup(vars, wire::kTorchelasticAgentStoreVariable);
   env.agent_store = (agent && *agent == "1") || (elastic && (*elastic == "True" || *elastic == "1"));
-  const auto virtual_local_rank = lookup(vars, "RANKWISE_VIRTUAL_LOCAL_RANK");
+  const auto virtual_local_rank = lookup(vars, wire::kVirtualLocalRankVariable);
   env.virtual_local_rank = virtual_local_rank && *virtual_local_rank == "1";
   return env;
 }
@@ -151,6 +153,22 @@ At here() {
 }
 
 std::string where(At at) { return fmt::format("rank {}/{}", at.rank, at.world_size); }
+
+std::string unprefixed(std::string text) {
+  if (text.compare(0, kMessagePrefix.size(), kMessagePrefix) == 0) text.erase(0, kMessagePrefix.size());
+  return text;
+}
+
+std::string unprefixed(std::string text, At at) {
+  const std::string rank = where(at) + ": ";
+  for (bool stripped = true; stripped;) {
+    const std::size_t before = text.size();
+    text = unprefixed(std::move(text));
+    if (text.compare(0, rank.size(), rank) == 0) text.erase(0, rank.size());
+    stripped = text.size() != before;
+  }
+  return text;
+}
 
 }  // namespace core
 }  // namespace rankwise

@@ -12,6 +12,7 @@
 #include "rankwise/error.h"
 #include "core/process_env.h"
 #include "wire/error_file.h"
+#include "util/io.h"
 
 namespace rankwise {
 namespace {
@@ -44,13 +45,7 @@ bool record_error(const std::string& message, bool secondary) {
   const std::string text =
       wire::encode_worker_error(message, rank_or_zero(), secondary, std::chrono::system_clock::now());
   // Written whole, then renamed: the launcher may read it while this rank runs.
-  const std::string tmp = *path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text << "\n";
-    if (!out.flush()) return false;
-  }
-  return std::rename(tmp.c_str(), path->c_str()) == 0;
+  return util::write_then_rename(*path, text + "\n");
 }
 
 int run_main(int argc, char** argv, const std::function<int(int, char**)>& body) {

@@ -35,22 +35,21 @@ void check_root(int root) {
 bool any(bool value) { return reduce_flag(value, ReduceOp::kMax) != 0; }
 bool all(bool value) { return reduce_flag(value, ReduceOp::kMin) != 0; }
 
-int64_t dist::detail::broadcast_int64(int64_t value, int root) {
+namespace {
+// Rank `root`'s one-element `value`, on every rank (as it is without a group).
+torch::Tensor broadcast_one(torch::Tensor value, int root) {
   check_root(root);
-  auto* pg = group();
-  if (!pg) return value;
-  auto t = torch::full({1}, value, torch::kLong);
-  pg->broadcast(t, root);
-  return t.item<int64_t>();
+  if (auto* pg = group()) pg->broadcast(value, root);
+  return value;
+}
+}  // namespace
+
+int64_t dist::detail::broadcast_int64(int64_t value, int root) {
+  return broadcast_one(torch::full({1}, value, torch::kLong), root).item<int64_t>();
 }
 
 double dist::detail::broadcast_double(double value, int root) {
-  check_root(root);
-  auto* pg = group();
-  if (!pg) return value;
-  auto t = torch::full({1}, value, torch::kDouble);
-  pg->broadcast(t, root);
-  return t.item<double>();
+  return broadcast_one(torch::full({1}, value, torch::kDouble), root).item<double>();
 }
 
 EarlyStopping::EarlyStopping(EarlyStoppingOptions options) : options_(options) {

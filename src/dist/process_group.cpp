@@ -33,6 +33,7 @@
 #include "core/process_env.h"
 #include "rankwise/device.h"
 #include "rankwise/error.h"
+#include "wire/worker_env.h"
 
 namespace rankwise::dist {
 namespace {
@@ -199,7 +200,7 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
   // A single process started without a launcher hosts its own store: on a
   // free port (0), unless MASTER_PORT names one, so that several such
   // processes on one machine do not collide on torchrun's default 29500.
-  if (env_.source == LaunchSource::kNone && env_.world_size == 1 && !get_env("MASTER_PORT")) {
+  if (env_.source == LaunchSource::kNone && env_.world_size == 1 && !get_env(wire::kMasterPortVariable)) {
     store_options.port = 0;
   }
   store_options.isServer = !env_.agent_store && env_.rank == 0;
@@ -455,6 +456,8 @@ void shutdown() {
 int rank() { return core::process_env().rank; }
 int world_size() { return core::process_env().world_size; }
 int local_rank() { return core::process_env().local_rank; }
+int rank_or_zero() { return is_initialized() ? process_group().rank() : 0; }
+int world_size_or_one() { return is_initialized() ? process_group().world_size() : 1; }
 
 void all_reduce(torch::Tensor& tensor, ReduceOp op, std::source_location site) {
   process_group().all_reduce(tensor, op, site);

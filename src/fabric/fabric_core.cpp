@@ -68,7 +68,7 @@ void FabricCore::ensure_resumed() {
   }
   print0("resumed from {} at step {} (epoch {} at world size {}, after {}; the rest of the "
          "epoch is dealt anew, {} samples into it on each rank)",
-         pending_path, state.step, state.epoch + 1, dist::is_initialized() ? dist::world_size() : 1,
+         pending_path, state.step, state.epoch + 1, dist::world_size_or_one(),
          earlier, state.position);
 }
 

@@ -53,7 +53,7 @@ fabric::Throughput ProgressMeter::throughput() {
   if (flops_per_sample_ <= 0) return t;
   t.flops_per_sample = flops_per_sample_;
   if (std::isfinite(t.samples_per_s) && peak_ > 0) {
-    const int world = dist::is_initialized() ? dist::world_size() : 1;
+    const int world = dist::world_size_or_one();
     t.mfu = t.samples_per_s * flops_per_sample_ / (world * peak_);
     warn_if_mfu_above_one(*t.mfu);
   }

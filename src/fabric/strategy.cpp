@@ -29,12 +29,7 @@ bool Strategy::step_through(torch::optim::Optimizer& optimizer, amp::GradScaler*
 }
 
 std::string reason_of(const std::exception& error) {
-  std::string text = util::first_line(error);
-  const std::string at = core::where(core::here()) + ": ";
-  for (const std::string& prefix : {std::string(core::kMessagePrefix), at}) {
-    if (text.compare(0, prefix.size(), prefix) == 0) text.erase(0, prefix.size());
-  }
-  return text;
+  return core::unprefixed(util::first_line(error), core::here());
 }
 
 std::unique_ptr<Strategy> make_strategy(const FabricOptions& options) {

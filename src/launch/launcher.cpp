@@ -16,7 +16,9 @@
 #include <memory>
 #include <set>
 
+#include "util/host_name.h"
 #include "wire/collective_progress.h"
+#include "wire/worker_env.h"
 #include "launch/output/console_streams.h"
 #include "launch/elastic_agent.h"
 #include "launch/rendezvous/exit_barrier.h"
@@ -39,18 +41,7 @@ namespace rankwise::launch {
 namespace {
 
 // Variables the launcher sets for every worker (see worker_environment).
-const std::set<std::string> kWorkerVariables = {
-    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
-    "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT",
-    "RANKWISE_RESTART_COUNT", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-    "TORCHELASTIC_RUN_ID", "RANKWISE_AGENT_STORE", "TORCHELASTIC_USE_AGENT_STORE", "RANKWISE_ERROR_FILE",
-    "RANKWISE_STACK_DUMP_FILE", "RANKWISE_JOB_KEY"};
-
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
-  return buf;
-}
+const std::set<std::string> kWorkerVariables(wire::kWorkerVariables.begin(), wire::kWorkerVariables.end());
 
 std::vector<std::string> base_environment() {
   std::vector<std::string> env;
@@ -305,7 +296,7 @@ int run_job(const LaunchOptions& o, bool host_store, workers::AttemptConfig& con
 
 int run(LaunchOptions o) {
   workers::install_signal_pipe();
-  const std::string host = host_name();
+  const std::string host = util::host_name();
   prepare_log_dir(o);
   ErrorDir error_dir;
   std::vector<std::string> base_env = base_environment();

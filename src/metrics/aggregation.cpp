@@ -90,42 +90,24 @@ torch::Tensor Mean::compute_from(const StateMap& states) const {
 }
 
 // ------------------------------------------------------------------ Min / Max
-Min::Min() : Metric("Min") {
-  add_state("min", torch::full({}, std::numeric_limits<double>::infinity(), torch::kDouble),
-            Reduction::kMin);
+Extreme::Extreme(const std::string& name, bool largest)
+    : Metric(name), state_(largest ? "max" : "min"), largest_(largest) {
+  const double start = largest ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+  add_state(state_, torch::full({}, start, torch::kDouble), largest ? Reduction::kMax : Reduction::kMin);
 }
 
-void Min::update(const torch::Tensor& values, const PaddingMask& is_padding) {
+void Extreme::update(const torch::Tensor& values, const PaddingMask& is_padding) {
   auto v = kept_values(values, is_padding, context(name(), "update"));
-  if (v.numel() == 0) return;
-  auto& m = state_tensor("min");
-  m = torch::minimum(m, v.min());
+  if (v.numel() > 0) fold((largest_ ? v.max() : v.min()).to(torch::kDouble));
 }
 
-void Min::update(double value) {
-  auto& m = state_tensor("min");
-  m = torch::minimum(m, torch::full({}, value, torch::kDouble));
+void Extreme::update(double value) { fold(torch::full({}, value, torch::kDouble)); }
+
+void Extreme::fold(const torch::Tensor& candidate) {
+  auto& m = state_tensor(state_);
+  m = largest_ ? torch::maximum(m, candidate) : torch::minimum(m, candidate);
 }
 
-torch::Tensor Min::compute_from(const StateMap& states) const { return states.at("min").clone(); }
-
-Max::Max() : Metric("Max") {
-  add_state("max", torch::full({}, -std::numeric_limits<double>::infinity(), torch::kDouble),
-            Reduction::kMax);
-}
-
-void Max::update(const torch::Tensor& values, const PaddingMask& is_padding) {
-  auto v = kept_values(values, is_padding, context(name(), "update"));
-  if (v.numel() == 0) return;
-  auto& m = state_tensor("max");
-  m = torch::maximum(m, v.max());
-}
-
-void Max::update(double value) {
-  auto& m = state_tensor("max");
-  m = torch::maximum(m, torch::full({}, value, torch::kDouble));
-}
-
-torch::Tensor Max::compute_from(const StateMap& states) const { return states.at("max").clone(); }
+torch::Tensor Extreme::compute_from(const StateMap& states) const { return states.at(state_).clone(); }
 
 }  // namespace rankwise::metrics

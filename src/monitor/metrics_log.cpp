@@ -151,7 +151,7 @@ MetricsLog::MetricsLog(MetricsLogOptions options, const RunConfig& config)
   line["version"] = 1;
   line["time"] = 0.0;
   line["started_at"] = utc_now();
-  line["world_size"] = dist::is_initialized() ? dist::world_size() : 1;
+  line["world_size"] = dist::world_size_or_one();
   line["rankwise"] = RANKWISE_VERSION;
   Json values = Json::object();
   for (const auto& [key, value] : config) values[key] = to_json(value);

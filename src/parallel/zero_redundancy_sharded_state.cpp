@@ -113,7 +113,7 @@ checkpoint::ShardedState ZeroRedundancyOptimizer::sharded_state_dict_to_load(
         "ZeroRedundancyOptimizer::sharded_state_dict_to_load(prefix '{}'): {}", prefix, why);
   };
   checkpoint::ShardedState out;
-  const int me = dist::is_initialized() ? dist::process_group().rank() : 0;
+  const int me = dist::rank_or_zero();
   for (const auto& [key, entry] : stored) {
     if (key.rfind(prefix, 0) != 0) continue;
     const auto parsed = parse_key(key.substr(prefix.size()));

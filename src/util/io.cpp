@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <fstream>
 #include <system_error>
 
 namespace rankwise::util {
@@ -44,6 +46,16 @@ std::size_t pread_all(int fd, void* buffer, std::size_t size, uint64_t offset) {
     done += static_cast<std::size_t>(n);
   }
   return done;
+}
+
+bool write_then_rename(const std::string& path, const std::string& text) {
+  const std::string part = path + ".part";
+  {
+    std::ofstream out(part, std::ios::trunc);
+    out << text;
+    if (!out.flush()) return false;
+  }
+  return std::rename(part.c_str(), path.c_str()) == 0;
 }
 
 }  // namespace rankwise::util

@@ -19,6 +19,11 @@ void write_text(int fd, std::string_view text);
 /// Writes `line` and "\n" to `fd` in one write_text(); errors are ignored.
 void write_line(int fd, const std::string& line);
 
+/// Writes `text` to `path`.part, then renames it to `path`, so that a reader
+/// sees the old file or the whole new one. Not fsynced: for files that need
+/// not survive a crash. Returns false (errno set) when a step fails.
+bool write_then_rename(const std::string& path, const std::string& text);
+
 /// The names in directory `dir` (with "." and ".."); empty when it cannot be read.
 std::vector<std::string> list_directory(const std::string& dir);
 

@@ -49,29 +49,37 @@ class Mean : public Metric {
   torch::Tensor compute_from(const StateMap& states) const override;
 };
 
-/// Minimum of every value passed on any rank. State: "min" float64 [] (kMin),
-/// default +inf. compute(): 0-d float64, +inf before any update (as torchmetrics).
-class Min : public Metric {
+/// Min and Max: the running extreme of every value passed on any rank.
+class Extreme : public Metric {
  public:
-  Min();
-  /// Takes the minimum over `values` (any shape; rows [N, ...] marked padding
+  /// Takes the extreme over `values` (any shape; rows [N, ...] marked padding
   /// are left out). Local. Throws ConfigError on a mask of the wrong length.
   void update(const torch::Tensor& values, const PaddingMask& is_padding = {});
   void update(double value);
   /// The value from combined states (pure; see Metric::compute_from).
   torch::Tensor compute_from(const StateMap& states) const override;
+
+ protected:
+  Extreme(const std::string& name, bool largest);
+
+ private:
+  void fold(const torch::Tensor& candidate);  // 0-d float64 into the state
+  std::string state_;  // "min" or "max"
+  bool largest_;
+};
+
+/// Minimum of every value passed on any rank. State: "min" float64 [] (kMin),
+/// default +inf. compute(): 0-d float64, +inf before any update (as torchmetrics).
+class Min : public Extreme {
+ public:
+  Min() : Extreme("Min", false) {}
 };
 
 /// Maximum of every value passed on any rank. State: "max" float64 [] (kMax),
 /// default -inf. compute(): 0-d float64, -inf before any update.
-class Max : public Metric {
+class Max : public Extreme {
  public:
-  Max();
-  /// Same contract as Min::update.
-  void update(const torch::Tensor& values, const PaddingMask& is_padding = {});
-  void update(double value);
-  /// The value from combined states (pure; see Metric::compute_from).
-  torch::Tensor compute_from(const StateMap& states) const override;
+  Max() : Extreme("Max", true) {}
 };
 
 }  // namespace rankwise::metrics

@@ -91,7 +91,7 @@ std::string ManagerBase::path_for_save(int64_t step) const {
   if (step < 0) {
     core::raise<ConfigError>("{}: the step to save is {}; it must be >= 0", kind_.who, step);
   }
-  if (!std::exchange(saved_before_, true) && ranks::this_rank() == 0) note_higher_steps(step);
+  if (!std::exchange(saved_before_, true) && dist::rank_or_zero() == 0) note_higher_steps(step);
   return numbered_.path_for(step);
 }
 
@@ -110,7 +110,7 @@ void ManagerBase::note_higher_steps(int64_t step) const {
 }
 
 void ManagerBase::check_lock() const {
-  if (ranks::this_rank() == 0 && !lock_) {
+  if (dist::rank_or_zero() == 0 && !lock_) {
     core::raise<CheckpointError>("internal error: rank 0 does not hold the lock of '{}'", options_.directory());
   }
 }

@@ -22,9 +22,7 @@ constexpr int kStepDigits = 10;
 }  // namespace
 
 std::string reason_of(const std::exception& e) {
-  std::string text = e.what();
-  const std::string prefix(core::kMessagePrefix);
-  if (text.compare(0, prefix.size(), prefix) == 0) text.erase(0, prefix.size());
+  std::string text = core::unprefixed(e.what());
   // A file's own advice (to load an earlier checkpoint) is the directory's
   // to give: it says which one, or that none verifies.
   for (const char* advice : {"; do not use it: load the previous checkpoint",

@@ -34,7 +34,7 @@ std::string describe(const torch_save::FileIdentity& id) {
 
 // The first line of a CheckpointError's message, without the "rankwise: " prefix.
 std::string short_reason(const std::string& what) {
-  std::string text = what.rfind(core::kMessagePrefix, 0) == 0 ? what.substr(core::kMessagePrefix.size()) : what;
+  const std::string text = core::unprefixed(what);
   return text.substr(0, text.find('\n'));
 }
 

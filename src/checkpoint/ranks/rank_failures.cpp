@@ -11,19 +11,7 @@ namespace {
 
 // `error` without its leading "rankwise: " and "rank N/W: " (in either order).
 std::string without_where(const std::string& error, int rank, int world) {
-  std::string text = error;
-  const std::string lib(core::kMessagePrefix);
-  const std::string at = core::where({rank, world}) + ": ";
-  for (bool stripped = true; stripped;) {
-    stripped = false;
-    for (const std::string* prefix : {&lib, &at}) {
-      if (text.compare(0, prefix->size(), *prefix) == 0) {
-        text.erase(0, prefix->size());
-        stripped = true;
-      }
-    }
-  }
-  return text;
+  return core::unprefixed(error, {rank, world});
 }
 
 }  // namespace

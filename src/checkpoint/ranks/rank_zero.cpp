@@ -45,11 +45,10 @@ std::string outcome_of(const std::function<void()>& work, const std::string& wha
 
 }  // namespace
 
-int this_rank() { return dist::is_initialized() ? dist::process_group().rank() : 0; }
 
 void on_rank_zero(const std::function<void()>& work, const std::string& what) {
   const bool distributed = dist::is_initialized() && dist::process_group().world_size() > 1;
-  const int my_rank = this_rank();
+  const int my_rank = dist::rank_or_zero();
   std::string error;
   if (my_rank == 0) error = outcome_of(work, what);
   if (distributed) error = share_outcome(dist::process_group(), error);
@@ -60,7 +59,7 @@ void on_rank_zero(const std::function<void()>& work, const std::string& what) {
 }
 
 void on_ranks(bool mine, const std::function<void()>& work, const std::string& what) {
-  const int my_rank = this_rank();
+  const int my_rank = dist::rank_or_zero();
   const std::string error = mine ? outcome_of(work, what) : std::string();
   const auto outcomes = dist::all_gather_ivalues(c10::IValue(error));
   std::vector<std::string> failures;
@@ -75,7 +74,7 @@ void on_ranks(bool mine, const std::function<void()>& work, const std::string& w
 }
 
 c10::impl::GenericDict decided_on_rank_zero(const std::function<void(c10::impl::GenericDict&)>& decide) {
-  const int me = this_rank();
+  const int me = dist::rank_or_zero();
   c10::impl::GenericDict decided(c10::StringType::get(), c10::AnyType::get());
   if (me == 0) {
     try {

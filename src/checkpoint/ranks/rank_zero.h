@@ -6,9 +6,6 @@
 
 namespace rankwise::checkpoint::ranks {
 
-/// This process's rank in the default process group; 0 without one.
-int this_rank();
-
 /// Runs `work` on rank 0 only; the others wait. Collective (every rank, same
 /// order) when a process group is initialized; the broadcast of rank 0's
 /// outcome doubles as the barrier, so no rank returns before the work is

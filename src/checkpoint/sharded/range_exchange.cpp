@@ -247,7 +247,7 @@ void raise_any(const std::string& error, const std::string& what) {
   const auto all = dist::all_gather_ivalues(c10::IValue(error));
   std::vector<std::string> errors;
   for (std::size_t r = 0; r < all.size(); ++r) errors.push_back(all.get(r).toStringRef());
-  raise_if_any(errors, dist::is_initialized() ? dist::process_group().rank() : 0, what);
+  raise_if_any(errors, dist::rank_or_zero(), what);
 }
 
 std::vector<std::pair<ByteRange, std::string>> exchange_ranges(const std::vector<ByteRange>& wanted,

@@ -32,7 +32,7 @@ std::string shape_text(const std::vector<int64_t>& shape) { return fmt::format("
 
 ShardedReader::ShardedReader(std::string dir, std::string operation, ShardedLoadOptions keys)
     : dir_(std::move(dir)), operation_(std::move(operation)), keys_(keys) {
-  label_ = dist::is_initialized() ? core::where(core::at(dist::process_group())) : core::where({0, 1});
+  label_ = core::where({dist::rank_or_zero(), dist::world_size_or_one()});
 }
 
 ShardedReader::~ShardedReader() {
@@ -49,9 +49,7 @@ void ShardedReader::relabelled(const Parse& parse) const {
   try {
     parse();
   } catch (const CheckpointError& e) {
-    const std::string text = e.what();
-    const std::string prefix(core::kMessagePrefix);
-    fail(text.rfind(prefix, 0) == 0 ? text.substr(prefix.size()) : text);
+    fail(core::unprefixed(e.what()));
   }
 }
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "rankwise/error.h"
+#include "util/io.h"
 
 namespace rankwise::checkpoint::sharded {
 
@@ -19,18 +20,9 @@ namespace rankwise::checkpoint::sharded {
 // and this runs on the training thread.
 void write_storage_marker(const std::string& tmp, int rank) {
   const std::string path = tmp + "/" + kStorageMarker;
-  const std::string part = path + ".part";
-  {
-    std::ofstream out(part, std::ios::trunc);
-    out << rank << "\n";
-    out.close();
-    if (!out) {
-      core::raise<CheckpointError>("save_sharded: cannot write '{}': {}. Check that it is writable and has free space",
-                                   part, std::strerror(errno));
-    }
-  }
-  if (::rename(part.c_str(), path.c_str()) != 0) {
-    core::raise<CheckpointError>("save_sharded: cannot rename '{}' to '{}': {}", part, path, std::strerror(errno));
+  if (!util::write_then_rename(path, std::to_string(rank) + "\n")) {
+    core::raise<CheckpointError>("save_sharded: cannot write '{}': {}. Check that it is writable and has free space",
+                                 path, std::strerror(errno));
   }
 }
 

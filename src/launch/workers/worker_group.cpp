@@ -11,6 +11,7 @@
 #include "wire/error_file.h"
 #include "wire/stack_dump_request.h"
 #include "wire/store_keys.h"
+#include "wire/worker_env.h"
 
 namespace rankwise::launch::workers {
 
@@ -42,12 +43,12 @@ void set_virtual_local_rank(std::vector<std::string>& env, int local_rank) {
     if (v.rfind(kName, 0) == 0) visible = util::parse_visible_devices(v.substr(kName.size()));
   }
   const auto index = static_cast<std::size_t>(local_rank);
-  set_environment_variable(env, "LOCAL_RANK", "0");
+  set_environment_variable(env, wire::kLocalRankVariable, "0");
   set_environment_variable(env, "CUDA_VISIBLE_DEVICES",
                            !visible                    ? std::to_string(local_rank)
                            : index < visible->size()   ? (*visible)[index]
                                                        : std::string("-1"));
-  set_environment_variable(env, "RANKWISE_VIRTUAL_LOCAL_RANK", "1");
+  set_environment_variable(env, wire::kVirtualLocalRankVariable, "1");
 }
 
 std::vector<std::string> worker_environment(const AttemptConfig& c, int local_rank) {
@@ -57,23 +58,23 @@ std::vector<std::string> worker_environment(const AttemptConfig& c, int local_ra
   auto set = [&](const char* name, const auto& value) {
     env.push_back(fmt::format("{}={}", name, value));
   };
-  set("RANK", rank);
-  set("LOCAL_RANK", local_rank);
-  set("WORLD_SIZE", o.world_size());
-  set("LOCAL_WORLD_SIZE", o.nproc_per_node);
-  set("GROUP_RANK", o.node_rank);
-  set("GROUP_WORLD_SIZE", o.nnodes);
-  set("ROLE_RANK", rank);
-  set("ROLE_WORLD_SIZE", o.world_size());
-  set("ROLE_NAME", o.role);
-  set("MASTER_ADDR", o.master_addr);
-  set("MASTER_PORT", c.master_port);
-  set("RANKWISE_RESTART_COUNT", c.attempt);
-  set("TORCHELASTIC_RESTART_COUNT", c.attempt);
-  set("TORCHELASTIC_MAX_RESTARTS", o.max_restarts);
-  set("TORCHELASTIC_RUN_ID", o.run_id);
-  set("RANKWISE_AGENT_STORE", "1");
-  set("TORCHELASTIC_USE_AGENT_STORE", "True");
+  set(wire::kRankVariable, rank);
+  set(wire::kLocalRankVariable, local_rank);
+  set(wire::kWorldSizeVariable, o.world_size());
+  set(wire::kLocalWorldSizeVariable, o.nproc_per_node);
+  set(wire::kGroupRankVariable, o.node_rank);
+  set(wire::kGroupWorldSizeVariable, o.nnodes);
+  set(wire::kRoleRankVariable, rank);
+  set(wire::kRoleWorldSizeVariable, o.world_size());
+  set(wire::kRoleNameVariable, o.role);
+  set(wire::kMasterAddrVariable, o.master_addr);
+  set(wire::kMasterPortVariable, c.master_port);
+  set(wire::kRestartCountVariable, c.attempt);
+  set(wire::kTorchelasticRestartCountVariable, c.attempt);
+  set(wire::kTorchelasticMaxRestartsVariable, o.max_restarts);
+  set(wire::kTorchelasticRunIdVariable, o.run_id);
+  set(wire::kAgentStoreVariable, "1");
+  set(wire::kTorchelasticAgentStoreVariable, "True");
   set(wire::kErrorFileVariable, worker_error_file(c, rank));
   set(wire::kStackDumpFileVariable, worker_stack_dump_file(c, rank));
   if (!c.job_key.empty()) set(wire::kJobKeyVariable, c.job_key);
