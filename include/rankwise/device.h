@@ -1,16 +1,8 @@
 #pragma once
 /// \file device.h
-/// Which device a worker uses: one process per GPU, local rank i on the i-th
-/// visible GPU, or the CPU.
-///
-/// CUDA_VISIBLE_DEVICES renumbers GPUs: with CUDA_VISIBLE_DEVICES=2,3 the
-/// program sees two devices, cuda:0 (physical GPU 2) and cuda:1 (physical
-/// GPU 3). So local rank 0 uses cuda:0 and local rank 1 uses cuda:1; the
-/// physical GPU behind each is the CUDA_VISIBLE_DEVICES entry at that
-/// position. "Physical" index means CUDA's enumeration order, which follows
-/// CUDA_DEVICE_ORDER (FASTEST_FIRST by default, nvidia-smi uses PCI_BUS_ID).
-///
-/// The variable is read through rankwise::get_env (env.h), like every other.
+/// Which device a worker uses: one process per GPU (local rank i on visible cuda:i, the
+/// physical GPU being the CUDA_VISIBLE_DEVICES entry at i, read through get_env), or the CPU.
+/// See docs/gpu.md#which-device-each-rank-uses.
 
 #include <torch/types.h>
 
@@ -22,25 +14,10 @@
 
 namespace rankwise {
 
-/// Parses a CUDA_VISIBLE_DEVICES value.
-///
-/// Returns:
-/// - nullopt when `value` is nullopt (variable unset): every GPU is visible,
-///   in CUDA's order;
-/// - an empty list for "" or "-1" (the usual ways to hide every GPU);
-/// - otherwise the entries, in order, with spaces and tabs around each
-///   trimmed. An entry is a device index ("2"), a GPU UUID or a unique prefix
-///   of one ("GPU-8932f937-d72c-4106-c12f-20bd9faed9f6", "GPU-8932f937"), or a
-///   MIG instance ("MIG-<uuid>" or the older "MIG-GPU-<uuid>/<gi>/<ci>").
-///
-/// CUDA's own rule is lenient: it uses the entries up to the first invalid
-/// one and silently ignores the rest ("0,x,1" means only GPU 0; "0,-1,1"
-/// likewise). rankwise instead throws ConfigError naming the variable, the
-/// whole value and the first bad entry, for: an empty entry ("1,,2", "1,"),
-/// an entry that is neither an index nor a UUID ("a,1", "-1" inside a list,
-/// "+1"), a UUID prefix with nothing or non-hex characters after it, and a
-/// repeated entry ("1,1"). (The launcher's `--nproc-per-node gpu` counts with
-/// CUDA's rule, since it only counts.)
+/// Parses a CUDA_VISIBLE_DEVICES value: nullopt when unset (every GPU, CUDA's order); empty
+/// for "" or "-1"; else the trimmed entries in order (an index, a GPU UUID or unique prefix,
+/// or a MIG instance). Unlike CUDA's lenient rule, throws ConfigError naming the variable, the
+/// value and the first bad entry: empty, neither index nor UUID, a bad UUID prefix, repeated.
 std::optional<std::vector<std::string>> parse_cuda_visible_devices(
     const std::optional<std::string>& value);
 
@@ -74,16 +51,10 @@ struct DeviceAssignment {
   torch::Device torch_device() const;
 };
 
-/// The mapping, as a pure function (used by device() and by the tests).
-///
-/// `local_rank` in [0, local_world_size); `device_count` is the number of
-/// GPUs CUDA reports (torch::cuda::device_count(); 0 when CUDA is not
-/// available); `visible` is parse_cuda_visible_devices() of the variable.
-/// Rule: local rank i uses cuda:i and the physical GPU visible[i] (or i when
-/// `visible` is nullopt); see DeviceKind for when the CPU is used instead.
-/// Throws ConfigError (kCuda only) naming LOCAL_WORLD_SIZE, the number of
-/// visible GPUs and CUDA_VISIBLE_DEVICES, or ConfigError for a local rank
-/// outside [0, local_world_size).
+/// The mapping as a pure function: local rank i (in [0, local_world_size)) uses cuda:i and
+/// physical GPU visible[i] (or i when `visible` is nullopt), or the CPU (see DeviceKind);
+/// `device_count` is CUDA's GPU count (0 without CUDA). Throws ConfigError for a local rank
+/// out of range, or (kCuda) too few GPUs, naming LOCAL_WORLD_SIZE, the count and the variable.
 DeviceAssignment assign_device(int local_rank, int local_world_size, int device_count,
                                const std::optional<std::vector<std::string>>& visible,
                                DeviceKind kind = DeviceKind::kAuto);

@@ -1,19 +1,9 @@
 #pragma once
 /// \file env.h
-/// The launch environment of a worker, and the one place where rankwise reads
-/// environment variables.
-///
-/// Recognised launchers (first match wins):
-///
-/// | launcher            | rank            | world size          | local rank              | local world size          |
-/// |---------------------|-----------------|---------------------|-------------------------|---------------------------|
-/// | rankwise-run, torchrun | RANK         | WORLD_SIZE          | LOCAL_RANK              | LOCAL_WORLD_SIZE          |
-/// | mpirun (Open MPI)   | OMPI_COMM_WORLD_RANK | OMPI_COMM_WORLD_SIZE | OMPI_COMM_WORLD_LOCAL_RANK | OMPI_COMM_WORLD_LOCAL_SIZE |
-/// | srun (Slurm)        | SLURM_PROCID    | SLURM_NTASKS        | SLURM_LOCALID           | SLURM_NTASKS_PER_NODE     |
-///
-/// MASTER_ADDR and MASTER_PORT name the rendezvous store in every case
-/// (defaults 127.0.0.1 and 29500, torchrun's). With none of these variables
-/// set, the program is a single process: rank 0 of 1.
+/// The launch environment of a worker (rank, sizes and rendezvous store, from the variables of
+/// rankwise-run / torchrun, mpirun or srun, first match wins; MASTER_ADDR and MASTER_PORT
+/// default to 127.0.0.1 and 29500; none set: rank 0 of 1), and the one place where rankwise
+/// reads environment variables. See docs/launcher.md for each launcher's variables.
 
 #include <map>
 #include <optional>

@@ -1,55 +1,10 @@
 #pragma once
 /// \file fabric.h
-/// The front door: a small object beside an ordinary libtorch training loop
-/// that makes it a correct multi-process one (in the spirit of Lightning
-/// Fabric). It initializes the process group, picks this rank's device,
-/// seeds, prints the sanity header, wraps the model in its strategy's engine
-/// (DistributedDataParallel, with ZeRO-1 for "zero1", or
-/// FullyShardedDataParallel for "fsdp": FabricOptions::strategy), builds
-/// sharded data loaders that call set_epoch for you, and saves, resumes and
-/// refuses checkpoints by policy.
-///
-/// \code
-///   rankwise::Fabric fabric(rankwise::FabricOptions().checkpoint_dir("ckpts").resume(rankwise::Resume::kLatest));
-///   Net model;
-///   torch::optim::SGD optimizer(model->parameters(), 0.01);
-///   auto ddp = fabric.setup(model, optimizer);
-///   auto loader = fabric.setup_dataloader(dataset, /*batch_size=*/64);
-///   for (int64_t epoch : fabric.epochs(10)) {     // starts at a resumed run's epoch
-///     for (auto& batch : loader) {                // this rank's shard, on fabric.device()
-///       optimizer.zero_grad();
-///       fabric.backward(torch::cross_entropy_loss(ddp.forward(batch.data), batch.target));
-///       optimizer.step();
-///     }                                           // checkpoints on the schedule
-///     fabric.print0("epoch {} done", epoch + 1);  // rank 0 prints; every rank computes
-///   }
-/// \endcode
-///
-/// Under every strategy (Lightning's two-call setup, docs/fabric.md#strategies):
-/// \code
-///   auto model = fabric.setup_module(Net(...));              // fabric::FabricModule<Net>
-///   torch::optim::AdamW optimizer(model.parameters(), opts); // after setup_module
-///   fabric.setup_optimizers(optimizer);
-///   ... fabric.backward(loss_of(model(x))); fabric.optimizer_step(); ...
-/// \endcode
-///
-/// The same program runs as one process without a launcher (world size 1,
-/// its own rendezvous store on a free port), under rankwise-run, torchrun,
-/// mpirun or srun (see env.h).
-///
-/// Every rank runs the whole program: every method marked *collective* must
-/// be called by every rank, in the same order. The Fabric turns on checked
-/// collectives (FabricOptions::check_collectives), so a collective that only
-/// some ranks reach (e.g. inside `if (fabric.is_global_zero())`) fails with
-/// a CollectiveMismatchError naming each rank's call when the others reach
-/// their next collective of the process group with another operation, dtype
-/// or shape. Not covered: a next collective with the same signature (the
-/// calls pair), and DDP's own collectives (unchecked, to keep a step at its
-/// cost): ranks in DDP's forward meet the checking rank at the timeout
-/// (TimeoutError).
-///
-/// One Fabric per process at a time (it uses the global process group,
-/// rankwise::dist::init(), which outlives it).
+/// The front door: a small object beside a libtorch training loop that makes it a correct
+/// multi-process one (process group, device, seed, sanity header, the strategy's engine,
+/// sharded loaders, checkpoints by policy). Every method marked collective must be called
+/// by every rank in the same order (checked: CollectiveMismatchError). One Fabric per process.
+/// See docs/fabric.md.
 
 #include <torch/arg.h>
 #include <torch/nn/module.h>
@@ -116,17 +71,8 @@ enum class Resume {
   kOverwrite,
 };
 
-/// Options of Fabric (setters and getters as torch::nn options).
-///
-/// Example:
-/// \code
-///   rankwise::Fabric fabric(rankwise::FabricOptions()
-///                               .device("cpu")
-///                               .seed(42)
-///                               .checkpoint_dir("ckpts")
-///                               .checkpoint_every(500)
-///                               .resume(rankwise::Resume::kLatest));
-/// \endcode
+/// Options of Fabric (setters and getters as torch::nn options), e.g.
+/// FabricOptions().device("cpu").seed(42).checkpoint_dir("ckpts").resume(Resume::kLatest).
 struct FabricOptions {
   /// "auto" (this rank's own GPU when every local rank has one, else the
   /// CPU), "cpu", "cuda" (a GPU per local rank, else ConfigError) or
@@ -174,32 +120,20 @@ struct FabricOptions {
   /// Checked collectives (InitOptions::check_collectives): one extra
   /// all_gather of 256 bytes per collective of the process group.
   TORCH_ARG(bool, check_collectives) = true;
-  /// Gradient accumulation over N training batches (micro-batches), as a
-  /// policy: the training loader runs N-1 of every N batches under DDP's
-  /// no_sync(), backward() weighs each batch's loss by its share of the
-  /// group's samples (1/N for full batches), and
-  /// optimizer_step() steps (and zeroes the gradients) at the N-th batch and
-  /// at each pass's last. step() then counts optimizer steps, so
-  /// checkpoint_every is in optimizer steps. 1 (default): no accumulation.
+  /// Gradient accumulation over N training batches: the loader runs N-1 of every N under
+  /// no_sync(), backward() weighs each loss by its share of the group's samples (1/N when
+  /// full), optimizer_step() steps at the N-th batch and a pass's last; step() then counts
+  /// optimizer steps (checkpoint_every too). 1 (default): none.
   TORCH_ARG(int64_t, accumulate) = 1;
-  /// Numerical precision, with Lightning Fabric's names (docs/fabric.md#precision):
-  /// "32-true" (default: float32, nothing changes); "bf16-mixed" (the
-  /// loaders' batches run their loop body under autocast to bfloat16 on the
-  /// device, backward() outside it; parameters, gradients and optimizer
-  /// state stay float32); "16-mixed" (autocast to float16, and an
-  /// amp::GradScaler: backward() scales the loss, optimizer_step() steps and
-  /// updates through it, its state is checkpointed; ConfigError where this
-  /// libtorch cannot autocast float16 on the device, e.g. 1.13 on the CPU);
-  /// "bf16-true" (setup() casts the model to bfloat16, the loaders cast
-  /// floating-point batches).
+  /// Numerical precision, Lightning's names (docs/fabric.md#precision): "32-true" (default,
+  /// float32); "bf16-mixed" (loop bodies autocast to bfloat16, float32 state); "16-mixed"
+  /// (autocast to float16 and a checkpointed amp::GradScaler; ConfigError where libtorch
+  /// cannot autocast float16 on the device); "bf16-true" (model and float batches bfloat16).
   TORCH_ARG(std::string, precision) = "32-true";
-  /// How the model trains across ranks, with Lightning Fabric's names
-  /// (docs/fabric.md#strategies): "ddp" (default: the model replicated in
-  /// DistributedDataParallel), "zero1" (DDP, and the optimizer's state
-  /// sharded by a ZeroRedundancyOptimizer built from the user's optimizer)
-  /// or "fsdp" (FullyShardedDataParallel with the options `fsdp`: parameters,
-  /// gradients and optimizer state sharded). zero1 and fsdp write sharded
-  /// checkpoints. Another value is a ConfigError naming the three.
+  /// How the model trains across ranks (docs/fabric.md#strategies): "ddp" (default, DDP
+  /// replicas), "zero1" (DDP and a ZeroRedundancyOptimizer built from yours) or "fsdp"
+  /// (FullyShardedDataParallel with `fsdp`); zero1 and fsdp write sharded checkpoints.
+  /// Another value is a ConfigError.
   TORCH_ARG(std::string, strategy) = "ddp";
   /// FullyShardedDataParallel's options under strategy "fsdp" (units,
   /// reshard_after_forward, prefetch). Its mixed_precision comes from
@@ -243,25 +177,15 @@ std::string strategy_option_error(const std::string& value);
 /// The facade (see the file comment).
 class Fabric {
  public:
-  /// Collective (every rank): checks the options (ConfigError naming the bad
-  /// one), rankwise::dist::init() with the device's backend, seed_everything(seed),
-  /// the sanity header, and with a checkpoint directory the CheckpointManager
-  /// (rank 0 creates and locks it) and the resume policy: Resume::kNew
-  /// refuses a directory with checkpoints, kOverwrite clears it, kLatest
-  /// loads the newest checkpoint (onto the CPU, every rank), restored when
-  /// training starts (see epochs()). Throws ConfigError, RendezvousError,
-  /// CheckpointError.
+  /// Collective: checks the options, dist::init() with the device's backend, seed_everything,
+  /// the sanity header, and with a checkpoint_dir the manager (rank 0 creates and locks it)
+  /// and the Resume policy (kLatest loads onto the CPU; restored when epochs() starts).
+  /// Throws ConfigError (naming the bad option), RendezvousError, CheckpointError.
   explicit Fabric(FabricOptions options = {});
-  /// The same with the options from the command line (`--device`, `--seed`,
-  /// `--checkpoint-dir`, `--checkpoint-every`, `--keep-last`, `--resume`,
-  /// `--overwrite-checkpoints`, `--accumulate`, `--precision`, ...; see
-  /// fabric/cli.h to add them to a program's
-  /// own CLI11 parser instead), starting from `defaults`. They are removed
-  /// from argc/argv; the other arguments stay, in order, for the program's
-  /// own parser. `--help` prints them on rank 0, starts nothing and stays in
-  /// argv: the program's parser then prints its own flags and exits, or the
-  /// first use of the Fabric (setup(), rank(), ...) exits with 0. A bad value
-  /// is a ConfigError that says which flag and why.
+  /// The same with options from the command line (`--device`, `--seed`, `--resume`, ...;
+  /// fabric/cli.h adds them to a CLI11 parser instead), starting from `defaults`. They are
+  /// removed from argc/argv (other arguments stay, in order); `--help` prints them on rank 0
+  /// and stays in argv. Collective. Throws ConfigError naming the bad flag.
   Fabric(int& argc, char** argv, FabricOptions defaults = {});
   ~Fabric();
   Fabric(const Fabric&) = delete;
@@ -276,17 +200,12 @@ class Fabric {
   torch::Device device() const;
   const FabricOptions& options() const;
 
-  /// Moves `model` to device() (and with precision "bf16-true" casts it to
-  /// bfloat16) and wraps it in DistributedDataParallel
-  /// (rank 0's parameters broadcast); `optimizer` (built over the model's
-  /// parameters, before or after this call) and the model become part of
-  /// every checkpoint; the Fabric keeps references to both, so they must
-  /// stay alive while it trains, saves or loads. Collective. Call once, before the training loop.
-  /// Returns the wrapped model: forward through it. Under strategy "zero1"
-  /// the Fabric steps a ZeroRedundancyOptimizer built from `optimizer`
-  /// (see setup_optimizers). Throws ConfigError when called twice, and under
-  /// strategy "fsdp", whose optimizer must be built over the sharded
-  /// parameters: use setup_module and setup_optimizers there.
+  /// Moves `model` to device() (bf16-true: casts it), wraps it in DDP (rank 0's parameters
+  /// broadcast), and makes it and `optimizer` part of every checkpoint; both are kept by
+  /// reference and must outlive training. Returns the model to forward through. Under
+  /// "zero1" steps a ZeroRedundancyOptimizer built from `optimizer`. Collective; once,
+  /// before the loop. Throws ConfigError when called twice, and under "fsdp" (use
+  /// setup_module and setup_optimizers).
   template <typename ModuleType>
   parallel::DistributedDataParallel<ModuleType> setup(ModuleType model, torch::optim::Optimizer& optimizer,
                                             parallel::DistributedDataParallelOptions ddp_options = {}) {
@@ -296,14 +215,10 @@ class Fabric {
     return ddp;
   }
 
-  /// Lightning Fabric's setup_module: moves `model` to device() (with
-  /// "bf16-true" casts it to bfloat16) and wraps it in the strategy's engine:
-  /// DistributedDataParallel (`ddp_options`) under "ddp" and "zero1",
-  /// FullyShardedDataParallel (FabricOptions::fsdp) under "fsdp", which
-  /// shards it in place. Returns the FabricModule to forward through; build
-  /// the optimizer after this call, over its parameters() (this rank's shards
-  /// under fsdp), and give it to setup_optimizers(). The model becomes part
-  /// of every checkpoint. Collective. Call once, before the training loop.
+  /// Lightning's setup_module: moves `model` to device() (bf16-true: casts it) and wraps it
+  /// in the strategy's engine (DDP with `ddp_options` under ddp and zero1; FSDP with
+  /// FabricOptions::fsdp, sharding in place). Build the optimizer afterwards, over the
+  /// result's parameters(). Checkpointed. Collective; once, before the training loop.
   /// Throws ConfigError when called twice (setup() included).
   template <typename ModuleType>
   fabric::FabricModule<ModuleType> setup_module(ModuleType model,
@@ -315,17 +230,12 @@ class Fabric {
     return fabric::FabricModule<ModuleType>(std::move(fsdp));
   }
 
-  /// Lightning Fabric's setup_optimizers: the optimizer that
-  /// optimizer_step() steps and every checkpoint holds, built over the
-  /// parameters() of setup_module()'s model. Under "fsdp" it must hold
-  /// exactly this rank's shards (ConfigError otherwise, e.g. for an optimizer
-  /// built over the unwrapped module's parameters). Under "zero1" a
-  /// ZeroRedundancyOptimizer of its type (SGD, Adam, AdamW, RMSprop or
-  /// Adagrad; ConfigError for another) with each group's options is built
-  /// over it, and optimizer_step() steps that instead (the learning rates
-  /// of `optimizer`'s groups, a scheduler's included, are copied over before
-  /// each step). The Fabric keeps a reference: it must stay alive while the
-  /// Fabric trains, saves or loads. Collective. Once, after setup_module.
+  /// Lightning's setup_optimizers: the optimizer optimizer_step() steps and checkpoints
+  /// hold, built over setup_module()'s parameters(); kept by reference (must outlive
+  /// training). Under "fsdp" it must hold exactly this rank's shards; under "zero1" a
+  /// ZeroRedundancyOptimizer of its type (SGD, Adam, AdamW, RMSprop, Adagrad) steps instead,
+  /// its groups' learning rates copied before each step. Collective; once, after
+  /// setup_module. Throws ConfigError (wrong parameters, another optimizer type).
   void setup_optimizers(torch::optim::Optimizer& optimizer);
 
   /// The training loader (see FabricLoader): this rank's shard of `dataset`
@@ -368,40 +278,23 @@ class Fabric {
   /// Fabric's own.
   std::map<std::string, c10::IValue>& extras();
 
-  /// loss.backward(); the strategy's engine reduces the gradients (DDP's
-  /// hooks all_reduce them; FSDP's reduce-scatter them into the shards).
-  /// With FabricOptions::accumulate(N), inside a training batch, the loss
-  /// (a scalar mean over the batch) is first multiplied by the batch's share
-  /// of its accumulation group's samples (1/N when the batches are full), so
-  /// N batches of B give the gradient of one batch of N*B, and a pass's
-  /// shorter last group that of one batch of its samples. With precision "16-mixed" it backs up
-  /// the loss times the GradScaler's scale; under the mixed precisions the
-  /// backward pass runs without autocast. Collective in effect. Throws
-  /// Error when no model was set up: the gradients would not be averaged.
+  /// loss.backward(); the engine reduces the gradients (DDP all_reduce, FSDP reduce-scatter).
+  /// With accumulate(N), in a training batch, the scalar loss is first weighed by the batch's
+  /// share of its group's samples (1/N when full); with "16-mixed" it is scaled by the
+  /// GradScaler; mixed precisions run backward without autocast. Collective in effect.
+  /// Throws Error when no model was set up.
   void backward(const torch::Tensor& loss);
 
-  /// The optimizer's step and zero_grad() (of setup()'s or
-  /// setup_optimizers()' optimizer; under "zero1" of the
-  /// ZeroRedundancyOptimizer built from it, collective), at the
-  /// end of an accumulation group: every batch without
-  /// FabricOptions::accumulate, else every N-th batch and a pass's last.
-  /// Returns whether it stepped (step a learning-rate scheduler then).
-  /// With precision "16-mixed" the step goes through the GradScaler
-  /// (scaler.step(optimizer), scaler.update()): a step whose gradients hold
-  /// an inf or a nan is skipped on every rank (false) and the scale backs
-  /// off; that makes it collective. Otherwise local. Throws Error before
-  /// the optimizer is set up.
+  /// The optimizer's step and zero_grad() (under "zero1" the ZeroRedundancyOptimizer's,
+  /// collective) at an accumulation group's end: every batch, or with accumulate(N) every
+  /// N-th and a pass's last. Returns whether it stepped. With "16-mixed" it steps through
+  /// the GradScaler: a step with inf/nan gradients is skipped on every rank (false), which
+  /// makes it collective. Otherwise local. Throws Error before the optimizer is set up.
   bool optimizer_step();
-  /// Clips the model's gradients by their total norm, as
-  /// torch.nn.utils.clip_grad_norm_ (under "ddp" parallel::clip_grad_norm;
-  /// under "zero1" the ZeroRedundancyOptimizer's clip_grad_norm and under
-  /// "fsdp" FullyShardedDataParallel's, both collective), and returns the total
-  /// norm before clipping (a 0-dim tensor). Call it after backward() and
-  /// before optimizer_step(), at a group's end when accumulating
-  /// (`if (!fabric.is_accumulating())`; Error in a batch that accumulates:
-  /// its gradients are not yet averaged). With precision "16-mixed" it
-  /// unscales the gradients first (scaler.unscale_, collective). Otherwise
-  /// local under "ddp": DDP made every rank's gradients the same. Throws as
+  /// Clips the model's gradients by their total norm (torch.nn.utils.clip_grad_norm_; under
+  /// zero1 and fsdp the engine's, collective) and returns the norm before clipping (0-dim).
+  /// After backward(), before optimizer_step(), at a group's end (Error mid-accumulation).
+  /// With "16-mixed" it unscales first (collective); otherwise local under "ddp". Throws as
   /// parallel::clip_grad_norm, Error before setup.
   torch::Tensor clip_gradients(double max_norm, double norm_type = 2.0,
                                bool error_if_nonfinite = false);
@@ -413,23 +306,17 @@ class Fabric {
   /// and optimizer_step() does nothing. Local.
   bool is_accumulating() const;
 
-  /// Runs `block` on rank 0 first (with `local`, on each node's local rank
-  /// 0), then on the other ranks, e.g. to download or prepare data once.
-  /// The others wait in a monitored barrier named "rank_zero_first" for at
-  /// most `timeout` (0: the process group's), which names the ranks that
-  /// did not arrive. A block that throws on a first rank is rethrown there
-  /// and raises PeerError on every other rank (naming that rank), before they
-  /// run theirs: nobody hangs. Collective: every rank, same order.
+  /// Runs `block` on rank 0 (with `local`, each node's local rank 0) first, then on the
+  /// others, who wait in a monitored barrier "rank_zero_first" for `timeout` (0: the group's;
+  /// TimeoutError names the missing ranks). A first rank's exception is rethrown there and
+  /// raises PeerError on the others. Collective: every rank, same order.
   void rank_zero_first(const std::function<void()>& block, bool local = false,
                        std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
-  /// The epochs of the run: from the current epoch (0, or a resumed run's)
-  /// up to `total` (exclusive, 0-based; `total` is the run's total, not the
-  /// number still to do). Starting it restores a pending checkpoint (every
-  /// rank; after setup(), setup_dataloader() and track()); when a resumed run
-  /// is already done it prints so and yields nothing. After each epoch's
-  /// body, the epoch ends (if the training loader did not end it) and the
-  /// epoch-end checkpoint is saved (collective).
+  /// The run's epochs, from the current one (0, or a resumed run's) up to `total` (the run's
+  /// total, exclusive, 0-based). Starting it restores a pending checkpoint (after setup(),
+  /// setup_dataloader(), track()); a finished run yields nothing. Each epoch's end saves the
+  /// epoch-end checkpoint (collective).
   class EpochRange;
   EpochRange epochs(int64_t total);
 
@@ -467,15 +354,11 @@ class Fabric {
   /// records log_dict() does not write (epoch records, per-rank statistics).
   monitor::MetricsLog* metrics_log();
 
-  /// Saves the whole training state now as the checkpoint of the current
-  /// step. Inside a training batch's loop body that batch counts as trained:
-  /// call it after the optimizer step, and a resume starts at the next batch
-  /// (with a note when gradients accumulated under no_sync() are pending: a
-  /// checkpoint holds none, see docs/fabric.md). Collective: rank 0 writes
-  /// (under "zero1" and "fsdp" every rank its shards), every rank waits; a failure raises the
-  /// same CheckpointError on every rank and keeps the previous checkpoints.
-  /// Synchronous under checkpoint_async too: the file exists when it returns.
-  /// Returns the file's path. Throws ConfigError without a checkpoint_dir.
+  /// Saves the whole training state now as the current step's checkpoint (in a loop body
+  /// that batch counts as trained: call after the optimizer step); synchronous, also under
+  /// checkpoint_async. Collective: rank 0 writes (zero1, fsdp: every rank its shards); a
+  /// failure raises the same CheckpointError on every rank, keeping older checkpoints.
+  /// Returns the path. Throws ConfigError without a checkpoint_dir.
   std::string save();
   /// Restores the training state from the checkpoint file `path` as rank 0
   /// sees it (load_collective(): every rank gets the same bytes, onto the

@@ -1,11 +1,9 @@
 #pragma once
 /// \file log.h
-/// Rank-aware printing. Every rank runs the whole program, so a plain print
-/// appears once per rank; the launcher tags each line with its rank.
-///
-/// print0() guards the *output* only: the arguments are still evaluated on
-/// every rank, and any computation (including collectives) must happen
-/// outside it, on every rank. Never put a collective inside `if (rank() == 0)`.
+/// Rank-aware printing (a plain print appears once per rank; the launcher tags each line).
+/// print0() guards the *output* only: its arguments are evaluated on every rank, and any
+/// computation, collectives included, must happen outside it, on every rank. Never put a
+/// collective inside `if (rank() == 0)`.
 
 #include <fmt/format.h>
 

@@ -9,41 +9,23 @@
 
 namespace rankwise {
 
-/// Calls `body(argc, argv)` and returns its exit code. If it throws, the
-/// exception's message is printed to stderr as `rankwise: rank R: uncaught
-/// exception: ...`, written to the file named by RANKWISE_ERROR_FILE (set by
-/// rankwise-run for each worker; torchrun's TORCHELASTIC_ERROR_FILE is
-/// honoured too, see record_error), and 1 is returned. Any rank.
-///
-/// \code
-///   int main(int argc, char** argv) {
-///     return rankwise::run_main(argc, argv, [](int argc, char** argv) { ...; return 0; });
-///   }
-/// \endcode
+/// Calls `body(argc, argv)` and returns its exit code. If it throws: prints `rankwise: rank R:
+/// uncaught exception: ...` to stderr, writes the error file (RANKWISE_ERROR_FILE, set by
+/// rankwise-run; see record_error) and returns 1. Any rank. Use:
+/// `int main(int argc, char** argv) { return rankwise::run_main(argc, argv, train); }`.
 int run_main(int argc, char** argv, const std::function<int(int, char**)>& body);
 
-/// Writes `message` to the error file (see run_main) if one is configured, as
-/// one JSON object: `{"message": ..., "rank": R, "secondary": bool,
-/// "timestamp": <s>, "timestamp_ns": <ns>}`. The timestamps are the wall-clock
-/// time of this call (seconds and nanoseconds since the Unix epoch), i.e. when
-/// the error was caught, not when the process exits. `secondary` marks an error
-/// that only says a peer rank is gone (see is_peer_gone): rankwise-run's summary
-/// names a primary error as the root cause before it, whatever their times.
-/// Returns false when no error file is set or it cannot be written. Any rank.
+/// Writes `message` to the error file (see run_main), if one is set, as one JSON object
+/// {message, rank, secondary, timestamp, timestamp_ns}, stamped at this call; `secondary`: it
+/// only says a peer is gone (is_peer_gone), so the launcher names a primary error first.
+/// Returns false when no file is set or it cannot be written. Any rank.
+/// See docs/launcher.md#failures-and-the-root-cause.
 bool record_error(const std::string& message, bool secondary = false);
 
-/// True when `e` only says that a peer rank exited, crashed or closed its
-/// connection: a secondary error, whose cause is in that peer's output. The
-/// one place that decides it (run_main uses it for the error file):
-///  - rankwise::PeerError, by its type (what rankwise's collectives and
-///    DistributedDataParallel throw when a peer is gone); every other
-///    rankwise::Error (TimeoutError, ...) is primary;
-///  - Gloo's gloo::IoException, by its type: it reaches run_main unwrapped
-///    from c10d calls rankwise does not wrap (e.g. the gradient all_reduce of
-///    a backward pass) when a peer's connection closed or reset, or a read
-///    from a peer timed out (Gloo throws the same type for both, so a raw
-///    c10d timeout counts as secondary too; rankwise's own collectives raise
-///    TimeoutError instead). No message text is read.
+/// True when `e` only says that a peer rank exited, crashed or closed its connection (a
+/// secondary error): rankwise::PeerError, or Gloo's gloo::IoException from c10d calls rankwise
+/// does not wrap (a raw c10d read timeout included); by type, no message text is read. Every
+/// other rankwise::Error is primary. The one place that decides it (run_main uses it).
 bool is_peer_gone(const std::exception& e);
 
 }  // namespace rankwise

@@ -1,23 +1,9 @@
 #pragma once
 /// \file grad_scaler.h
-/// Dynamic loss scaling for float16 training, with the semantics of Python's
-/// `torch.amp.GradScaler` (which libtorch's C++ API lacks): scale the loss,
-/// backward, unscale the gradients and check them for inf/nan, skip the
-/// optimizer's step when one is found, then shrink the scale (on inf) or grow
-/// it (after growth_interval clean steps). Across ranks, the inf/nan flag is
-/// agreed in one all_reduce per step, so every rank skips the same steps.
-/// The example loop and the Python counterpart of each method:
-/// docs/mixed-precision.md.
-///
-/// \code
-///   rankwise::amp::GradScaler scaler;
-///   for (...) {
-///     optimizer.zero_grad();
-///     scaler.scale(loss_of(model->forward(x))).backward();
-///     scaler.step(optimizer);  // collective when the job has several ranks
-///     scaler.update();
-///   }
-/// \endcode
+/// Dynamic loss scaling for float16 training, as Python's torch.amp.GradScaler (absent from
+/// libtorch's C++ API): scale the loss, unscale and check the gradients, skip the step on
+/// inf/nan, then back off or grow the scale. The inf/nan flag is agreed in one all_reduce per
+/// step, so every rank skips the same steps. See docs/mixed-precision.md.
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
@@ -64,22 +50,12 @@ concept OptimizerLike = !std::derived_from<Optimizer, torch::optim::Optimizer> &
                           o.step();
                         };
 
-/// Python's `torch.amp.GradScaler`. Its scale lives on the device of the
-/// first loss given to scale() (float32; the growth tracker int32). Parameters
-/// may be float32, float64 or bfloat16 with their gradients; a float16
-/// gradient is an Error, as in Python (keep float32 master weights).
-///
-/// Across ranks: unscale_() (and so step()) all_reduces (max) one 2-element
-/// float32 tensor per optimizer over the process group, so a rank whose own
-/// gradients are finite still skips a step in which another rank's are not
-/// (ZeRO, or gradients that are not averaged). With a group, unscale_() and
-/// step() are collective: every rank of the group, same order. The other
-/// methods are local.
-///
-/// Errors are rankwise exceptions (error.h): Error for calls out of order
-/// (unscale_() twice before update(), step() twice, unscale_/step/update before
-/// any scale()), ConfigError for bad options, CheckpointError for a malformed
-/// state_dict.
+/// Python's torch.amp.GradScaler. The scale (float32) lives on the first loss's device;
+/// parameters may be float32, float64 or bfloat16 (a float16 gradient is an Error). With a
+/// group, unscale_() and step() are collective (a 2-element float32 all_reduce (max) per
+/// optimizer); the rest is local. Throws Error for calls out of order (unscale_ or step twice
+/// before update(), any before scale()), ConfigError for bad options, CheckpointError for a
+/// malformed state_dict.
 class GradScaler {
  public:
   /// With the default process group: at each unscale_(), the global group

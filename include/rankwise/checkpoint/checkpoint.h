@@ -1,13 +1,9 @@
 #pragma once
 /// \file checkpoint.h
-/// Replicated checkpoints: rank 0 writes atomically while the others wait;
-/// every rank loads onto the CPU or onto its own device.
-///
-/// A checkpoint is a c10::Dict<std::string, IValue> pickled by libtorch in
-/// the zip format of Python's `torch.save` of a dict, so
-/// `torch.load(path, map_location="cpu")` in Python reads it. A CRC-32 (zlib)
-/// of the file is recorded in the zip's archive comment at save and verified
-/// at load. The story: docs/checkpoints.md.
+/// Replicated checkpoints: rank 0 writes atomically while the others wait; every rank loads
+/// onto the CPU or its own device. A checkpoint is a dict pickled in torch.save's zip format
+/// (Python's torch.load reads it), with a CRC-32 in the zip comment, verified at load.
+/// See docs/checkpoints.md.
 
 #include <ATen/core/Dict.h>
 #include <ATen/core/ivalue.h>
@@ -40,13 +36,11 @@ class Checkpoint {
   c10::impl::GenericDict dict_;
 };
 
-/// Saves `state` to `path`, atomically and durably: rank 0 writes (holding
-/// `path`.lock), the others wait. Collective: every rank, same order; returns
-/// once the file is complete. Throws the same CheckpointError on every rank
-/// when rank 0 fails (the previous file is untouched; an undefined tensor is
-/// named by its key; another process saving to `path` is named), and
-/// TimeoutError past the process group's timeout. Without a process group it
-/// simply writes the file. Details: docs/checkpoints.md#save.
+/// Saves `state` to `path` atomically and durably: rank 0 writes (holding `path`.lock), the
+/// others wait. Collective: every rank, same order; returns once the file is complete. Throws
+/// the same CheckpointError on every rank when rank 0 fails (previous file untouched; names an
+/// undefined tensor's key, or another process saving to `path`), TimeoutError past the group's
+/// timeout. Without a process group it just writes. See docs/checkpoints.md#save.
 void save(const std::string& path, const Checkpoint& state);
 
 /// Throws CheckpointError when the directory of `path` does not exist or is
@@ -68,14 +62,8 @@ Checkpoint load(const std::string& path);
 /// load(); c10::Error when `device` is not available.
 Checkpoint load(const std::string& path, const c10::Device& device);
 
-/// Options of load_collective() and CheckpointManager::load_latest_collective()
-/// (setters and getters as torch::nn options).
-///
-/// Example:
-/// \code
-///   auto state = rankwise::checkpoint::load_collective("ckpts/last.pt",
-///       rankwise::checkpoint::CollectiveLoadOptions().stale_timeout(std::chrono::seconds(30)));
-/// \endcode
+/// Options of load_collective() and CheckpointManager::load_latest_collective() (setters and
+/// getters as torch::nn options), e.g. CollectiveLoadOptions().stale_timeout(30s).
 struct CollectiveLoadOptions {
   /// How long a rank waits for its own view of the file to become the one
   /// rank 0 read (a network filesystem's stale caches), before it receives
@@ -88,14 +76,11 @@ struct CollectiveLoadOptions {
   TORCH_ARG(bool, node_local) = false;
 };
 
-/// Reads the checkpoint at `path` as rank 0 sees it, on every rank, onto the
-/// CPU: a rank whose view is stale waits up to `options.stale_timeout`, one
-/// that still does not see the file receives its bytes from rank 0; every
-/// rank verifies the CRC-32 before it unpickles. Collective: every rank, same
-/// order (without a process group, or at world size 1: load(path)). Throws
-/// CheckpointError on every rank when rank 0 cannot read the file (its
-/// message), and on a rank whose copy, identical in size and recorded CRC,
-/// fails verification. Details: docs/checkpoints.md#load_collective.
+/// Reads the checkpoint at `path` as rank 0 sees it, on every rank, onto the CPU: a stale view
+/// waits up to `options.stale_timeout`, then receives the bytes from rank 0; each rank verifies
+/// the CRC-32 before unpickling. Collective: every rank, same order (no group or world size 1:
+/// load(path)). Throws CheckpointError on every rank when rank 0 cannot read the file, and on a
+/// rank whose copy fails verification. See docs/checkpoints.md#load_collective.
 Checkpoint load_collective(const std::string& path, CollectiveLoadOptions options = {});
 
 /// A copy of `checkpoint` whose tensors are on `device` (see load(path,

@@ -1,15 +1,9 @@
 #pragma once
 /// \file manager.h
-/// A directory of numbered checkpoints with a `latest` pointer: save every N
-/// steps and/or at each epoch end, keep the last K, resume from the newest
-/// one that verifies.
-///
-///   dir/checkpoint-0000000200.pt   (step 200; torch.load-able)
-///   dir/latest                     "checkpoint-0000000200.pt\n"
-///   dir/rankwise.lock              held by rank 0 while the manager lives
-///
-/// A crash at any point of a save leaves a loadable latest checkpoint (the
-/// order of a save: docs/checkpoints.md#what-the-guarantees-are).
+/// A directory of numbered checkpoints (dir/checkpoint-0000000200.pt, torch.load-able) with a
+/// `latest` pointer and rankwise.lock (held by rank 0): save every N steps and/or at epoch
+/// ends, keep the last K, resume from the newest that verifies. A crash at any point of a save
+/// leaves a loadable latest checkpoint. See docs/checkpoints.md#what-the-guarantees-are.
 
 #include <torch/arg.h>
 
@@ -32,13 +26,8 @@ class HostSnapshot;
 
 namespace rankwise::checkpoint {
 
-/// Options of CheckpointManager (setters and getters as torch::nn options).
-///
-/// Example:
-/// \code
-///   rankwise::checkpoint::CheckpointManager checkpoints(
-///       rankwise::checkpoint::CheckpointManagerOptions("ckpts").keep_last(5).every_n_steps(1000));
-/// \endcode
+/// Options of CheckpointManager (setters and getters as torch::nn options), e.g.
+/// CheckpointManagerOptions("ckpts").keep_last(5).every_n_steps(1000).
 struct CheckpointManagerOptions {
   explicit CheckpointManagerOptions(std::string directory) : directory_(std::move(directory)) {}
   /// The directory of the checkpoints (created by rank 0 if needed).
@@ -78,17 +67,12 @@ class CheckpointManager {
   /// Waits for an asynchronous save in flight first (wait()).
   std::string save(const Checkpoint& state, int64_t step);
 
-  /// save(), in the background: returns once rank 0 has copied `state` into
-  /// host buffers (CUDA tensors into pinned ones, without blocking); a thread
-  /// of rank 0 then writes, checksums and fsyncs the file, points `latest`
-  /// at it and prunes, in save()'s order, so `latest` moves only once the
-  /// file is durable. At most one save is in flight: this call first waits
-  /// for the previous one. Collective (every rank, same order); the other
-  /// ranks copy nothing. Throws CheckpointError on every rank when the
-  /// previous asynchronous save failed (the checkpoint before it stays
-  /// latest) or the copy fails. Extra memory: one copy of `state`, on rank 0,
-  /// kept for the next save. Returns the path the file will have.
-  /// Details: docs/checkpoints.md#asynchronous-saves.
+  /// save(), in the background: returns once rank 0 has copied `state` into host buffers (CUDA
+  /// tensors into pinned ones); a thread of rank 0 then writes it in save()'s order. One save in
+  /// flight: this call first waits for the previous. Collective (every rank, same order). Throws
+  /// CheckpointError on every rank when the previous async save or the copy failed. Extra
+  /// memory: one copy of `state` on rank 0. Returns the path the file will have.
+  /// See docs/checkpoints.md#asynchronous-saves.
   std::string save_async(const Checkpoint& state, int64_t step);
 
   /// Waits for the asynchronous save in flight, if any, and throws its

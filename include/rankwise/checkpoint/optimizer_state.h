@@ -1,11 +1,9 @@
 #pragma once
 /// \file optimizer_state.h
-/// An optimizer's complete state in the layout of Python's
-/// `torch.optim.Optimizer.state_dict()` (`{"state": {index: {...}},
-/// "param_groups": [{options..., "params": [indices]}]}`), so a run can move
-/// between C++ and Python, and a resumed run continues with every
-/// hyper-parameter it had. SGD, Adam, AdamW, RMSprop and Adagrad; the keys of
-/// each: docs/checkpoints.md#the-optimizers-state_dict.
+/// An optimizer's complete state in the layout of Python's torch.optim.Optimizer.state_dict()
+/// (`{"state": {index: {...}}, "param_groups": [{options..., "params": [indices]}]}`), so runs
+/// move between C++ and Python and resume with every hyper-parameter. SGD, Adam, AdamW, RMSprop
+/// and Adagrad; each one's keys: docs/checkpoints.md#the-optimizers-state_dict.
 
 #include <ATen/core/ivalue.h>
 #include <torch/optim/optimizer.h>
@@ -25,13 +23,11 @@ c10::IValue optimizer_state_dict(const torch::optim::Optimizer& optimizer);
 /// for other types.
 std::string optimizer_type_name(const torch::optim::Optimizer& optimizer);
 
-/// Restores a state_dict of optimizer_state_dict() or of Python's
-/// `optimizer.state_dict()`: every group's options and every parameter's
-/// state (copied onto the parameter's device, floating-point state in its
-/// dtype), replacing what the optimizer had, all checked first. Also reads
-/// rankwise's older format (per-parameter state only, with a note). Any rank;
-/// no communication. Throws CheckpointError naming the group, parameter and
-/// key when groups, parameters, shapes or keys do not match, or an option
+/// Restores a state_dict of optimizer_state_dict() or Python's `optimizer.state_dict()`: every
+/// group's options and parameter's state (onto the parameter's device, floating state in its
+/// dtype), replacing the optimizer's, all checked first; also rankwise's older per-parameter
+/// format (with a note). Any rank; no communication. Throws CheckpointError naming group,
+/// parameter and key when groups, parameters, shapes or keys differ, or when an option
 /// libtorch lacks is set.
 void load_optimizer_state_dict(torch::optim::Optimizer& optimizer, const c10::IValue& state_dict);
 

@@ -46,29 +46,12 @@ struct SafetensorsExport {
   int64_t total_bytes = 0;
 };
 
-/// Writes the tensors of the checkpoint `src` to `dst` in the safetensors
-/// format. `src` is a file written by save() (or Python's torch.save of a
-/// dict), or a directory written by save_sharded() (or Python's dcp.save).
-/// Nested dicts (and lists holding tensors or dicts) are flattened into
-/// dotted keys ("model.fc.weight", "optimizer.state.0.exp_avg"), as DCP
-/// flattens them. Tensors keep their
-/// shape and dtype (float32, float64, float16, bfloat16, int64, int32,
-/// int16, int8, uint8, bool: safetensors' F32, F64, F16, BF16, I64, I32, I16,
-/// I8, U8, BOOL) and are written contiguous, little-endian.
-///
-/// A sharded checkpoint is read one tensor at a time, its pieces from every
-/// rank's data file, each verified against the manifest's CRC-32s, written
-/// and freed: memory peaks at the largest tensor, never the whole state. A
-/// replicated file is loaded (and verified) whole first, as load() does.
-/// Every file is written with an AtomicFile and published only once every
-/// tensor is written (the index last): a failure leaves nothing under the
-/// final names.
-///
-/// Local: any one process, no communication (call it on one rank). Throws
-/// CheckpointError when `src` is not a checkpoint or fails its checksums,
-/// when a tensor has a dtype safetensors lacks (complex; named), when no
-/// tensor matches `prefix`, or when `dst` cannot be written; ConfigError
-/// when `max_shard_bytes` is negative.
+/// Writes the tensors of checkpoint `src` (a save() / torch.save file, or a save_sharded() /
+/// dcp.save directory) to `dst` as safetensors, nested keys flattened with dots; shapes and
+/// dtypes kept (float/int/bool types; not complex), contiguous little-endian. Memory peaks at
+/// the largest tensor; files are published only when all are written. Local: one process.
+/// Throws CheckpointError (bad or corrupt `src`, complex dtype, no tensor matches `prefix`,
+/// `dst` unwritable), ConfigError for a negative `max_shard_bytes`.
 SafetensorsExport export_safetensors(const std::string& src, const std::string& dst,
                                      SafetensorsExportOptions options = {});
 

@@ -35,22 +35,15 @@ using ShardedEntry = std::variant<ShardedTensor, at::Tensor, ObjectEntry>;
 /// The content of a sharded checkpoint, by key (DCP's fully qualified name).
 using ShardedState = std::map<std::string, ShardedEntry>;
 
-/// Saves `state` into the directory `dir`, which appears whole or not at
-/// all; rank 0 writes replicated tensors and objects once. Collective: every
-/// rank, same order, with the same keys, global shapes, dtypes and object
-/// values. Throws CheckpointError on every rank when any rank fails (naming
-/// it; nothing is published), when `dir` exists and is not a checkpoint, or
-/// when another job is saving to `dir`. Without a process group: a one-rank
-/// checkpoint. Details: docs/sharded-checkpoints.md#save_sharded.
+/// Saves `state` into the directory `dir`, which appears whole or not at all; rank 0 writes
+/// replicated entries once. Collective: every rank, same order, same keys, global shapes,
+/// dtypes and object values. Throws CheckpointError on every rank when any rank fails (named;
+/// nothing published), `dir` exists and is not a checkpoint, or another job saves to it.
+/// Without a process group: a one-rank checkpoint. See docs/sharded-checkpoints.md#save_sharded.
 void save_sharded(const std::string& dir, const ShardedState& state);
 
-/// Which keys a load accepts beyond exactly the checkpoint's (the default).
-///
-/// \code
-///   // The model's entries of a checkpoint that also holds the optimizer's:
-///   rankwise::checkpoint::load_sharded("ckpt/step-100", model_state,
-///                          rankwise::checkpoint::ShardedLoadOptions().strict(false));
-/// \endcode
+/// Which keys a load accepts beyond exactly the checkpoint's (the default), e.g.
+/// ShardedLoadOptions().strict(false) to load the model's entries only.
 struct ShardedLoadOptions {
   /// false: keys of the checkpoint that `state` does not hold are skipped,
   /// so a load can take a subset (as PyTorch's `load_state_dict(strict=False)`
@@ -63,26 +56,18 @@ struct ShardedLoadOptions {
   TORCH_ARG(bool, allow_partial_load) = false;
 };
 
-/// Fills the tensors of `state` (their chunks, in place) and the values of
-/// its ObjectEntry entries from the sharded checkpoint `dir`, at any world
-/// size, reading only the byte ranges needed, each verified against the
-/// manifest's CRC-32s (a `dcp.save` directory has none: unverified). Local:
-/// any rank, no communication; every data file it needs must be in this
-/// rank's view of `dir`. Throws CheckpointError when `dir` is not a
-/// checkpoint, keys (as `options` allows), shapes, dtypes or kinds differ, a
-/// chunk is not covered, or a checksum fails.
-/// Details: docs/sharded-checkpoints.md#load_sharded.
+/// Fills `state`'s tensors (their chunks, in place) and ObjectEntry values from sharded
+/// checkpoint `dir`, saved at any world size, reading only the needed byte ranges, each checked
+/// against the manifest's CRC-32s. Local: any rank; its view of `dir` must hold the data files.
+/// Throws CheckpointError when `dir` is not a checkpoint, keys (per `options`), shapes, dtypes
+/// or kinds differ, a chunk is not covered, or a checksum fails. See docs/sharded-checkpoints.md.
 void load_sharded(const std::string& dir, ShardedState& state, ShardedLoadOptions options = {});
 
-/// load_sharded() of rank 0's view of `dir` on every rank, whatever its own
-/// view (node-local disks, stale network caches): a rank waits up to
-/// `options.stale_timeout` for its view to match, and receives the bytes of
-/// files it does not see from ranks that do; every byte is verified. `keys`
-/// as load_sharded()'s `options`. Collective: every rank, same order (without
-/// a process group, or at world size 1: load_sharded()). Throws
-/// CheckpointError on every rank when any rank fails, naming it, or when no
-/// rank sees a needed data file. Details:
-/// docs/sharded-checkpoints.md#load_sharded_collective.
+/// load_sharded() of rank 0's view of `dir` on every rank, whatever its own view: a rank waits
+/// up to `options.stale_timeout` for its view to match and receives files it does not see from
+/// ranks that do; every byte verified. `keys` as load_sharded()'s `options`. Collective: every
+/// rank, same order (no group or world size 1: load_sharded()). Throws CheckpointError on every
+/// rank when any rank fails (named) or no rank sees a needed file. See docs/sharded-checkpoints.md.
 void load_sharded_collective(const std::string& dir, ShardedState& state, CollectiveLoadOptions options = {},
                              ShardedLoadOptions keys = {});
 

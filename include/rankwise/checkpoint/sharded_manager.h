@@ -1,15 +1,9 @@
 #pragma once
 /// \file sharded_manager.h
-/// A directory of numbered sharded checkpoints with a `latest` pointer: what
-/// CheckpointManager is for replicated files, for save_sharded() directories.
-///
-///   root/checkpoint-0000000200/    (step 200: a DCP directory, see sharded_checkpoint.h)
-///   root/latest                    "checkpoint-0000000200\n"
-///   root/rankwise.lock             held by rank 0 while the manager lives
-///
-/// A crash at any point of a save leaves a loadable latest checkpoint; on
-/// node-local disks every node's disk gets this layout. The order of a save
-/// and the node-local case: docs/sharded-checkpoints.md.
+/// What CheckpointManager is for replicated files, for save_sharded() directories:
+/// root/checkpoint-0000000200/ (a DCP directory), root/latest, root/rankwise.lock (rank 0).
+/// A crash at any point of a save leaves a loadable latest checkpoint; with node-local disks
+/// every node's disk gets this layout. See docs/sharded-checkpoints.md.
 
 #include <cstdint>
 #include <memory>
@@ -26,14 +20,8 @@ class ShardedSave;
 
 namespace rankwise::checkpoint {
 
-/// Example:
-/// \code
-///   rankwise::checkpoint::ShardedCheckpointManager checkpoints(
-///       rankwise::checkpoint::CheckpointManagerOptions("ckpts").keep_last(2).every_n_steps(100));
-///   if (checkpoints.load_latest_collective(state)) { ... resume ... }
-///   if (checkpoints.should_save(step, epoch_end)) checkpoints.save(state, step);
-///   // or, in the background: checkpoints.save_async(state, step); ... checkpoints.wait();
-/// \endcode
+/// Numbered sharded checkpoints, e.g. ShardedCheckpointManager(CheckpointManagerOptions("ckpts")
+/// .keep_last(2)); then load_latest_collective(state), should_save(), save() or save_async().
 class ShardedCheckpointManager {
  public:
   /// Collective (every rank, same order): rank 0 creates the directory, takes
@@ -49,35 +37,18 @@ class ShardedCheckpointManager {
   /// As CheckpointManager::should_save. Local.
   bool should_save(int64_t step, bool epoch_end) const;
 
-  /// save_sharded(`<directory>/<prefix>-<step, 10 digits>`, state), then
-  /// moves `latest` to it and removes the oldest directories beyond
-  /// keep_last; returns the new directory's path (an existing step is
-  /// replaced atomically). Collective: every rank, same order. Throws
-  /// CheckpointError on every rank when any rank fails, leaving `latest` and
-  /// the kept checkpoints as they were.
-  /// Waits for an asynchronous save in flight first (wait()).
+  /// save_sharded(`<directory>/<prefix>-<step, 10 digits>`, state), then moves `latest` to it
+  /// and prunes beyond keep_last (an existing step is replaced atomically); waits for an async
+  /// save in flight first. Returns the path. Collective: every rank, same order. Throws
+  /// CheckpointError on every rank when any rank fails, `latest` and kept ones unchanged.
   std::string save(const ShardedState& state, int64_t step);
 
-  /// save(), in the background. Every rank calls it, with its own chunks, as
-  /// for save(). It returns once this rank has copied its chunks and
-  /// tensors (rank 0 also the replicated ones) into host buffers, after the
-  /// two small all_gathers that create the temporary directory; a thread of
-  /// each rank then writes, checksums and fsyncs that rank's data file
-  /// without communicating. Every rank's outcome is agreed at the next
-  /// save_async(), save() or wait() (one all_gather on the training thread,
-  /// at a call all ranks make in the same order, which cannot deadlock with
-  /// training's own collectives); then the save is published (.metadata,
-  /// manifest, rename, `latest`, pruning, as save() does them): by the
-  /// next save_async's writer thread with one storage node, at that call
-  /// with several. Until then `latest` names the previous checkpoint. At most
-  /// one save is in flight. Collective: every rank, same order. Throws
-  /// CheckpointError on every rank when the previous asynchronous save
-  /// failed on any rank (naming it; the checkpoint before it stays latest),
-  /// or when the temporary directory cannot be created. A failure of this
-  /// rank's copy is raised at the next call, as a write's is. Extra memory:
-  /// one copy of this rank's chunks, kept for the next save. Returns the
-  /// path the directory will have.
-  /// Details: docs/checkpoints.md#asynchronous-saves.
+  /// save(), in the background: returns once this rank copied its chunks into host buffers
+  /// (after two small all_gathers); a thread then writes its data file without communicating.
+  /// Outcomes are agreed, and the save published, at the next save_async(), save() or wait();
+  /// till then `latest` is the previous. One in flight. Collective: every rank, same order.
+  /// Throws CheckpointError on every rank when the previous async save failed on any rank or
+  /// the temporary directory cannot be made. See docs/checkpoints.md#sharded.
   std::string save_async(const ShardedState& state, int64_t step);
 
   /// Waits for the asynchronous save in flight, if any, then publishes it;

@@ -1,11 +1,9 @@
 #pragma once
 /// \file sharded_tensor.h
-/// A tensor spread over the ranks: its global shape and dtype, and the
-/// chunks this rank holds, each a box of the global tensor (an offset and a
-/// size along every dimension) with its CPU data. What save_sharded()
-/// writes and load_sharded() fills (sharded_checkpoint.h), in the terms of
-/// PyTorch's torch.distributed.checkpoint (ChunkStorageMetadata: offsets,
-/// sizes).
+/// A tensor spread over the ranks: its global shape and dtype, and this rank's chunks, each a
+/// box of the global tensor (offset and size per dimension) with its CPU data, as DCP's
+/// ChunkStorageMetadata. What save_sharded() writes and load_sharded() fills
+/// (sharded_checkpoint.h).
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>

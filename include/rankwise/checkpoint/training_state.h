@@ -44,13 +44,10 @@ struct TrainingState {
   /// consumed by each rank (0 at an epoch boundary), counted from the start
   /// of the current stretch (see epoch_stretches).
   int64_t position = 0;
-  /// The current epoch's earlier stretches, in order, when a run resumed it
-  /// at another world size (restore() appends the checkpoint's world size
-  /// and position, and sets position to 0): pass them to
-  /// DistributedSampler::resume_epoch() after set_epoch(epoch), so that the
-  /// rest of the epoch is what the earlier stretches did not consume. Empty
-  /// when the whole epoch ran at one world size. Clear it, with position, at
-  /// each epoch's start.
+  /// The current epoch's earlier stretches, in order, when a run resumed it at another world
+  /// size (restore() appends the checkpoint's world size and position, and sets position to 0):
+  /// pass them to DistributedSampler::resume_epoch() after set_epoch(epoch). Empty when the
+  /// epoch ran at one world size. Clear it, with position, at each epoch's start.
   std::vector<data::DistributedSampler::Stretch> epoch_stretches;
   /// Metric collections whose per-rank states (e.g. a partial epoch's sums)
   /// are kept, by name.
@@ -67,15 +64,12 @@ struct TrainingState {
 /// step. Throws CheckpointError.
 Checkpoint capture(const TrainingState& state);
 
-/// Restores everything capture() saved into `state`: parameters and buffers
-/// (onto their current devices), optimizer state and options, the
-/// scheduler's step count, step, epoch, position, epoch_stretches, this
-/// rank's RNG and metric states, extras. At another world size, per-rank
-/// states are left at an epoch end and merged mid-epoch (the epoch goes on
-/// through epoch_stretches). Every rank, with the checkpoint on the CPU; no
-/// communication. Throws CheckpointError when it is not a training state,
-/// does not match the model, optimizer type or scheduler, or its per-rank
-/// states are not one per saved rank. Details: docs/checkpoints.md.
+/// Restores everything capture() saved into `state` (parameters and buffers onto their devices,
+/// optimizer, scheduler, step, epoch, position, epoch_stretches, this rank's RNG and metric
+/// states, extras); at another world size per-rank states are left at an epoch end and merged
+/// mid-epoch. Every rank, checkpoint on the CPU; no communication. Throws CheckpointError when
+/// it is not a training state, does not match the model, optimizer type or scheduler, or has
+/// not one per-rank state per saved rank. See docs/checkpoints.md.
 void restore(const Checkpoint& checkpoint, TrainingState& state);
 
 }  // namespace rankwise::checkpoint

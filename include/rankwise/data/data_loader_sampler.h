@@ -11,21 +11,11 @@
 
 namespace rankwise::data {
 
-/// A torch::data::samplers::Sampler that yields this rank's indices of the
-/// current epoch (DistributedSampler::indices()) in batches. Call
-/// set_epoch() before each epoch, on every rank, as with PyTorch (with
-/// shuffle, a second pass, i.e. the loader's reset(), at the same epoch
-/// number writes a warning once, on rank 0). reset()
-/// rewinds to the start of the epoch; reset(new_size) also changes the data
-/// set size. save()/load() keep the epoch and the position within it.
-///
-/// \code
-///   rankwise::data::DataLoaderSampler sampler(dataset.size().value());
-///   auto loader = torch::data::make_data_loader(dataset.map(Stack<>()), sampler,
-///                                               torch::data::DataLoaderOptions(64));
-/// \endcode
-/// (libtorch copies the sampler into the loader: to change the epoch, build
-/// a loader per epoch from a sampler on which set_epoch() was called.)
+/// A torch::data::samplers::Sampler yielding this rank's indices of the current epoch
+/// (DistributedSampler::indices()) in batches. Call set_epoch() before each epoch on every rank
+/// (a repeated shuffled pass warns once, on rank 0); libtorch copies the sampler, so build a
+/// loader per epoch. reset() rewinds the epoch (reset(n): new dataset size); save()/load() keep
+/// the epoch and position. E.g. make_data_loader(dataset.map(Stack<>()), sampler, options).
 class DataLoaderSampler : public torch::data::samplers::Sampler<> {
  public:
   explicit DataLoaderSampler(int64_t dataset_size, DistributedSamplerOptions options = {})

@@ -12,14 +12,8 @@
 
 namespace rankwise::data {
 
-/// Options, with PyTorch's names and defaults (setters and getters as
-/// torch::nn options).
-///
-/// Example:
-/// \code
-///   rankwise::data::DistributedSampler sampler(
-///       dataset_size, rankwise::data::DistributedSamplerOptions().seed(42).drop_last(true));
-/// \endcode
+/// Options, with PyTorch's names and defaults (setters and getters as torch::nn options),
+/// e.g. DistributedSamplerOptions().seed(42).drop_last(true).
 struct DistributedSamplerOptions {
   /// Number of ranks sharing the data (default: the world size).
   TORCH_ARG(std::optional<int>, num_replicas);
@@ -50,24 +44,12 @@ class RepeatedEpochGuard {
 };
 }  // namespace detail
 
-/// Splits [0, dataset_size) across ranks.
-///
-/// Not libtorch's torch::data::samplers::DistributedSampler (the base of
-/// its DistributedRandomSampler, whose index order differs from Python's):
-/// this class gives PyTorch's Python index lists and is not a torch::data
-/// sampler itself (DataLoaderSampler wraps it for torch::data loaders). The
-/// two names live in different namespaces, so qualified uses never collide;
-/// a file that uses both must not bring in both namespaces with
-/// `using namespace` (the unqualified name would then be ambiguous, a
-/// compile error, never a silent mix-up).
-///
-/// With pad (the default, PyTorch's behaviour) every rank gets num_samples()
-/// = ceil(N / R) indices (drop_last: floor), the shuffled list being extended
-/// by repeating its head; is_padding() marks those repeats so metrics can
-/// leave them out. Rank r takes positions r, r + R, r + 2R, ... of the list.
-/// In evaluation mode (pad(false)) shards differ in length by one, so a loop
-/// over them runs a different number of steps per rank: run no collective
-/// inside such a loop (reduce metric states after it).
+/// Splits [0, dataset_size) across ranks with PyTorch's Python index lists (not libtorch's
+/// torch::data::samplers::DistributedSampler; DataLoaderSampler wraps it for torch::data).
+/// With pad (default) each rank gets ceil(N / R) indices (drop_last: floor), the list extended
+/// by repeating its head (is_padding() marks those); rank r takes positions r, r + R, ...
+/// pad(false): shards differ by up to one, so run no collective inside such a loop.
+/// See docs/ddp-and-zero.md#the-data-distributedsampler.
 class DistributedSampler {
  public:
   /// Throws ConfigError when rank is not in [0, num_replicas).
@@ -87,21 +69,12 @@ class DistributedSampler {
     int64_t per_rank = 0;
   };
 
-  /// Resumes the current epoch (set_epoch() first) where a checkpoint left
-  /// it, at this sampler's world size, which may differ from the one that
-  /// took it. `before` lists the epoch's earlier stretches in order (one per
-  /// run that took part; several after repeated resumes). Each stretch at W
-  /// ranks of p indices consumed the first W * p entries of that stretch's
-  /// list, PyTorch's list (its own padding aside) for the first; what was not
-  /// consumed, without padding duplicates, is the next stretch's list,
-  /// padded anew for this world size (is_padding() marks the duplicates) and
-  /// dealt as PyTorch deals it (rank r takes positions r, r + R, ...). So
-  /// every sample of the epoch is seen exactly once over all stretches,
-  /// padding aside; with drop_last each stretch drops its own tail (PyTorch's
-  /// rule applied to what is left). indices(), is_padding(), num_samples()
-  /// and total_size() then describe the rest of the epoch. Throws
-  /// ConfigError naming the stretch when num_replicas < 1 or per_rank is
-  /// negative or more than that stretch's share.
+  /// Resumes the current epoch (set_epoch() first) at this world size, which may differ from
+  /// the checkpoint's; `before`: the epoch's earlier stretches, in order. What they did not
+  /// consume (padding aside) is padded anew and dealt as PyTorch deals, each sample once
+  /// (drop_last: each stretch drops its tail); indices() etc. then describe the rest. Throws
+  /// ConfigError naming a stretch with num_replicas < 1 or per_rank < 0 or beyond its share.
+  /// See docs/checkpoints.md#an-epoch-resumed-at-another-world-size.
   void resume_epoch(std::vector<Stretch> before);
   int64_t epoch() const { return epoch_; }
 

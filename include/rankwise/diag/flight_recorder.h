@@ -1,20 +1,10 @@
 #pragma once
 /// \file flight_recorder.h
-/// The flight recorder: every rank keeps its last N collectives of its
-/// process group in a ring buffer (always on, on every backend), so that a
-/// timeout, a dead peer or a hang can be explained afterwards: which
-/// collective each rank was in, from which source line, and for how long.
-/// PyTorch keeps such a record for NCCL only (TORCH_NCCL_TRACE_BUFFER_SIZE,
-/// read by its fr_trace script); this one records the collectives of
-/// rankwise::dist::ProcessGroup (and so of metrics, checkpoints, consensus, DDP's
-/// join protocol and broadcasts), and the all_reduces of DDP's gradient
-/// buckets, which c10d's Reducer launches on a recording group
-/// (src/parallel/ddp/recorded_group.h).
-///
-/// Size: RANKWISE_FLIGHT_RECORDER_SIZE entries (default 2000; 0 turns it
-/// off). On a TimeoutError or PeerError of a collective, the rank writes its
-/// record as JSON to RANKWISE_FLIGHT_RECORDER_DIR/rank<R>.json when that
-/// variable is set (rankwise-run sets it: see docs/hangs-and-debugging.md).
+/// The flight recorder: each rank keeps its last N collectives (of dist::ProcessGroup and DDP's
+/// gradient buckets; always on, every backend) in a ring buffer, to explain a timeout, dead
+/// peer or hang. Size: RANKWISE_FLIGHT_RECORDER_SIZE (default 2000; 0: off). On a collective's
+/// TimeoutError or PeerError it is written as JSON to RANKWISE_FLIGHT_RECORDER_DIR/rank<R>.json
+/// when that is set. See docs/hangs-and-debugging.md#what-rankwise-records.
 
 #include <chrono>
 #include <cstdint>

@@ -1,14 +1,9 @@
 #pragma once
 /// \file consensus.h
-/// Decisions every rank agrees on. Every rank runs the whole program, so a
-/// decision taken from rank-local data ("my loss stopped improving") can
-/// differ between ranks; the rank that leaves the loop first leaves the others
-/// waiting at the next collective. These helpers make every rank reach the
-/// same answer.
-///
-/// All functions here are collective (every rank, same order) when a process
-/// group is initialized with more than one rank; otherwise they are local and
-/// communicate nothing.
+/// Decisions every rank agrees on (a decision from rank-local data can differ between ranks,
+/// and the rank that leaves a loop first leaves the others waiting). Every function here is
+/// collective (every rank, same order) with a process group of several ranks, else local.
+/// See docs/metrics.md#decisions-every-rank-agrees-on.
 
 #include <ATen/core/Dict.h>
 #include <torch/types.h>
@@ -53,15 +48,8 @@ T broadcast_decision(T decision, int root = 0) {
 /// Whether a smaller or a larger monitored value is better.
 enum class EarlyStoppingMode { kMin, kMax };
 
-/// Options of EarlyStopping, with the names and defaults of PyTorch
-/// Lightning's EarlyStopping callback (mode "min", patience 3, min_delta 0);
-/// setters and getters as torch::nn options.
-///
-/// Example:
-/// \code
-///   rankwise::dist::EarlyStopping stopper(
-///       rankwise::dist::EarlyStoppingOptions().mode(rankwise::dist::EarlyStoppingMode::kMax).patience(5));
-/// \endcode
+/// Options of EarlyStopping, with PyTorch Lightning's names and defaults (mode "min", patience
+/// 3, min_delta 0; setters and getters as torch::nn options), e.g. .mode(kMax).patience(5).
 struct EarlyStoppingOptions {
   /// kMin (a loss) or kMax (an accuracy).
   TORCH_ARG(EarlyStoppingMode, mode) = EarlyStoppingMode::kMin;
@@ -75,16 +63,10 @@ struct EarlyStoppingOptions {
   TORCH_ARG(bool, verify_agreement) = true;
 };
 
-/// Stops training when a monitored value stopped improving, with the same
-/// decision on every rank because it is taken from a value reduced across
-/// ranks (e.g. Metric::compute() of a validation loss), never a rank-local one.
-///
-/// Rule (Keras and PyTorch Lightning EarlyStopping): the best value starts at
-/// +inf (kMin) or -inf (kMax). An epoch's value improves when
-///   kMin: value < best - min_delta        kMax: value > best + min_delta
-/// An improvement sets best = value and the wait count to 0; otherwise the
-/// wait count grows by one, and training stops once it reaches `patience`.
-/// A NaN value never improves.
+/// Stops training when a monitored value, reduced across ranks (e.g. Metric::compute()), stopped
+/// improving: the same decision on every rank. Rule (Keras, Lightning): best starts at +inf
+/// (kMin) or -inf (kMax); a value improves when < best - min_delta (kMin) or > best + min_delta
+/// (kMax), setting best and wait = 0; else wait grows, stopping at `patience`. NaN never improves.
 class EarlyStopping {
  public:
   /// Throws ConfigError when patience < 0 or min_delta < 0 or is not finite.

@@ -1,16 +1,9 @@
 #pragma once
 /// \file cli.h
-/// The Fabric's command-line flags, for a program that parses its own with
-/// CLI11 (needs CLI11, Debian's libcli11-dev; not included by rankwise.h):
-///
-/// \code
-///   CLI::App app{"my trainer"};
-///   rankwise::FabricOptions options;
-///   rankwise::fabric::add_fabric_options(app, options);
-///   app.add_option("--epochs", epochs);
-///   RANKWISE_CLI_PARSE(app, argc, argv);  // CLI11_PARSE, with --help once
-///   rankwise::Fabric fabric(options);
-/// \endcode
+/// The Fabric's command-line flags, for a program that parses its own with CLI11 (Debian's
+/// libcli11-dev; not included by rankwise.h): add_fabric_options(app, options), then
+/// RANKWISE_CLI_PARSE(app, argc, argv) and rankwise::Fabric fabric(options).
+/// See docs/fabric.md#options-and-flags.
 
 #include <CLI/CLI.hpp>
 
@@ -111,13 +104,11 @@ inline void add_strategy_options(CLI::App& app, FabricOptions& options) {
       ->capture_default_str();
 }
 
-/// Adds --device, --seed, --checkpoint-dir, --checkpoint-every, --keep-last,
-/// --resume, --overwrite-checkpoints, --accumulate, --checkpoint-node-local,
-/// --checkpoint-async, --metrics-dir, --precision, add_strategy_options()'s and
-/// add_progress_options()'s flags to `app` (each also with
-/// underscores, as rankwise-run and torchrun accept), bound to `options`
-/// (whose current values are the defaults shown by --help). Bad values are
-/// CLI11 parse errors that name the flag.
+/// Adds --device, --seed, --checkpoint-dir, --checkpoint-every, --keep-last, --resume,
+/// --overwrite-checkpoints, --accumulate, --checkpoint-node-local, --checkpoint-async,
+/// --metrics-dir, --precision, and add_strategy_options()'s and add_progress_options()'s flags
+/// (each also with underscores) to `app`, bound to `options` (whose values are the defaults
+/// --help shows). Bad values are CLI11 parse errors that name the flag.
 inline void add_fabric_options(CLI::App& app, FabricOptions& options) {
   app.add_option("--device", options.device(),
                  "auto (this rank's own GPU when every rank has one, else the CPU), cpu, cuda "

@@ -77,42 +77,12 @@ Batch move_batch(Batch batch, const BatchTarget&) {
   return batch;
 }
 
-/// This rank's batches of `Dataset`, a torch::data batch dataset (a
-/// `torch::data::datasets::BatchDataset`, or a dataset mapped with
-/// `.map(torch::data::transforms::Stack<>())`): each batch is
-/// `dataset.get_batch(indices)` for the next `batch_size` indices of this
-/// rank's shard (DistributedSampler), moved to the Fabric's device when it
-/// is a tensor or a `torch::data::Example<>` (see BatchTarget). Batches are read in the
-/// calling thread (no worker threads).
-///
-/// A training loader (Fabric::setup_dataloader) is tied to the Fabric's
-/// progress: each pass (`for (auto& batch : loader)`) is one epoch, shuffled
-/// with the Fabric's epoch (set_epoch is called for you, so forgetting it is
-/// impossible); a resumed run's first pass starts where the checkpoint left
-/// off, mid-epoch included; every batch counts as one step and checkpoints
-/// are saved on the Fabric's schedule; at the end of a pass the DDP model is
-/// joined (every rank must have finished its batches) and the epoch
-/// advances. Its shard is padded as PyTorch's DistributedSampler pads
-/// (every rank gets the same number of batches); padding_mask() marks the
-/// duplicates of the current batch for metrics.
-///
-/// An evaluation loader (Fabric::setup_eval_dataloader) reads every sample
-/// exactly once across ranks, in order, without padding (shards differ by at
-/// most one sample, so ranks may run different numbers of batches: run no
-/// collective inside its loop) and changes nothing in the Fabric. Under a
-/// strategy whose forward is collective (fsdp) it pads as the training
-/// loader does: every rank runs the same batches, padding_mask() marks the
-/// duplicates.
-///
-/// Under a mixed precision (FabricOptions::precision bf16-mixed, 16-mixed)
-/// the loop body of every batch, training and evaluation alike, runs under
-/// autocast (as Lightning autocasts every forward of the wrapped model),
-/// until the loader moves on or the loop ends (`break` included);
-/// Fabric::backward() runs outside it.
-///
-/// One pass at a time: begin() starts a new pass (a pass left early by
-/// `break` is abandoned; for the training loader, the epoch then ends at the
-/// Fabric's epoch loop).
+/// This rank's batches of a torch::data batch dataset: `dataset.get_batch(indices)` for each
+/// `batch_size` indices of its DistributedSampler shard, moved by BatchTarget, read in the
+/// calling thread. Training loader: each pass is one epoch (set_epoch for you, resumed
+/// mid-epoch, a step per batch, checkpoints on schedule, padded). Evaluation loader: each
+/// sample once across ranks, unpadded (padded under fsdp): no collective in its loop. Mixed
+/// precisions autocast each loop body. One pass at a time. See docs/fabric.md.
 template <typename Dataset>
 class FabricLoader {
  public:
@@ -193,13 +163,10 @@ class FabricLoader {
   int64_t num_real_samples() const {
     return std::count(padding_.begin() + position_, padding_.begin() + batch_end_, false);
   }
-  /// Batches of the training pass the next begin() starts, on this rank:
-  /// `total` in the pass and `done` of them already (a run resumed mid-epoch
-  /// at the same world size starts at done > 0; at another world size the
-  /// pass is the rest of the epoch, dealt anew: done = 0, total = what is
-  /// left). For a progress display: ProgressBar::start_epoch(e, n, total, done).
-  /// Call it before the pass (e.g. at the top of the epoch loop); it restores
-  /// a pending checkpoint, as begin() would. An evaluation loader: {0, size()}.
+  /// Batches of the training pass the next begin() starts on this rank: `total`, and `done`
+  /// already (resumed mid-epoch at the same world size; at another, the rest of the epoch is
+  /// dealt anew: done 0). For ProgressBar::start_epoch(e, n, total, done). Call before the
+  /// pass; it restores a pending checkpoint as begin() would. Evaluation loader: {0, size()}.
   struct PassSteps {
     int64_t done = 0;
     int64_t total = 0;

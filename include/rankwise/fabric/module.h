@@ -1,18 +1,9 @@
 #pragma once
 /// \file module.h
-/// The model as Fabric::setup_module() returns it: a FabricModule wraps
-/// whichever engine FabricOptions::strategy trains with
-/// (DistributedDataParallel for "ddp" and "zero1",
-/// FullyShardedDataParallel for "fsdp"), so that one training loop runs
-/// unchanged under each (docs/fabric.md#strategies):
-///
-/// \code
-///   auto model = fabric.setup_module(Net(...));              // wrapped by the strategy
-///   torch::optim::AdamW optimizer(model.parameters(), opts); // built after setup_module
-///   fabric.setup_optimizers(optimizer);
-///   fabric.backward(loss_of(model(x), y));
-///   fabric.optimizer_step();
-/// \endcode
+/// The model as Fabric::setup_module() returns it: a FabricModule wraps whichever engine
+/// FabricOptions::strategy trains with (DistributedDataParallel for "ddp" and "zero1",
+/// FullyShardedDataParallel for "fsdp"), so that one training loop runs unchanged under each.
+/// Build the optimizer over model.parameters() after setup_module (docs/fabric.md#strategies).
 
 #include <torch/nn/module.h>
 

@@ -1,17 +1,9 @@
 #pragma once
 /// \file auroc.h
-/// Binary AUROC (area under the ROC curve) over every rank's samples.
-///
-/// AUROC is not a mean of per-rank values: it ranks every score against every
-/// other. So the metric keeps its inputs (kCat states) and compute() gathers
-/// them from every rank (shards may differ in length, also 0: lengths are
-/// gathered first, shards padded to the longest and trimmed on arrival), then
-/// computes the area once on the union. Memory: 16 bytes per sample per rank.
-///
-/// Definition: scikit-learn's roc_auc_score for binary targets: the ROC curve
-/// has one point per distinct score (tied scores move FPR and TPR together)
-/// and its area is taken with the trapezoidal rule. This equals the
-/// Mann-Whitney U statistic / (positives * negatives) with ties counted 1/2.
+/// Binary AUROC over every rank's samples (scikit-learn's roc_auc_score: one ROC point per
+/// distinct score, trapezoidal area). Not decomposable: inputs are kept (kCat states) and
+/// compute() gathers every rank's shard (any length, also 0), then computes once on the union.
+/// Memory: 16 bytes per sample per rank. See docs/metrics.md.
 
 #include "rankwise/metrics/metric.h"
 

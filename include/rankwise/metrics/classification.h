@@ -1,24 +1,10 @@
 #pragma once
 /// \file classification.h
-/// Multiclass (single-label) classification metrics: Accuracy (top-k),
-/// ConfusionMatrix, Precision, Recall and F1 with micro and macro averaging.
-/// All are decomposable: their states are int64 counts, reduced by sum.
-///
-/// Inputs of update(preds, target, is_padding):
-/// - `target`: [N], an integer dtype, each label in [0, num_classes).
-/// - `preds`: either scores [N, num_classes] (floating; logits or
-///   probabilities; the prediction is the argmax, ties going to the lowest
-///   index as torch.argmax) or predicted labels [N] (integer dtype, each in
-///   [0, num_classes)).
-/// - `is_padding`: optional mask [N] (see PaddingMask); padding samples are
-///   left out.
-/// Errors (ConfigError, local, thrown by update): mismatched N, wrong rank of
-/// a tensor, floating labels, a label out of range, num_classes <= 0, a mask of
-/// the wrong length.
-///
-/// Definitions follow scikit-learn (sklearn.metrics: accuracy_score,
-/// top_k_accuracy_score, confusion_matrix, precision_score, recall_score,
-/// f1_score) with zero_division=0.
+/// Multiclass classification metrics (scikit-learn's definitions, zero_division=0): Accuracy
+/// (top-k), ConfusionMatrix, Precision, Recall, F1; decomposable int64 counts. update(preds,
+/// target, is_padding): target [N] integer in [0, C); preds scores [N, C] floating (argmax, ties
+/// to the lowest index) or labels [N] integer; mask [N]. Throws ConfigError (local): N or rank
+/// mismatch, floating labels, a label out of range, C <= 0, a mask of the wrong length.
 
 #include "rankwise/metrics/metric.h"
 
@@ -38,14 +24,8 @@ enum class Average {
   kNone,
 };
 
-/// Options of the classification metrics (setters and getters as torch::nn
-/// options).
-///
-/// Example:
-/// \code
-///   auto f1 = std::make_shared<rankwise::metrics::F1>(
-///       rankwise::metrics::ClassificationOptions(10).average(rankwise::metrics::Average::kMicro));
-/// \endcode
+/// Options of the classification metrics (setters and getters as torch::nn options), e.g.
+/// ClassificationOptions(10).average(Average::kMicro).
 struct ClassificationOptions {
   explicit ClassificationOptions(int64_t num_classes) : num_classes_(num_classes) {}
   /// Number of classes C (> 0).
@@ -58,13 +38,10 @@ struct ClassificationOptions {
   TORCH_ARG(int64_t, top_k) = 1;
 };
 
-/// Fraction of correctly classified samples, correct / total, over every rank
-/// (sklearn accuracy_score; with top_k, top_k_accuracy_score). Ties among the
-/// top scores are broken as torch::topk does.
-/// States: "correct" int64 [] (kSum), "total" int64 [] (kSum).
-/// compute(): 0-d float64; NaN when no sample was counted.
-/// Throws ConfigError from the constructor when num_classes <= 0 or top_k is
-/// not in [1, num_classes].
+/// Fraction of correctly classified samples over every rank (sklearn accuracy_score; with
+/// top_k, top_k_accuracy_score; ties as torch::topk). States: "correct", "total" int64 []
+/// (kSum). compute(): 0-d float64, NaN when nothing was counted. Throws ConfigError from the
+/// constructor when num_classes <= 0 or top_k is not in [1, num_classes].
 class Accuracy : public Metric {
  public:
   explicit Accuracy(ClassificationOptions options);

@@ -13,15 +13,10 @@
 
 namespace rankwise::metrics {
 
-/// Named metrics that are computed together. compute() combines the states
-/// of every decomposable metric (Sum, Mean, Min, Max, Accuracy,
-/// ConfusionMatrix, Precision, Recall, F1, ...) with ONE all_reduce of one
-/// flat float64 buffer, however many metrics the collection holds; the kCat
-/// states of the others (AUROC) travel in two all_gathers (lengths, then
-/// data), also shared by all of them. last_sync() reports the count.
-///
-/// update() stays per metric (metrics take different inputs): keep the
-/// shared_ptr that add() returns and update through it.
+/// Named metrics computed together: compute() combines every decomposable metric's states in
+/// ONE all_reduce of a flat float64 buffer, and the kCat states of the others (AUROC) in two
+/// shared all_gathers (lengths, then data); last_sync() reports the count. update() stays per
+/// metric: keep the shared_ptr add() returns and update through it.
 class MetricCollection {
  public:
   MetricCollection() = default;

@@ -1,51 +1,10 @@
 #pragma once
 /// \file metric.h
-/// The base of every distributed metric: a local update(), a collective
-/// compute(), reset(), and a state that goes into a checkpoint.
-///
-/// The model is torchmetrics' (torchmetrics.Metric, `add_state(name, default,
-/// dist_reduce_fx)`): a metric keeps *states* (tensors), each with a reduction
-/// that combines the states of every rank:
-///
-/// | Reduction | combines                     | torchmetrics dist_reduce_fx |
-/// |-----------|------------------------------|-----------------------------|
-/// | kSum      | element-wise sum             | "sum"                       |
-/// | kMin      | element-wise minimum         | "min"                       |
-/// | kMax      | element-wise maximum         | "max"                       |
-/// | kCat      | concatenation along dim 0, in rank order | "cat"           |
-///
-/// The value is computed once from the combined states ("reduce the sum and
-/// the count, then divide once"; never average the per-rank averages).
-/// A metric whose states are all kSum/kMin/kMax is *decomposable*: it costs
-/// one all_reduce however many states it has (a MetricCollection packs all of
-/// its decomposable metrics into that one all_reduce). kCat states (AUROC)
-/// are gathered: an all_gather of the per-rank lengths, then one all_gather of
-/// the data padded to the longest shard, trimmed on arrival.
-///
-/// Counts are int64 and sums float64, never float32. For the all_reduce every
-/// state travels as float64, which is exact for integers up to 2^53; a count
-/// beyond that makes compute() throw Error.
-///
-/// Single process (rankwise::dist::is_initialized() is false, or the world size is
-/// 1): compute() computes from the local state and communicates nothing.
-///
-/// States live on the CPU (Gloo reduces CPU tensors); update() copies inputs
-/// from another device. update() is local (any rank, no communication), so it
-/// may run inside loops whose length differs between ranks (evaluation shards
-/// without padding); compute() must then come after the loop, on every rank.
-///
-/// Usage:
-/// \code
-///   MetricCollection metrics;
-///   auto acc = metrics.add("acc", std::make_shared<Accuracy>(ClassificationOptions(10)));
-///   auto loss = metrics.add("loss", std::make_shared<Mean>());
-///   for (...) {  // this rank's batches; `pad` = sampler.is_padding() of the batch
-///     acc->update(logits, labels, pad);
-///     loss->update(per_sample_loss, pad);
-///   }
-///   auto values = metrics.compute();  // every rank: one all_reduce, same values
-///   print0("acc {:.4f} loss {:.4f}", values["acc"].item<double>(), values["loss"].item<double>());
-/// \endcode
+/// The base of every distributed metric (torchmetrics' model): states, each with a
+/// Reduction that combines every rank's; update() is local (any rank; inputs copied to the
+/// CPU), compute() is collective and computes once from the combined states. Counts int64,
+/// sums float64 (exact to 2^53). With no process group or world size 1 nothing is sent.
+/// See docs/metrics.md.
 
 #include <ATen/core/Dict.h>
 #include <torch/types.h>
@@ -59,7 +18,8 @@
 
 namespace rankwise::metrics {
 
-/// How a state is combined across ranks (see the table in this file's docs).
+/// How a state is combined across ranks: kSum, kMin, kMax element-wise; kCat concatenates
+/// along dim 0 in rank order (torchmetrics' dist_reduce_fx). See docs/metrics.md.
 enum class Reduction { kSum, kMin, kMax, kCat };
 
 /// Collectives a compute() issued (for tests and benchmarks).
@@ -89,14 +49,10 @@ class Metric {
   Metric(const Metric&) = delete;
   Metric& operator=(const Metric&) = delete;
 
-  /// The value over every sample that any rank passed to update() since the
-  /// last reset(): the states are combined across ranks first, then the value
-  /// is computed once, so every rank gets the same value (bit for bit) and it
-  /// does not depend on the world size. The local state is not changed;
-  /// update() may continue afterwards.
-  /// Collective: every rank, same order (when a process group is initialized).
-  /// Shape and dtype depend on the metric (documented there); most return a
-  /// 0-d float64 tensor. Throws Error when a collective fails.
+  /// The value over every sample any rank passed to update() since reset(): states combined
+  /// across ranks, then computed once, so every rank gets the same value at any world size.
+  /// The local state is unchanged. Collective: every rank, same order (with a process group).
+  /// Shape and dtype per metric (most: 0-d float64). Throws Error when a collective fails.
   torch::Tensor compute();
 
   /// Restores every state to its default (local; no communication).
@@ -111,15 +67,10 @@ class Metric {
   /// same options as the one that was saved).
   void load_state(const c10::Dict<std::string, torch::Tensor>& state);
 
-  /// Combines states that state() returned on several ranks (e.g. every
-  /// rank of a run that had another world size) into one, each state with
-  /// its own reduction (kSum adds, kMin and kMax take the element-wise
-  /// extreme, kCat concatenates in the order given): loaded on one rank, with
-  /// reset() on the others, it makes compute() return the value the saved
-  /// ranks would have computed together (torchmetrics' dist_reduce_fx,
-  /// applied locally). An empty list gives the default state. Local, no
-  /// communication. Throws ConfigError naming the part when a state is
-  /// missing or its shape differs from this metric's.
+  /// Combines states that state() returned on several ranks (e.g. of a run at another world
+  /// size), each by its reduction (kCat in the order given); loaded on one rank, with reset()
+  /// on the others, compute() gives the saved ranks' value. Empty list: the default state.
+  /// Local. Throws ConfigError naming the part whose state is missing or misshaped.
   c10::Dict<std::string, torch::Tensor> merge_states(
       const std::vector<c10::Dict<std::string, torch::Tensor>>& states) const;
 

@@ -1,38 +1,10 @@
 #pragma once
 /// \file metrics_log.h
-/// The metrics log of a run: rank 0 appends one JSON object per line (JSON
-/// Lines) for the run's configuration, each logged step and each epoch, and
-/// `rankwise-report RUN.jsonl -o report.html` draws it.
-///
-/// \code
-///   rankwise::monitor::MetricsLog log(rankwise::monitor::MetricsLogOptions("ckpts/metrics.jsonl"),
-///                                     {{"program", "train"}, {"epochs", int64_t{10}}, {"lr", 0.02}});
-///   ...
-///   log.log_step(step, epoch, {{"loss", reduced_loss}}, samples_per_s);   // every rank calls
-///   log.log_epoch(epoch, step, {{"test_accuracy", accuracy}});           // rank 0 writes
-/// \endcode
-///
-/// Records (one line each, keys in this order; `time` is seconds since the
-/// log was opened, from a steady clock):
-///
-///     {"kind":"config","version":1,"time":0.0,"started_at":"2026-12-03T17:00:00Z","world_size":2,
-///      "rankwise":"0.1.0","config":{"program":"fashion_mnist","epochs":2,...}}
-///     {"kind":"step","step":20,"epoch":1,"time":1.25,"metrics":{"loss":0.61},"samples_per_s":5120.0}
-///     {"kind":"epoch","step":32,"epoch":1,"time":2.5,"metrics":{"test_accuracy":0.8134},"samples_per_s":4900.0}
-///
-/// `samples_per_s` is present only when given; a record may carry `ranks`:
-/// `[{"rank":0,"samples_per_s":...,"wait_ms":...,"compute_ms":...}, ...]`.
-/// A resumed run that appends (MetricsLogOptions::append) starts a new
-/// segment with a new config record, whose `time` starts again at 0.
-///
-/// Every rank runs the whole program, so every rank constructs the log and
-/// calls its methods; only rank 0 (rankwise::is_rank_zero()) opens and writes
-/// the file, the others do nothing. The log never communicates: the values
-/// passed in must already be reduced over ranks (MetricCollection::compute(),
-/// Fabric::all_reduce), computed on every rank, outside any rank-0 branch.
-/// Each record is one write(2) of a whole line, so a run killed at any point
-/// leaves a log whose lines are all whole JSON (rankwise-report also skips a
-/// torn last line).
+/// The metrics log of a run: JSON Lines (a config record, then step and epoch records) that
+/// `rankwise-report` draws. Every rank constructs it and calls its methods; only rank 0
+/// writes, each record one write(2) of a whole line. It never communicates: pass values
+/// already reduced over ranks, computed on every rank.
+/// See docs/monitoring.md#the-metrics-log.
 
 #include <torch/arg.h>
 
@@ -82,29 +54,20 @@ struct MetricsLogOptions {
   /// value: `kind,step,epoch,time,name,value` (the config record's rows have
   /// empty step and epoch; `samples_per_s` is a row of its own).
   TORCH_ARG(std::string, csv_path) = "";
-  /// Also write every step and epoch record as TensorBoard scalars, live, to
-  /// a new event file in this directory (created if missing) through a
-  /// TensorBoardWriter (rankwise/monitor/tensorboard.h); "" (default): none.
-  /// Tags are rankwise-report --tensorboard's, so the live file and an
-  /// exported one agree: a step record's metrics by their names (`loss`),
-  /// `samples_per_s`; an epoch record's as `epoch/<name>` (`epoch/test_accuracy`),
-  /// `epoch/samples_per_s`; per-rank statistics as `rank<r>/samples_per_s`,
-  /// `rank<r>/wait_ms`, `rank<r>/compute_ms`. Each record is one event at the
-  /// record's step, its wall time the log's start plus the record's `time`.
-  /// Non-finite values (JSON null in the log) are left out.
+  /// Also write every step and epoch record as TensorBoard scalars, live, to a new event file
+  /// in this directory (created if missing; TensorBoardWriter); "" (default): none. Tags are
+  /// rankwise-report --tensorboard's (`loss`, `epoch/<name>`, `rank<r>/wait_ms`, ...); one
+  /// event per record at its step; non-finite values left out. See docs/monitoring.md.
   TORCH_ARG(std::string, tensorboard_dir) = "";
 };
 
 /// The metrics log (see the file comment).
 class MetricsLog {
  public:
-  /// Local (no communication; every rank constructs it). On rank 0: opens
-  /// (creates, replaces or appends to) the files and writes the config
-  /// record: `config`, plus the world size (1 without a process group), the
-  /// rankwise version and the UTC start time. Throws ConfigError on rank 0
-  /// when a file cannot be opened (naming it and the system's reason); the
-  /// launcher then stops the other ranks; likewise when the TensorBoard
-  /// directory or its event file cannot be created (TensorBoardWriter).
+  /// Local (every rank constructs it). On rank 0: opens (creates, replaces or appends to) the
+  /// files and writes the config record (`config`, world size, rankwise version, UTC start).
+  /// Throws ConfigError on rank 0 when a file, the TensorBoard directory or its event file
+  /// cannot be created (naming it and the system's reason).
   explicit MetricsLog(MetricsLogOptions options, const RunConfig& config = {});
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;

@@ -1,48 +1,10 @@
 #pragma once
 /// \file progress_bar.h
-/// Training progress on rank 0: epoch, step/total, global samples/s (over
-/// every rank), ETA (the epoch's remaining time, from its pace so far) and
-/// the latest loss reduced over ranks. On a terminal a
-/// bar updated in place, otherwise (a pipe, a CI log) a plain line now and
-/// then:
-///
-///     [rank0]: epoch 1 of 2 [############............]  8/16 | 8886 samples/s | loss 2.1211 | ETA 0:00
-///     [rank0]: progress: epoch 2 of 2, step 220/469 (46%) | 9277 samples/s | loss 0.3640 | ETA 0:03
-///
-/// \code
-///   rankwise::monitor::ProgressBar progress;               // every rank
-///   for (int64_t epoch : fabric.epochs(epochs)) {
-///     auto pass = loader.next_pass();  // a resumed epoch: batches done, in all
-///     progress.start_epoch(epoch + 1, epochs, pass.total, pass.done);
-///     for (auto& batch : loader) {
-///       ...
-///       progress.update(loader.num_real_samples(), loss);  // every rank, every step (loss detached)
-///     }
-///     progress.end_epoch();                                // every rank
-///   }
-/// \endcode
-///
-/// Collectives. update() all_gathers (one float64 tensor of 5 values: this
-/// rank's samples, loss sum and loss weight since the last reduction, its own
-/// seconds and its seconds with a collective in flight) on
-/// every ProgressBarOptions::every_n_steps-th call, and end_epoch() once more for
-/// the steps left. (Rank 0's seconds since the last reduction travel in the
-/// same tensor, so every rank computes the same samples/s.) When to reduce is decided by the count of calls only,
-/// which is the same on every rank: a decision by each rank's own clock
-/// would let one rank enter an all_reduce the others skip (a hang). Clocks
-/// decide only what rank 0 prints (ProgressBarOptions::line_interval), which
-/// involves no other rank. So every rank must call start_epoch(), update()
-/// once per step and end_epoch(), the same number of times (DistributedSampler
-/// gives every rank the same number of batches). Cost: one small all_reduce
-/// per every_n_steps steps, and on a GPU one device-to-host copy of the loss
-/// then (the loss is accumulated on its device in between).
-///
-/// Where it shows. ProgressBarStyle::kAuto draws the bar when
-/// stdout_is_terminal() (under rankwise-run: when the launcher's
-/// own stdout is a terminal, RANKWISE_STDOUT_IS_TTY), plain lines otherwise.
-/// The bar is rewritten with '\r'; rankwise-run on a terminal shows such a
-/// line in place (its other output goes above it), and in a pipe or log file
-/// keeps only whole lines, so a bar never tears there.
+/// Training progress on rank 0 (epoch, step/total, global samples/s, ETA, loss reduced
+/// over ranks): a bar redrawn with '\r' on a terminal, plain lines in a pipe or log.
+/// Collective: every rank calls start_epoch(), update() once per step and end_epoch(), the
+/// same number of times; every every_n_steps-th update() all_gathers 5 float64 per rank
+/// (decided by call count, never by clock). See docs/monitoring.md#the-progress-bar.
 
 #include <torch/arg.h>
 #include <torch/types.h>
@@ -106,12 +68,10 @@ class ProgressBar {
   /// already (a resumed epoch). Throws ConfigError when steps < 0 or
   /// first_step is outside [0, steps].
   void start_epoch(int64_t epoch, int64_t total_epochs, int64_t steps, int64_t first_step = 0);
-  /// One step done on this rank: `samples` real samples (padding not
-  /// counted) and their mean `loss` (a scalar tensor on any device; an
-  /// undefined tensor: no loss). Collective on every every_n_steps-th call
-  /// (all_reduce, see the file comment); local otherwise. Returns true when
-  /// this call reduced (the same on every rank), i.e. when loss() and
-  /// samples_per_second() are new (e.g. to write a MetricsLog step record).
+  /// One step done on this rank: `samples` real samples (padding not counted) and their mean
+  /// `loss` (scalar tensor on any device; undefined: no loss). Collective on every
+  /// every_n_steps-th call (one all_gather), local otherwise. Returns true when this call
+  /// reduced (the same on every rank): loss() and samples_per_second() are then new.
   bool update(int64_t samples, const torch::Tensor& loss = {});
   /// Collective (every rank): reduces the steps since the last reduction
   /// (if any; the count decides, identically everywhere) and shows the

@@ -1,33 +1,10 @@
 #pragma once
 /// \file tensorboard.h
-/// TensorBoard event files written while training runs: rank 0 appends each
-/// scalar as it is logged, so `tensorboard --logdir DIR` shows the curves of
-/// a run that is still going (and of one that was killed).
-///
-/// \code
-///   rankwise::monitor::TensorBoardWriter board("runs/mnist");   // every rank constructs it
-///   board.add_scalar("loss", reduced_loss, step);               // rank 0 writes
-///   board.add_scalars(step, {{"loss", loss}, {"lr", lr}});      // one event, two values
-/// \endcode
-///
-/// The file is `DIR/events.out.tfevents.<unix seconds>.<host name>.<pid>`
-/// (TensorBoard's naming), a sequence of TFRecords (uint64 length, masked
-/// CRC-32C of the length, data, masked CRC-32C of the data), each an Event
-/// of TensorBoard's event.proto: first the file_version event
-/// ("brain.Event:2"), then one Event{wall_time, step, summary{value{tag,
-/// simple_value}...}} per add_scalar / add_scalars call. Each record is one
-/// write(2) of the whole record, made before the call returns (no buffering),
-/// so TensorBoard reads every value while the run goes on and a run killed at
-/// any point leaves only whole records. Values are stored as float (TensorBoard's
-/// simple_value).
-///
-/// MetricsLog writes one of these itself when given
-/// MetricsLogOptions::tensorboard_dir (docs/monitoring.md).
-///
-/// Every rank runs the whole program, so every rank constructs the writer and
-/// calls its methods; only rank 0 (rankwise::is_rank_zero()) creates and
-/// writes the file, the others do nothing. The writer never communicates:
-/// values must already be reduced over ranks.
+/// TensorBoard event files written live: `DIR/events.out.tfevents.<secs>.<host>.<pid>`,
+/// TFRecords of Events (float scalars), each record one unbuffered write(2), so TensorBoard
+/// reads a running or killed run. Every rank constructs the writer and calls it; only rank 0
+/// writes. It never communicates: values must already be reduced over ranks.
+/// See docs/monitoring.md#live-tensorboard.
 
 #include <cstdint>
 #include <optional>
@@ -40,13 +17,10 @@ namespace rankwise::monitor {
 /// Writes scalars to a TensorBoard event file, live (see the file comment).
 class TensorBoardWriter {
  public:
-  /// Local (no communication; every rank constructs it). On rank 0: creates
-  /// `directory` (and missing parents), a new event file in it, and writes
-  /// the file_version event. Throws ConfigError on rank 0 when the directory
-  /// is empty or the directory or file cannot be created (naming the
-  /// directory and the system's reason); the launcher then stops the other
-  /// ranks. An existing event file is never touched: a resumed run writes a
-  /// new file beside it, and TensorBoard shows both as one run.
+  /// Local (every rank constructs it). On rank 0: creates `directory` (and parents) and a new
+  /// event file in it (never touching an existing one), and writes the file_version event.
+  /// Throws ConfigError on rank 0 when the directory is empty or it or the file cannot be
+  /// created (naming the directory and the system's reason).
   explicit TensorBoardWriter(std::string directory);
   ~TensorBoardWriter();
   TensorBoardWriter(const TensorBoardWriter&) = delete;

@@ -1,11 +1,8 @@
 #pragma once
 /// \file throughput.h
-/// Model FLOPs utilisation (MFU): the share of the devices' peak FLOP/s that
-/// a run's model FLOPs use, `samples/s * FLOPs per sample / (devices * peak)`.
-/// FLOPs per sample are the user's, or counted for models made of Linear
-/// layers; the peak comes from a table of common GPUs or, on the CPU, from a
-/// short matmul measurement. docs/monitoring.md#throughput-and-mfu has the
-/// table and the conventions (a training sample costs 3 forward passes).
+/// Model FLOPs utilisation (MFU): `samples/s * FLOPs per sample / (devices * peak)`. FLOPs per
+/// sample are the user's or counted for Linear models; the peak comes from a table of common
+/// GPUs or a short matmul measurement. See docs/monitoring.md#throughput-and-mfu.
 
 #include <torch/nn/module.h>
 #include <torch/types.h>

@@ -1,26 +1,10 @@
 #pragma once
 /// \file ddp.h
-/// DistributedDataParallel for torch::nn::Module, on c10d's Reducer: the
-/// engine behind PyTorch's Python DDP (gradient buckets filled in reverse
-/// order, an all_reduce launched per bucket from autograd hooks while
-/// backward is still running, unused-parameter detection).
-///
-/// Usage (every rank):
-/// \code
-///   auto model = std::make_shared<Net>();          // or torch::nn::Linear(4, 1)
-///   rankwise::parallel::DistributedDataParallel ddp(model);  // broadcasts rank 0's weights
-///   auto loss = torch::mse_loss(ddp.forward(x), y);
-///   loss.backward();                               // gradients are now averaged
-///   optimizer.step();
-///   rankwise::checkpoint::state_dict(*ddp.module());           // unwrapped: no "module." prefix
-/// \endcode
-///
-/// Semantics follow torch.nn.parallel.DistributedDataParallel (PyTorch 1.13):
-/// after backward() each parameter's gradient is the mean over ranks of the
-/// per-rank gradients (each rank's gradient divided by the world size, then
-/// summed by all_reduce). Every rank must run the same number of forward and
-/// backward passes (collective: every rank, same order); for uneven inputs
-/// see join().
+/// DistributedDataParallel for torch::nn::Module on c10d's Reducer (PyTorch's DDP engine:
+/// reverse-order gradient buckets, an all_reduce per bucket from autograd hooks). After
+/// backward() each gradient is the mean over ranks. Every rank must run the same forward and
+/// backward passes (collective: every rank, same order); for uneven inputs see join().
+/// See docs/ddp-and-zero.md#distributeddataparallel.
 
 #include <torch/arg.h>
 #include <torch/nn/module.h>
@@ -53,33 +37,20 @@ enum class UnevenInputs {
   kJoin,
 };
 
-/// Options of DistributedDataParallel (PyTorch's names and defaults;
-/// setters and getters as torch::nn options).
-///
-/// Example:
-/// \code
-///   rankwise::parallel::DistributedDataParallel ddp(
-///       model, rankwise::parallel::DistributedDataParallelOptions().bucket_cap_mb(50).find_unused_parameters(true));
-/// \endcode
+/// Options of DistributedDataParallel (PyTorch's names and defaults; setters and getters as
+/// torch::nn options), e.g. DistributedDataParallelOptions().bucket_cap_mb(50).
 struct DistributedDataParallelOptions {
-  /// Bucket size in MiB for gradient all_reduce (PyTorch: 25; 0: one bucket
-  /// per parameter, as PyTorch 2.x; negative: ConfigError). With the default
-  /// the first bucket is 1 MiB so that communication starts early; with any
-  /// other cap every bucket, the first included, has that cap, as in PyTorch
-  /// 2.x (PyTorch 1.13 keeps the 1 MiB first bucket whatever the cap).
+  /// Bucket size in MiB for gradient all_reduce (PyTorch: 25, first bucket 1 MiB; another cap
+  /// applies to every bucket; 0: one bucket per parameter; negative: ConfigError).
   /// bucket_parameter_names() shows the layout.
   TORCH_ARG(double, bucket_cap_mb) = 25.0;
   /// Send rank 0's buffers (e.g. BatchNorm running statistics) to every rank
   /// before each forward (PyTorch: true).
   TORCH_ARG(bool, broadcast_buffers) = true;
-  /// false (PyTorch's default): a parameter that got no gradient is an error
-  /// naming it. true: such parameters are detected each step and reduced as
-  /// zeros; the set may change between steps and differ between ranks, and a
-  /// parameter no rank used keeps its gradient untouched. Cost: each training
-  /// forward traverses the autograd graph from its outputs, and each step
-  /// all_reduces one int32 per parameter (which ones were used); buckets keep
-  /// their initial order. Every tensor forward() returns must take part in
-  /// the loss (else the parameters behind it are named as above).
+  /// false (PyTorch's default): a parameter that got no gradient is an Error naming it. true:
+  /// such parameters are found each step and reduced as zeros (the set may vary by step and
+  /// rank); costs a graph traversal per training forward and one int32 all_reduce per
+  /// parameter per step. Every tensor forward() returns must take part in the loss.
   TORCH_ARG(bool, find_unused_parameters) = false;
   /// Gradients become views into the all_reduce buckets (saves memory).
   TORCH_ARG(bool, gradient_as_bucket_view) = false;
@@ -147,14 +118,11 @@ std::shared_ptr<torch::nn::Module> as_module(const torch::nn::ModuleHolder<T>& m
 
 }  // namespace ddp
 
-/// Wraps a module (a std::shared_ptr<M> or a holder such as torch::nn::Linear).
-/// Construction is collective (every rank): rank 0's parameters and buffers
-/// are broadcast. Each forward() in training (grad mode, outside no_sync())
-/// prepares the Reducer; the following backward() all_reduces the gradients
-/// bucket by bucket. Throws ConfigError for bad options or replicas whose
-/// parameter shapes differ across ranks; Error/TimeoutError from collectives;
-/// Error naming the parameters that received no gradient (without
-/// find_unused_parameters) or the ranks that ran out of inputs.
+/// Wraps a module (a std::shared_ptr<M> or a holder such as torch::nn::Linear). Construction
+/// is collective: rank 0's parameters and buffers are broadcast. Each training forward
+/// (grad mode, outside no_sync()) prepares the Reducer; backward() all_reduces by bucket.
+/// Throws ConfigError (bad options, parameter shapes differ across ranks), Error/TimeoutError
+/// from collectives, Error naming parameters without gradient or ranks that ran out of inputs.
 template <typename ModuleType>
 class DistributedDataParallel {
  public:

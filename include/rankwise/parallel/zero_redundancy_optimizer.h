@@ -1,35 +1,10 @@
 #pragma once
 /// \file zero_redundancy_optimizer.h
-/// A sharded optimizer (ZeRO stage 1, as PyTorch's
-/// torch.distributed.optim.ZeroRedundancyOptimizer): every rank keeps the
-/// optimizer state (Adam's exp_avg and exp_avg_sq, SGD's momentum, ...) of
-/// its own partition of the parameters only, steps that partition, and then
-/// each rank's updated parameters are broadcast from it, so every replica
-/// stays bitwise equal while the state takes about 1/world_size of the memory
-/// on each rank.
-///
-/// Usage (every rank), with DistributedDataParallel averaging the gradients:
-/// \code
-///   rankwise::parallel::DistributedDataParallel ddp(model);
-///   rankwise::parallel::ZeroRedundancyOptimizer opt(ddp.parameters(), [](auto groups) {
-///     return std::make_unique<torch::optim::Adam>(std::move(groups),
-///                                                 torch::optim::AdamOptions(1e-3));
-///   });
-///   for (...) {
-///     opt.zero_grad();
-///     loss_of(ddp.forward(x)).backward();
-///     opt.step();  // collective: every rank
-///   }
-/// \endcode
-///
-/// Partition (PyTorch's rule, ZeroRedundancyOptimizer._partition_parameters):
-/// group by group, the parameters sorted by number of elements, largest
-/// first (ties in their given order), each go to the rank with the fewest
-/// elements so far (ties: the lowest rank), the totals carried across groups.
-/// Each parameter's update depends only on its own gradient and state for the
-/// optimizers libtorch ships (SGD, Adam, AdamW, RMSprop, Adagrad), so a step
-/// gives the values the unsharded optimizer gives. LBFGS (which needs the
-/// whole parameter vector) is not supported.
+/// A sharded optimizer (ZeRO stage 1, as torch.distributed.optim.ZeroRedundancyOptimizer):
+/// each rank keeps the state of its own partition of the parameters (zero_partition, PyTorch's
+/// rule), steps it, and broadcasts the updated parameters, so replicas stay bitwise equal with
+/// about 1/world_size of the state per rank. SGD, Adam, AdamW, RMSprop, Adagrad; not LBFGS.
+/// See docs/ddp-and-zero.md#zeroredundancyoptimizer.
 
 #include <ATen/core/ivalue.h>
 #include <torch/optim/optimizer.h>
@@ -63,13 +38,10 @@ class ZeroRedundancyOptimizer {
   using Factory = std::function<std::unique_ptr<torch::optim::Optimizer>(
       std::vector<torch::optim::OptimizerParamGroup> local_groups)>;
 
-  /// `params`: one group. Collective: every rank constructs it at the same
-  /// point with the same parameters (same shapes, dtypes and order), e.g.
-  /// `ddp.parameters()`. Parameters that are not leaves requiring grad are
-  /// kept and never stepped, as in torch.optim. Throws ConfigError when the
-  /// list is empty, a parameter is given twice or is undefined, or the
-  /// ranks' parameter shapes differ (one all_gather of their count and
-  /// element total checks it), or a group has no parameters.
+  /// `params`: one group. Collective: every rank, same point, same parameters (shapes, dtypes,
+  /// order), e.g. `ddp.parameters()`; non-leaf or no-grad ones are kept, never stepped. Throws
+  /// ConfigError for an empty list, a parameter twice or undefined, a group with no
+  /// parameters, or shapes that differ between ranks (one all_gather checks them).
   ZeroRedundancyOptimizer(std::vector<torch::Tensor> params, Factory make_optimizer);
   /// Several groups, each with its own options (or the factory's defaults).
   ZeroRedundancyOptimizer(std::vector<torch::optim::OptimizerParamGroup> groups,
@@ -82,18 +54,12 @@ class ZeroRedundancyOptimizer {
   /// them (unchanged) and still broadcast.
   void step();
 
-  /// Clips the gradients by their global norm, as clip_grad_norm()
-  /// (rankwise/parallel/clip_grad.h) and PyTorch's clip_grad_norm_ do, for
-  /// gradients DDP averaged (the same on every rank): each rank computes the
-  /// part of the norm of the parameters it owns (the sum of their norms^p, or
-  /// their largest for norm_type infinity), one all_reduce of one or two
-  /// elements combines the parts, and every rank scales all gradients by
-  /// min(max_norm / (total + 1e-6), 1). Returns the total norm (before
-  /// clipping), 0-dim, in the gradients' dtype, on the first gradient's
-  /// device; the same on every rank. Collective: every rank, same order.
-  /// Throws ConfigError (on every rank, before communicating) for a negative
-  /// or nan max_norm or a norm_type <= 0; with `error_if_nonfinite`, Error
-  /// on every rank when the total norm is inf or nan.
+  /// Clips the gradients by their global norm, as clip_grad_norm() (parallel/clip_grad.h), for
+  /// gradients DDP averaged: each rank takes its owned part, one all_reduce of 1-2 elements
+  /// combines them. Returns the total norm before clipping (0-dim, the gradients' dtype, the
+  /// first gradient's device), the same on every rank. Collective: every rank, same order.
+  /// Throws ConfigError (before communicating) for a negative or nan max_norm or norm_type <= 0;
+  /// with `error_if_nonfinite`, Error on every rank for an inf or nan norm.
   torch::Tensor clip_grad_norm(double max_norm, double norm_type = 2.0,
                                bool error_if_nonfinite = false);
 
@@ -115,54 +81,32 @@ class ZeroRedundancyOptimizer {
   /// Indices into parameters() owned by `rank`.
   std::vector<std::size_t> owned_by(int rank) const;
 
-  /// The whole optimizer's state_dict, as the unsharded optimizer would
-  /// give it (checkpoint/state/optimizer_state.h: Python's layout, parameters
-  /// indexed in the order given, groups in order), on every rank: every
-  /// rank's share is gathered (pickled; every rank holds the whole state for
-  /// the time of the call, as PyTorch's consolidate_state_dict does on its
-  /// `to` rank). Save it with rankwise::checkpoint::save from any world size; it loads
-  /// into a ZeroRedundancyOptimizer at any world size, or into the plain
-  /// optimizer. Collective: every rank, same order. Throws CheckpointError
-  /// for an optimizer type optimizer_state_dict() does not know.
+  /// The whole optimizer's state_dict as the unsharded optimizer would give it (Python's
+  /// layout, parameters in the order given), on every rank: every share is gathered (pickled).
+  /// Loads into a ZeroRedundancyOptimizer at any world size, or into the plain optimizer.
+  /// Collective: every rank, same order. Throws CheckpointError for an optimizer type
+  /// optimizer_state_dict() does not know.
   c10::IValue state_dict() const;
 
-  /// Restores a state_dict() (from any world size) or the plain optimizer's
-  /// optimizer_state_dict() / Python's `optimizer.state_dict()`: this rank
-  /// takes the options of every group it has a share of and the state of the
-  /// parameters it owns. No communication; call it on every rank. Throws
-  /// CheckpointError naming the group when the numbers of groups or of
-  /// parameters in a group differ, and what load_optimizer_state_dict()
-  /// throws (shapes, missing keys).
+  /// Restores a state_dict() (from any world size) or the plain optimizer's / Python's
+  /// state_dict: this rank takes its groups' options and its parameters' state. Local; call
+  /// on every rank. Throws CheckpointError naming the group when the numbers of groups or
+  /// parameters differ, and what load_optimizer_state_dict() throws (shapes, missing keys).
   void load_state_dict(const c10::IValue& state_dict);
 
-  /// This rank's share of the optimizer state as entries of a sharded
-  /// checkpoint, for save_sharded() (checkpoint/sharded_checkpoint.h): no
-  /// rank gathers the state, each rank writes only its own partition's.
-  /// Keys (DCP's flattening of state_dict(), levels joined by dots):
-  ///   "<prefix>state.<i>.<name>"   a ShardedTensor per state tensor of
-  ///       parameter i (indexed as state_dict() indexes; Adam: step [] float32,
-  ///       exp_avg and exp_avg_sq of the parameter's shape and dtype): its
-  ///       owning rank holds the whole tensor as its one chunk (the
-  ///       optimizer's own tensor when on the CPU, else a CPU copy), every
-  ///       other rank no chunk;
-  ///   "<prefix>param_groups.<g>.<option>"   an ObjectEntry per option of
-  ///       group g (lr, betas, eps, ...) and "params", its parameters' indices,
-  ///       as state_dict() holds them.
-  /// Save it before the next step(). Collective: every rank, same order (one
-  /// all_gather of each rank's state keys, shapes and dtypes and its groups'
-  /// options; no tensor data). Throws CheckpointError for an optimizer type
-  /// optimizer_state_dict() does not know.
+  /// This rank's share of the state as sharded-checkpoint entries for save_sharded(), without
+  /// gathering: "<prefix>state.<i>.<name>" ShardedTensors (the owner holds the whole tensor as
+  /// its one CPU chunk, other ranks none) and "<prefix>param_groups.<g>.<option>" ObjectEntries.
+  /// Save it before the next step(). Collective: every rank, same order (one all_gather of
+  /// keys, shapes, dtypes and options). Throws CheckpointError for an unknown optimizer type.
+  /// See docs/sharded-checkpoints.md#sharded-optimizer-state-zeroredundancyoptimizer.
   checkpoint::ShardedState sharded_state_dict(const std::string& prefix = "optim.") const;
 
-  /// Targets for load_sharded() of the entries under `prefix` of a sharded
-  /// checkpoint whose keys are `stored` (read_sharded_metadata()), at this
-  /// world size, saved at any: a zero-filled CPU chunk for every state tensor
-  /// of the parameters this rank owns now, no chunk for the others, and an
-  /// empty ObjectEntry per option. Add them to the ShardedState you load (with
-  /// the model's entries), load it, then call load_sharded_state_dict(). Local
-  /// (no communication). Throws CheckpointError when no key has `prefix`, or
-  /// a key under it is not of the two forms above or names a parameter or
-  /// group this optimizer does not have.
+  /// Targets for load_sharded() of the entries under `prefix` of a checkpoint whose keys are
+  /// `stored` (read_sharded_metadata()), saved at any world size: zero-filled CPU chunks for the
+  /// state this rank owns now, empty ObjectEntries for options; load them, then call
+  /// load_sharded_state_dict(). Local. Throws CheckpointError when no key has `prefix`, or one
+  /// is malformed or names a parameter or group this optimizer lacks.
   checkpoint::ShardedState sharded_state_dict_to_load(const std::map<std::string, checkpoint::ShardedEntryMetadata>& stored,
                                           const std::string& prefix = "optim.") const;
 
