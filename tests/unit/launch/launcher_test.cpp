@@ -320,13 +320,13 @@ TEST(LaunchRun, MoreWorkersThanCoresIsAWarning) {
     }
   }
   ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // the launcher inherits it
-  const Result r = run({"--nproc-per-node", "2", kProbe, "echo", "x"});
+  const Result r = Launcher({"--nproc-per-node", "2", kProbe, "echo", "x"}).wait();  // unfiltered
   ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "2 workers on this node and 1 CPU core for them: workers training on "
                               "the CPU take turns"))
       << r.err;
-  const Result fits = run({"--nproc-per-node", "1", kProbe, "echo", "x"});
+  const Result fits = Launcher({"--nproc-per-node", "1", kProbe, "echo", "x"}).wait();
   EXPECT_FALSE(contains(fits.err, "CPU core")) << fits.err;
 }
 
