@@ -31,7 +31,6 @@ std::string precision_option_error(const std::string& value) {
 namespace fabric {
 namespace {
 
-
 // Removes from argv what `app` parsed, keeping argv[0] and the other
 // arguments in order; returns the new argc (argv[argc] is null when
 // something was removed).

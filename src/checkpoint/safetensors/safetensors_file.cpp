@@ -1,8 +1,11 @@
-// The safetensors format, written (safetensors_file.h).
+// The safetensors format, written and its header read (safetensors_file.h).
 #include "checkpoint/safetensors/safetensors_file.h"
 
 #include <ATen/core/Tensor.h>
 #include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
 
 #include "core/check.h"
 #include "rankwise/error.h"
@@ -42,6 +45,21 @@ std::string file_header(const std::vector<HeaderTensor>& tensors, const std::map
   const uint64_t n = json.size();
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xff);
   return out + json;
+}
+
+nlohmann::json read_file_header(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  unsigned char length[8] = {};
+  if (!in.read(reinterpret_cast<char*>(length), 8)) return nullptr;
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(length[i]) << (8 * i);
+  std::error_code error;
+  const auto size = std::filesystem::file_size(path, error);
+  if (error || n < 2 || n > size - 8 || n > (uint64_t{100} << 20)) return nullptr;
+  std::string text(n, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(n)) || text[0] != '{') return nullptr;
+  nlohmann::json header = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return header.is_object() ? header : nlohmann::json(nullptr);
 }
 
 SafetensorsWriter::SafetensorsWriter(std::string path, std::vector<HeaderTensor> tensors,

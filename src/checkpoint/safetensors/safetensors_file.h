@@ -10,6 +10,7 @@
 // tensor's elements, row-major, little-endian.
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <map>
@@ -35,6 +36,10 @@ struct HeaderTensor {
 /// The bytes before the data: the length, the JSON header, the padding.
 /// The tensors' data follows in the order of `tensors`.
 std::string file_header(const std::vector<HeaderTensor>& tensors, const std::map<std::string, std::string>& metadata);
+
+/// The JSON header of the safetensors file at `path` (what file_header()
+/// wrote), or null when `path` is not one. Local; reads only the header.
+nlohmann::json read_file_header(const std::string& path);
 
 /// One safetensors file being written: its header at construction, then
 /// each tensor's data in order; nothing appears under `path` before commit().

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "checkpoint/safetensors/checkpoint_source.h"
+#include "checkpoint/safetensors/safetensors_file.h"
 #include "checkpoint/torch_save/checkpoint_file.h"
 #include "checkpoint/torch_save/damage.h"
 #include "checkpoint/torch_save/dtype_names.h"
@@ -41,23 +42,6 @@ namespace {
 struct BadInput : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-// The JSON header of a safetensors file (8 bytes of little-endian length,
-// then the header), or null when `path` is not one.
-nlohmann::json safetensors_header(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  unsigned char length[8] = {};
-  if (!in.read(reinterpret_cast<char*>(length), 8)) return nullptr;
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | length[i];
-  std::error_code error;
-  const auto size = fs::file_size(path, error);
-  if (error || n < 2 || n > size - 8 || n > (uint64_t{100} << 20)) return nullptr;
-  std::string text(n, '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(n)) || text[0] != '{') return nullptr;
-  nlohmann::json header = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return header.is_object() ? header : nlohmann::json(nullptr);
-}
 
 // Throws BadInput unless `path` looks like a checkpoint: a directory with a
 // DCP `.metadata`, or a file that starts as a zip (torch.save's format).
@@ -88,7 +72,7 @@ void require_checkpoint(const std::string& path) {
   // for the reader to name, not some other file.
   if ((in.gcount() != 4 || std::memcmp(magic, "PK\x03\x04", 4) != 0) &&
       torch_save::checksum_record_size(path) == 0) {
-    if (!safetensors_header(path).is_null()) {
+    if (!safetensors::read_file_header(path).is_null()) {
       throw BadInput(fmt::format("rankwise-ckpt: '{}' is a safetensors file: `rankwise-ckpt inspect` lists it; "
                                  "verify, diff and convert read torch.save files and sharded directories", path));
     }
@@ -155,7 +139,7 @@ int inspect_safetensors(const std::string& path, const nlohmann::json& header, s
 
 int inspect(const std::string& path, std::ostream& out) {
   if (fs::is_regular_file(path)) {
-    if (const auto header = safetensors_header(path); !header.is_null()) return inspect_safetensors(path, header, out);
+    if (const auto header = safetensors::read_file_header(path); !header.is_null()) return inspect_safetensors(path, header, out);
   }
   auto source = open_source(path);
   out << fmt::format("{}: {} checkpoint, {}\n", path,
