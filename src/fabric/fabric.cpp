@@ -425,6 +425,9 @@ Fabric::EpochRange::Iterator Fabric::EpochRange::begin() {
   it.current_ = core_->state.epoch;
   core_->total_epochs = total_;
   core_->loop_epoch = it.current_;
+  if (core_->checkpoints && it.current_ < total_) {
+    core_->preemption.arm(core_->options.progress().every_n_steps());
+  }
   if (core_->resumed && it.current_ >= total_) {
     const auto& state = core_->state;
     const std::string at =
@@ -454,7 +457,11 @@ Fabric::EpochRange::Iterator& Fabric::EpochRange::Iterator::operator++() {
                       state.epoch - current_, current_ + 1, state.epoch + 1));
   }
   core_->save_if_due(/*epoch_end=*/true, /*run_end=*/state.epoch >= total_);
-  if (state.epoch >= total_) core_->finish_saves();
+  if (core_->preemption.check_now()) core_->exit_preempted();
+  if (state.epoch >= total_) {
+    core_->finish_saves();
+    core_->preemption.disarm();
+  }
   current_ = state.epoch;
   core_->loop_epoch = current_ < total_ ? std::optional<int64_t>(current_) : std::nullopt;
   return *this;

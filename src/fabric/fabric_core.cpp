@@ -4,6 +4,8 @@
 #include <torch/cuda.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -16,6 +18,7 @@
 #include "rankwise/log.h"
 #include "rankwise/metrics/collection.h"
 #include "rankwise/monitor/step_stats.h"
+#include "wire/preemption.h"
 
 namespace rankwise::fabric {
 
@@ -56,6 +59,7 @@ void FabricCore::ensure_resumed() {
   if (scaler) restore_scaler(*scaler, state.extras);
   describe_run();
   resumed = true;
+  saved_step = state.step;
   if (state.epoch_stretches.empty()) {
     print0("resumed from {} at step {} (epoch {}, {} samples into it on each rank)", pending_path,
            state.step, state.epoch + 1, state.position);
@@ -141,6 +145,7 @@ std::string FabricCore::write(const checkpoint::TrainingState& s, bool scheduled
   strategy->check_replicas();  // collective: a checkpoint holds the one model every rank has
   const std::string path = checkpoints->save(s, *strategy, scheduled && options.checkpoint_async());
   schedule.add(checkpoints->last_timings());
+  saved_step = s.step;
   return path;
 }
 
@@ -149,6 +154,21 @@ void FabricCore::finish_saves() {
   if (!checkpoints) return;
   checkpoints->wait();
   schedule.add(checkpoints->last_timings());
+}
+
+void FabricCore::exit_preempted() {
+  finish_saves();
+  if (saved_step != state.step) {
+    describe_run();
+    write(state, /*scheduled=*/false);
+  }
+  run_log.close();
+  if (dist::is_initialized()) dist::barrier();  // no rank leaves while another still writes
+  print0("preempted (SIGTERM): every rank saved step {} (epoch {}, {} samples into it on each "
+         "rank) in {}; exiting with status {}: run the job again with --resume to go on",
+         state.step, state.epoch + 1, state.position, options.checkpoint_dir(), wire::kPreemptedExitCode);
+  std::fflush(nullptr);
+  std::_Exit(wire::kPreemptedExitCode);
 }
 
 int64_t LoaderHooks::epoch(FabricCore& core) { return core.state.epoch; }
@@ -192,7 +212,10 @@ void LoaderHooks::end_training_batch(FabricCore& core, int64_t end, int64_t shar
     core.state.step += 1;
   }
   core.update_progress(real_samples);  // every batch, on every rank: its count decides
-  if (stepped && end < shard_size) core.save_if_due(/*epoch_end=*/false);
+  const bool preempted = core.preemption.after_batch();
+  if (!stepped || end >= shard_size) return;  // the epoch's end saves
+  core.save_if_due(/*epoch_end=*/false);
+  if (preempted && !core.accumulating_now()) core.exit_preempted();
 }
 
 void LoaderHooks::end_training_pass(FabricCore& core, int64_t epoch) {

@@ -18,6 +18,7 @@
 #include "fabric/checkpoint_schedule.h"
 #include "fabric/checkpoint_store.h"
 #include "fabric/precision.h"
+#include "fabric/preemption.h"
 #include "fabric/progress_meter.h"
 #include "fabric/run_identity.h"
 #include "fabric/run_log.h"
@@ -51,6 +52,10 @@ class FabricCore {
   bool started = false;  // training started (or load() ran): what track() adds is restored by now
   ProgressMeter meter;
   RunLog run_log;
+  // SIGTERM noted while Fabric::epochs() runs with a checkpoint directory.
+  Preemption preemption;
+  // The step of the last checkpoint this run saved or resumed from.
+  std::optional<int64_t> saved_step;
   // The end position of the training batch the loop body holds, if any.
   std::optional<int64_t> batch_in_flight;
   // Built by Fabric(argc, argv) with --help: nothing started; using it exits.
@@ -103,6 +108,10 @@ class FabricCore {
   // naming the parameters otherwise) and the asynchronous save is durable,
   // or its failure raised on every rank, before the loop ends. Collective.
   void finish_saves();
+  // The ranks agreed on a preemption (preemption.h): the in-flight save
+  // completes, the current step is saved unless it already is, and the
+  // process exits with wire::kPreemptedExitCode. Collective.
+  [[noreturn]] void exit_preempted();
 
  private:
   // After a progress reduction (every rank): the step record of the metrics log.

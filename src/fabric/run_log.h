@@ -20,6 +20,8 @@ class RunLog {
   // The log, opened at the first call with `config` (the Fabric's entries,
   // log_hyperparams()'s appended); null without a metrics_dir.
   monitor::MetricsLog* open(const FabricOptions& options, monitor::RunConfig config);
+  // Closes the log's files (flushed); a later open() reopens them.
+  void close() { log_.reset(); }
 
  private:
   std::unique_ptr<monitor::MetricsLog> log_;

@@ -207,15 +207,15 @@ class ElasticAgent {
                                                code == kExitOk ? "succeeded" : "failed")));
         return code;
       }
-      case workers::AttemptResult::Outcome::kSignaled:
-        output::say(fmt::format("stopped every worker after {}; exit code {}",
-                                workers::signal_name(result.signal), 128 + result.signal));
+      case workers::AttemptResult::Outcome::kSignaled: {
+        const int code = workers::signaled_exit_code(result);
         // The other nodes of the round stop too, name this one, and go on
         // without it in the next round.
         rdzv_.close(ro.node_rank, setup_.host,
                     fmt::format("it received {}", workers::signal_name(result.signal)), false,
                     round.round);
-        return 128 + result.signal;
+        return code;
+      }
       case workers::AttemptResult::Outcome::kMembershipChanged:
         return std::nullopt;
       case workers::AttemptResult::Outcome::kFailed:

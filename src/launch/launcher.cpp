@@ -386,9 +386,7 @@ int run_attempts(const LaunchOptions& o, workers::AttemptConfig& config, rendezv
       case workers::AttemptResult::Outcome::kSucceeded:
         return leave_job(kExitOk, "its workers succeeded");
       case workers::AttemptResult::Outcome::kSignaled:
-        output::say(fmt::format("stopped every worker after {}; exit code {}", workers::signal_name(result.signal),
-                        128 + result.signal));
-        return leave_job(128 + result.signal,
+        return leave_job(workers::signaled_exit_code(result),
                          fmt::format("it received {}", workers::signal_name(result.signal)));
       case workers::AttemptResult::Outcome::kMembershipChanged:  // elastic rounds only (elastic_agent.h)
         continue;

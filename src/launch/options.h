@@ -95,7 +95,7 @@ struct LaunchOptions {
   /// every node of the job must give (node 0 publishes it; see rendezvous.h).
   std::string run_id = "none";
   std::string role = "default";   ///< --role: ROLE_NAME of every worker
-  std::chrono::milliseconds grace_period{5000};     ///< SIGTERM -> SIGKILL delay
+  std::chrono::milliseconds grace_period{30000};    ///< SIGTERM -> SIGKILL delay (torchrun's)
   std::chrono::milliseconds rendezvous_timeout{300000};  ///< wait for all nodes
   /// Network interface(s) the workers' Gloo uses (--iface), passed as
   /// GLOO_SOCKET_IFNAME; empty = the workers' own choice (see process_group.h).

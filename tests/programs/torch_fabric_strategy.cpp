@@ -1,10 +1,10 @@
-// torch_fabric_strategy DIR [KILL_AT_STEP] [Fabric flags: --strategy S,
+// torch_fabric_strategy DIR [KILL_AT_STEP [EPOCHS]] [Fabric flags: --strategy S,
 // --accumulate N, --checkpoint-async, ...]: one Fabric training loop under
 // any strategy, with Lightning's two-call setup (setup_module, Adam over
 // model.parameters(), setup_optimizers), a StepLR the Fabric tracks, dropout
 // that differs per rank (seed_per_rank) and accumulation as a policy
 // (fabric.optimizer_step()). 27 samples per rank in batches of 4 make 7
-// batches per epoch, 3 epochs; checkpoints every 5 steps and at epoch ends
+// batches per epoch, 3 epochs (or EPOCHS); checkpoints every 5 steps and at epoch ends
 // in DIR/ckpt, resumed from the latest one (Resume::kLatest). With
 // KILL_AT_STEP the last rank SIGKILLs itself once KILL_AT_STEP steps are
 // done, unless DIR/killed exists (it creates it first), so a restarted job
@@ -29,7 +29,7 @@ using rankwise::test::exists;
 using Net = rankwise::test::DropoutNet;
 using rankwise::test::Samples;
 
-constexpr int64_t kPerRank = 27, kBatch = 4, kEpochs = 3;
+constexpr int64_t kPerRank = 27, kBatch = 4;
 
 int train(int argc, char** argv) {
   rankwise::Fabric fabric(argc, argv, rankwise::FabricOptions()
@@ -40,9 +40,12 @@ int train(int argc, char** argv) {
                                           .checkpoint_every(5)
                                           .keep_last(2)
                                           .resume(rankwise::Resume::kLatest));
-  if (argc < 2) throw rankwise::ConfigError("usage: torch_fabric_strategy DIR [KILL_AT_STEP] [Fabric flags]");
+  if (argc < 2) {
+    throw rankwise::ConfigError("usage: torch_fabric_strategy DIR [KILL_AT_STEP [EPOCHS]] [Fabric flags]");
+  }
   const std::string dir = argv[1];
   const int64_t kill_at = argc > 2 ? std::stoll(argv[2]) : 0;
+  const int64_t epochs = argc > 3 ? std::stoll(argv[3]) : 3;
   if (fabric.options().checkpoint_dir() != dir + "/ckpt") {
     throw rankwise::ConfigError("torch_fabric_strategy: pass --checkpoint-dir DIR/ckpt");
   }
@@ -53,7 +56,7 @@ int train(int argc, char** argv) {
   fabric.track(scheduler);
   auto loader = fabric.setup_dataloader(Samples(kPerRank * fabric.world_size()), kBatch);
   const bool killer = kill_at > 0 && fabric.rank() == fabric.world_size() - 1;
-  for (int64_t epoch : fabric.epochs(kEpochs)) {
+  for (int64_t epoch : fabric.epochs(epochs)) {
     (void)epoch;
     for (auto& batch : loader) {
       if (killer && fabric.step() == kill_at && !exists(dir + "/killed")) {

@@ -29,8 +29,9 @@ without effect (--no-python, --start-method) or refused with what to use instead
 
 Exit codes: 0 every worker succeeded; 1 a worker failed (the summary names the root
 cause: rank, exit code or signal, its error, last lines of stderr), or the job could not
-start or go on (rendezvous timed out, store lost); 2 bad usage or configuration; 128+n
-the launcher got signal n (forwarded to every worker).
+start or go on (rendezvous timed out, store lost); 2 bad usage or configuration; 75
+preempted: after SIGTERM every worker saved a checkpoint (a Fabric run) and exited 75, so
+requeue the job with --resume; 128+n the launcher got signal n (forwarded to every worker).
 
 torchrun's environment defaults are read: PET_NNODES, PET_NPROC_PER_NODE, PET_RDZV_ENDPOINT,
 ... (PET_ and the flag's name with underscores, in capitals); the command line wins.
@@ -171,8 +172,9 @@ void add_run_flags(CLI::App& app, LaunchOptions& o, GivenFlags& g) {
                  "Role of the workers, passed as ROLE_NAME (default 'default'). "
                  "E.g. --role trainer");
   app.add_option("--grace-period,--grace_period,--shutdown-timeout,--shutdown_timeout", g.grace_s,
-                 "Seconds between SIGTERM and SIGKILL when stopping workers (default 5; "
-                 "--shutdown-timeout is torchrun's name). E.g. --grace-period 10");
+                 "Seconds between SIGTERM and SIGKILL when stopping workers (default 30, as "
+                 "torchrun's; a Fabric run saves its current step in it when the launcher gets "
+                 "SIGTERM; --shutdown-timeout is torchrun's name). E.g. --grace-period 60");
   g.rdzv_timeout_flag = app.add_option(
       "--rendezvous-timeout,--rendezvous_timeout", g.rdzv_s,
       "Seconds to wait for every node to join (default 300). E.g. --rendezvous-timeout 60");

@@ -23,7 +23,7 @@ struct GivenFlags {
   std::optional<int> master_port;
   std::string only_ranks, local_ranks_filter, redirects = "0", tee = "0", prefix_template;
   std::string rdzv_backend = "static", rdzv_endpoint, rdzv_conf;
-  double monitor_s = 0.1, grace_s = 5.0, rdzv_s = 300.0, hang_s = 300.0, deadlock_s = 10.0;
+  double monitor_s = 0.1, grace_s = 30.0, rdzv_s = 300.0, hang_s = 300.0, deadlock_s = 10.0;
   bool no_tag = false;
   std::string monitor;  // "" not given; "auto": the flag alone
   double straggler_pct = 20.0, straggler_window_s = 5.0;

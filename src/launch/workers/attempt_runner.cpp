@@ -11,6 +11,7 @@
 
 #include "launch/output/say.h"
 #include "launch/workers/signals.h"
+#include "wire/preemption.h"
 
 namespace rankwise::launch::workers {
 
@@ -34,6 +35,9 @@ AttemptResult AttemptRunner::result() {
   if (signal_ != 0) {
     result.outcome = AttemptResult::Outcome::kSignaled;
     result.signal = signal_;
+    result.preempted = std::all_of(workers_.begin(), workers_.end(), [](const WorkerRecord& w) {
+      return w.term_signal == 0 && w.exit_code == wire::kPreemptedExitCode;
+    });
   } else if (membership_changed_) {
     result.outcome = AttemptResult::Outcome::kMembershipChanged;
   } else if (failed_ || remote_) {

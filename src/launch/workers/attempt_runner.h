@@ -95,7 +95,10 @@ class AttemptRunner {
 
   // attempt_stopping.cpp: reaping, failures, signals, stopping.
   bool any_running() const;
-  void stop_all(int sig);
+  // Signals every running worker: the launcher's own stop, or with
+  // `forwarded` a signal the launcher received (a SIGTERM then lets a Fabric
+  // run save: wire/preemption.h). SIGKILL follows after the grace period.
+  void stop_all(int sig, bool forwarded = false);
   void reap();
   void on_failure(const WorkerRecord& w);
   bool running_worker_reported() const;

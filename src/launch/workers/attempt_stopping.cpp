@@ -20,7 +20,7 @@ bool AttemptRunner::any_running() const {
                      [](const WorkerRecord& w) { return w.state == WorkerState::kRunning; });
 }
 
-void AttemptRunner::stop_all(int sig) {
+void AttemptRunner::stop_all(int sig, bool forwarded) {
   for (auto& w : workers_) {
     if (w.state != WorkerState::kRunning) continue;
     if (!w.stop_requested) {
@@ -28,7 +28,11 @@ void AttemptRunner::stop_all(int sig) {
       w.was_stopped = is_stopped(w.pid);
     }
     w.stop_requested = true;
-    signal_worker_group(w.pid, sig);
+    if (sig == SIGTERM && !forwarded) {
+      stop_worker_group(w.pid);
+    } else {
+      signal_worker_group(w.pid, sig);
+    }
     // A stopped worker (SIGSTOP) would keep SIGTERM pending: let it run
     // its handler or default action now.
     if (sig != SIGKILL) signal_worker_group(w.pid, SIGCONT);
@@ -102,7 +106,7 @@ void AttemptRunner::on_signal(int sig) {
     say(fmt::format(
         "rankwise-run: received {}; forwarding it to every worker (SIGKILL after {:.1f} s)\n",
         signal_name(sig), o_.grace_period.count() / 1000.0));
-    stop_all(sig);
+    stop_all(sig, /*forwarded=*/true);
   } else {
     say(fmt::format("rankwise-run: received {} again; killing every worker\n", signal_name(sig)));
     stop_all(SIGKILL);

@@ -8,7 +8,9 @@
 #include "launch/workers/attempt_runner.h"
 #include "util/text.h"
 #include "util/visible_devices.h"
+#include "launch/output/say.h"
 #include "wire/error_file.h"
+#include "wire/preemption.h"
 #include "wire/stack_dump_request.h"
 #include "wire/store_keys.h"
 #include "wire/worker_env.h"
@@ -94,5 +96,18 @@ std::vector<std::string> worker_environment(const AttemptConfig& c, int local_ra
 }
 
 AttemptResult run_attempt(const AttemptConfig& config) { return AttemptRunner(config).run(); }
+
+int signaled_exit_code(const AttemptResult& result) {
+  if (result.preempted) {
+    output::say(fmt::format("preempted: every worker saved a checkpoint and exited {} after {}; "
+                            "exit code {} (run the job again with --resume to go on)",
+                            wire::kPreemptedExitCode, signal_name(result.signal),
+                            wire::kPreemptedExitCode));
+    return wire::kPreemptedExitCode;
+  }
+  output::say(fmt::format("stopped every worker after {}; exit code {}", signal_name(result.signal),
+                          128 + result.signal));
+  return 128 + result.signal;
+}
 
 }  // namespace rankwise::launch::workers

@@ -44,8 +44,14 @@ struct AttemptResult {
   enum class Outcome { kSucceeded, kFailed, kSignaled, kMembershipChanged };
   Outcome outcome = Outcome::kSucceeded;
   int signal = 0;                        ///< with kSignaled: the launcher's signal
+  /// With kSignaled: every worker saved and exited wire::kPreemptedExitCode.
+  bool preempted = false;
   std::optional<FailureReport> failure;  ///< with kFailed
 };
+
+/// After kSignaled: says how the workers ended and returns the launcher's
+/// exit code, wire::kPreemptedExitCode when `result.preempted`, else 128+signal.
+int signaled_exit_code(const AttemptResult& result);
 
 /// Runs one attempt to its end. Throws std::system_error when a worker cannot
 /// be started (pipe/fork), after stopping the ones already running.

@@ -1,7 +1,6 @@
 #include "launch/workers/worker_process.h"
 
 #include <fstream>
-#include <fstream>
 #include <string>
 
 #include <errno.h>
@@ -18,6 +17,8 @@
 #include <fmt/format.h>
 
 #include <system_error>
+
+#include "wire/preemption.h"
 
 namespace rankwise::launch::workers {
 
@@ -114,6 +115,14 @@ bool signal_worker_group(pid_t pid, int sig) {
   if (::kill(-pid, sig) == 0) return true;
   // The group may not exist yet (setpgid race) or only the leader is left.
   return ::kill(pid, sig) == 0;
+}
+
+bool stop_worker_group(pid_t pid) {
+  if (pid <= 0) return false;
+  union sigval value {};
+  value.sival_int = wire::kStopNowSignalValue;
+  ::sigqueue(pid, SIGTERM, value);  // pending first: the group's SIGTERM below merges into it
+  return signal_worker_group(pid, SIGTERM);
 }
 
 bool is_stopped(pid_t pid) {

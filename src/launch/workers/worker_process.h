@@ -42,6 +42,11 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec);
 /// children it did not move elsewhere). Returns false when none is left.
 bool signal_worker_group(pid_t pid, int sig);
 
+/// signal_worker_group(pid, SIGTERM), the worker itself told by sigqueue()
+/// that it is the launcher's own stop (wire/preemption.h): a Fabric run ends
+/// at once instead of saving as on a forwarded SIGTERM.
+bool stop_worker_group(pid_t pid);
+
 /// Whether process `pid` is stopped (state T or t in /proc/PID/stat: SIGSTOP,
 /// SIGTSTP, a debugger). False when it does not exist.
 bool is_stopped(pid_t pid);
