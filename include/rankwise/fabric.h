@@ -242,7 +242,8 @@ class Fabric {
   /// (dataset.size() samples; DistributedSampler with PyTorch's padding,
   /// shuffled with FabricOptions::seed and the epoch when `shuffle`), in
   /// batches of `batch_size`. Its dataset size and batch size identify the
-  /// run in checkpoints. One per Fabric (ConfigError for a second, or a
+  /// run in checkpoints, and must be alike on every rank (the first pass
+  /// checks: ConfigError). One per Fabric (ConfigError for a second, or a
   /// batch size below 1). Local.
   template <typename Dataset>
   fabric::FabricLoader<Dataset> setup_dataloader(Dataset dataset, int64_t batch_size, bool shuffle = true) {

@@ -174,6 +174,7 @@ void FabricCore::exit_preempted() {
 int64_t LoaderHooks::epoch(FabricCore& core) { return core.state.epoch; }
 
 std::pair<int64_t, int64_t> LoaderHooks::begin_training_pass(FabricCore& core) {
+  if (!std::exchange(core.loaders_checked, true)) core.identity.check_same_loader_on_every_rank();
   core.ensure_resumed();
   core.accumulation.reset();
   if (core.state.position == 0 && core.state.epoch_stretches.empty()) {  // an epoch's start

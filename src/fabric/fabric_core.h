@@ -61,6 +61,8 @@ class FabricCore {
   // Built by Fabric(argc, argv) with --help: nothing started; using it exits.
   bool help_only = false;
   bool warned_passes = false;
+  // The training loaders were checked alike on every rank (first pass).
+  bool loaders_checked = false;
   // The last loss given to backward() when it is a one-element CPU tensor
   // (reading a CUDA loss would wait for the GPU): the heartbeat's loss.
   std::optional<double> last_loss;

@@ -2,12 +2,16 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <map>
 #include <optional>
 
 #include "core/check.h"
 #include "rankwise/amp/grad_scaler.h"
+#include "rankwise/dist/process_group.h"
 #include "rankwise/error.h"
 #include "rankwise/log.h"
+#include "util/text.h"
 
 namespace rankwise::fabric {
 namespace {
@@ -33,6 +37,39 @@ void RunIdentity::record_learning_rates(const torch::optim::Optimizer& optimizer
   } catch (const c10::Error&) {
     initial_lrs_.clear();  // an optimizer whose options have no lr: nothing to compare
   }
+}
+
+namespace {
+
+// "4 on ranks 0, 2; 8 on rank 1": which ranks have which value.
+std::string by_rank(const std::vector<int64_t>& values) {
+  std::map<int64_t, std::vector<int>> ranks;
+  for (std::size_t r = 0; r < values.size(); ++r) ranks[values[r]].push_back(static_cast<int>(r));
+  std::string text;
+  for (const auto& [value, which] : ranks) {
+    text += fmt::format("{}{} on {}", text.empty() ? "" : "; ", value, util::rank_list(which));
+  }
+  return text;
+}
+
+}  // namespace
+
+void RunIdentity::check_same_loader_on_every_rank() const {
+  if (!dist::is_initialized() || dist::world_size() == 1) return;
+  const auto gathered = dist::all_gather(torch::tensor({train_samples, batch_size}, torch::kLong));
+  std::vector<int64_t> samples, batches;
+  for (const auto& t : gathered) {
+    samples.push_back(t[0].item<int64_t>());
+    batches.push_back(t[1].item<int64_t>());
+  }
+  const auto same = [](const std::vector<int64_t>& v) { return std::equal(v.begin() + 1, v.end(), v.begin()); };
+  if (same(samples) && same(batches)) return;
+  core::raise<ConfigError>(
+      "the training loaders differ between ranks (Fabric::setup_dataloader): dataset size {}; "
+      "batch size {}. Every rank must give the same dataset and batch size (the Fabric shards the "
+      "dataset itself); ranks would otherwise run different numbers of batches and wait for each "
+      "other forever",
+      by_rank(samples), by_rank(batches));
 }
 
 void RunIdentity::describe(Extras& extras, const FabricOptions& options, const amp::GradScaler* scaler) const {

@@ -43,6 +43,11 @@ class RunIdentity {
   // that a resume keeps the checkpoint's.
   void record_learning_rates(const torch::optim::Optimizer& optimizer);
 
+  // At the first training pass, every rank: refuses (ConfigError on every
+  // rank) training loaders whose dataset size or batch size differ between
+  // ranks, naming which ranks have which. Collective (one all_gather).
+  void check_same_loader_on_every_rank() const;
+
   // Writes the run's identity into `extras`, with `scaler`'s state (when not null).
   void describe(Extras& extras, const FabricOptions& options, const amp::GradScaler* scaler) const;
 

@@ -18,6 +18,9 @@
 //   torch_fabric_mistakes first-slow
 //       Rank 0's block in fabric.rank_zero_first(block, false, 500 ms)
 //       computes for 5 s: the others stop waiting after 500 ms.
+//   torch_fabric_mistakes batch-size
+//       The last rank sets up its training loader with batch size 4, the
+//       others with 2.
 //   torch_fabric_mistakes slow SECONDS
 //       Rank 1 computes SECONDS in step 3 (outside any collective) while the
 //       others wait for it in DDP's gradient all_reduce; everyone finishes.
@@ -82,7 +85,8 @@ int train(int argc, char** argv) {
   auto net = torch::nn::Linear(2, 2);
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.1));
   auto ddp = fabric.setup(net, optimizer);
-  auto loader = fabric.setup_dataloader(Toy(16 * fabric.world_size()), 2);
+  const bool last = fabric.rank() == fabric.world_size() - 1;
+  auto loader = fabric.setup_dataloader(Toy(16 * fabric.world_size()), mode == "batch-size" && last ? 4 : 2);
   if (mode == "first-slow") {
     fabric.rank_zero_first([&] { if (fabric.rank() == 0) compute(5); }, false,
                            std::chrono::milliseconds(500));

@@ -143,3 +143,14 @@ TEST(RankZeroFirst, ABlockThatOutlastsTheTimeoutIsNamed) {
       << r.err;
   EXPECT_FALSE(has(r.err, "inside a branch")) << r.err;
 }
+
+// Another batch size on one rank: refused at the first training pass, naming
+// which ranks have which, instead of a deadlock report 10 s later.
+TEST(LoaderMismatch, AnotherBatchSizeOnOneRankIsNamedAtTheFirstPass) {
+  const Result r = run({"--nproc-per-node", "3", kMistakes, "batch-size"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "the training loaders differ between ranks (Fabric::setup_dataloader): "
+                         "dataset size 48 on ranks 0, 1, 2; batch size 2 on ranks 0, 1; 4 on rank 2"))
+      << r.err;
+  EXPECT_FALSE(has(r.err, "deadlock")) << r.err;
+}
