@@ -284,21 +284,21 @@ class Fabric {
   /// share of its group's samples (1/N when full); with "16-mixed" it is scaled by the
   /// GradScaler; mixed precisions run backward without autocast. Collective in effect.
   /// Throws Error when no model was set up.
-  void backward(const torch::Tensor& loss);
+  void backward(const torch::Tensor& loss, std::source_location site = std::source_location::current());
 
   /// The optimizer's step and zero_grad() (under "zero1" the ZeroRedundancyOptimizer's,
   /// collective) at an accumulation group's end: every batch, or with accumulate(N) every
   /// N-th and a pass's last. Returns whether it stepped. With "16-mixed" it steps through
   /// the GradScaler: a step with inf/nan gradients is skipped on every rank (false), which
   /// makes it collective. Otherwise local. Throws Error before the optimizer is set up.
-  bool optimizer_step();
+  bool optimizer_step(std::source_location site = std::source_location::current());
   /// Clips the model's gradients by their total norm (torch.nn.utils.clip_grad_norm_; under
   /// zero1 and fsdp the engine's, collective) and returns the norm before clipping (0-dim).
   /// After backward(), before optimizer_step(), at a group's end (Error mid-accumulation).
   /// With "16-mixed" it unscales first (collective); otherwise local under "ddp". Throws as
   /// parallel::clip_grad_norm, Error before setup.
-  torch::Tensor clip_gradients(double max_norm, double norm_type = 2.0,
-                               bool error_if_nonfinite = false);
+  torch::Tensor clip_gradients(double max_norm, double norm_type = 2.0, bool error_if_nonfinite = false,
+                               std::source_location site = std::source_location::current());
   /// The GradScaler that precision "16-mixed" steps through (e.g. its
   /// get_scale() for a log); null with any other precision. Local.
   amp::GradScaler* grad_scaler();
@@ -319,7 +319,7 @@ class Fabric {
   /// setup_dataloader(), track()); a finished run yields nothing. Each epoch's end saves the
   /// epoch-end checkpoint (collective).
   class EpochRange;
-  EpochRange epochs(int64_t total);
+  EpochRange epochs(int64_t total, std::source_location site = std::source_location::current());
 
   /// The current epoch (0-based) and the steps so far: training batches
   /// whose loop body finished, or with FabricOptions::accumulate the
@@ -360,14 +360,14 @@ class Fabric {
   /// checkpoint_async. Collective: rank 0 writes (zero1, fsdp: every rank its shards); a
   /// failure raises the same CheckpointError on every rank, keeping older checkpoints.
   /// Returns the path. Throws ConfigError without a checkpoint_dir.
-  std::string save();
+  std::string save(std::source_location site = std::source_location::current());
   /// Restores the training state from the checkpoint file `path` as rank 0
   /// sees it (load_collective(): every rank gets the same bytes, onto the
   /// CPU then the model's device; under "zero1" and "fsdp" `path` is a
   /// sharded checkpoint's directory, each rank reading its shards), with the run-identity checks of
   /// Resume::kLatest. Collective: every rank, same order. Throws
   /// CheckpointError, ConfigError.
-  void load(const std::string& path);
+  void load(const std::string& path, std::source_location site = std::source_location::current());
 
   /// rankwise::print on this rank, and print0 (rank 0 writes; no
   /// communication, so it may sit inside a branch only rank 0 takes).
@@ -429,7 +429,8 @@ class Fabric::EpochRange {
  public:
   class Iterator {
    public:
-    Iterator(fabric::FabricCore* core, int64_t total) : core_(core), total_(total) {}
+    Iterator(fabric::FabricCore* core, int64_t total, std::source_location site = {})
+        : core_(core), total_(total), site_(site) {}
     int64_t operator*() const { return current_; }
     Iterator& operator++();
     bool operator!=(const Iterator& other) const { return !(*this == other); }
@@ -439,16 +440,18 @@ class Fabric::EpochRange {
     friend class EpochRange;
     fabric::FabricCore* core_;
     int64_t total_;
+    std::source_location site_;  // the epoch loop's line: its saves are reported there
     int64_t current_ = 0;
   };
-  EpochRange(std::shared_ptr<fabric::FabricCore> core, int64_t total)
-      : core_(std::move(core)), total_(total) {}
+  EpochRange(std::shared_ptr<fabric::FabricCore> core, int64_t total, std::source_location site)
+      : core_(std::move(core)), total_(total), site_(site) {}
   Iterator begin();
   Iterator end() { return Iterator(nullptr, total_); }
 
  private:
   std::shared_ptr<fabric::FabricCore> core_;
   int64_t total_;
+  std::source_location site_;
 };
 
 }  // namespace rankwise

@@ -32,8 +32,15 @@ void check_root(int root) {
 
 }  // namespace
 
-bool any(bool value) { return reduce_flag(value, ReduceOp::kMax) != 0; }
-bool all(bool value) { return reduce_flag(value, ReduceOp::kMin) != 0; }
+bool any(bool value, std::source_location site) {
+  const CallerSite caller(site);
+  return reduce_flag(value, ReduceOp::kMax) != 0;
+}
+
+bool all(bool value, std::source_location site) {
+  const CallerSite caller(site);
+  return reduce_flag(value, ReduceOp::kMin) != 0;
+}
 
 namespace {
 // Rank `root`'s one-element `value`, on every rank (as it is without a group).
@@ -44,11 +51,13 @@ torch::Tensor broadcast_one(torch::Tensor value, int root) {
 }
 }  // namespace
 
-int64_t dist::detail::broadcast_int64(int64_t value, int root) {
+int64_t dist::detail::broadcast_int64(int64_t value, int root, const std::source_location& site) {
+  const CallerSite caller(site);
   return broadcast_one(torch::full({1}, value, torch::kLong), root).item<int64_t>();
 }
 
-double dist::detail::broadcast_double(double value, int root) {
+double dist::detail::broadcast_double(double value, int root, const std::source_location& site) {
+  const CallerSite caller(site);
   return broadcast_one(torch::full({1}, value, torch::kDouble), root).item<double>();
 }
 

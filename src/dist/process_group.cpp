@@ -112,7 +112,8 @@ std::string call_name(diag::CollectiveRecord call, uint64_t sequence) {
 
 // A collective as the flight recorder keeps it.
 diag::CollectiveRecord make_record(const char* operation, const torch::Tensor& tensor,
-                             const std::source_location& site) {
+                             const std::source_location& own_site) {
+  const std::source_location site = CallerSite::reported(own_site);
   diag::CollectiveRecord r;
   r.operation = operation;
   if (tensor.defined()) {

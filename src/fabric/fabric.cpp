@@ -324,7 +324,8 @@ void require_setup(const fabric::FabricCore& core, const char* what, const char*
 }
 }  // namespace
 
-void Fabric::backward(const torch::Tensor& loss) {
+void Fabric::backward(const torch::Tensor& loss, std::source_location site) {
+  const dist::CallerSite caller(site);
   require_setup(*core_, "backward", "the gradients would not be averaged across ranks");
   auto& core = *core_;
   torch::Tensor objective = loss;
@@ -341,7 +342,8 @@ void Fabric::backward(const torch::Tensor& loss) {
   if (core.batch_in_flight) core.meter.set_batch_loss(loss.detach());  // the progress's loss
 }
 
-bool Fabric::optimizer_step() {
+bool Fabric::optimizer_step(std::source_location site) {
+  const dist::CallerSite caller(site);
   require_setup(*core_, "optimizer_step", "there is no optimizer to step", /*optimizer=*/true);
   if (is_accumulating()) return false;
   auto& core = *core_;
@@ -352,7 +354,9 @@ bool Fabric::optimizer_step() {
   return stepped;
 }
 
-torch::Tensor Fabric::clip_gradients(double max_norm, double norm_type, bool error_if_nonfinite) {
+torch::Tensor Fabric::clip_gradients(double max_norm, double norm_type, bool error_if_nonfinite,
+                                     std::source_location site) {
+  const dist::CallerSite caller(site);
   require_setup(*core_, "clip_gradients", "there are no gradients to clip", /*optimizer=*/core_->scaler != nullptr);
   RANKWISE_CHECK(!is_accumulating(), Error, core::here(),
                  "Fabric::clip_gradients in a batch that accumulates: its gradients are this "
@@ -368,9 +372,9 @@ bool Fabric::is_accumulating() const {
   return core_->batch_in_flight.has_value() && !core_->accumulation.boundary();
 }
 
-Fabric::EpochRange Fabric::epochs(int64_t total) {
+Fabric::EpochRange Fabric::epochs(int64_t total, std::source_location site) {
   core_->exit_if_help_only();
-  return EpochRange(core_, total);
+  return EpochRange(core_, total, site);
 }
 
 int64_t Fabric::epoch() const { return core_->state.epoch; }
@@ -404,7 +408,8 @@ fabric::Throughput Fabric::throughput() { return core_->throughput(); }
 
 monitor::MetricsLog* Fabric::metrics_log() { return core_->log(); }
 
-std::string Fabric::save() {
+std::string Fabric::save(std::source_location site) {
+  const dist::CallerSite caller(site);
   require_setup(*core_, "save", "the checkpoint would hold no model or optimizer to resume",
                 /*optimizer=*/true);
   core_->schedule.note_pending_gradients(core_->state.step, core_->accumulating_now(),
@@ -412,7 +417,8 @@ std::string Fabric::save() {
   return core_->save_explicit();
 }
 
-void Fabric::load(const std::string& path) {
+void Fabric::load(const std::string& path, std::source_location site) {
+  const dist::CallerSite caller(site);
   core_->exit_if_help_only();
   core_->pending = fabric::checkpoint_at(path, core_->options, core_->strategy->sharded_checkpoints());
   core_->pending_path = path;
@@ -420,8 +426,9 @@ void Fabric::load(const std::string& path) {
 }
 
 Fabric::EpochRange::Iterator Fabric::EpochRange::begin() {
+  const dist::CallerSite caller(site_);
   core_->ensure_resumed();
-  Iterator it(core_.get(), total_);
+  Iterator it(core_.get(), total_, site_);
   it.current_ = core_->state.epoch;
   core_->total_epochs = total_;
   core_->loop_epoch = it.current_;
@@ -442,6 +449,7 @@ Fabric::EpochRange::Iterator Fabric::EpochRange::begin() {
 }
 
 Fabric::EpochRange::Iterator& Fabric::EpochRange::Iterator::operator++() {
+  const dist::CallerSite caller(site_);
   auto& state = core_->state;
   if (state.epoch == current_) {  // the training loader did not finish this epoch
     core_->end_progress();

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "compat/autocast.h"
+#include "dist/caller_site.h"
 #include "core/check.h"
 #include "rankwise/device.h"
 #include "rankwise/dist/process_group.h"
@@ -173,7 +174,9 @@ void FabricCore::exit_preempted() {
 
 int64_t LoaderHooks::epoch(FabricCore& core) { return core.state.epoch; }
 
-std::pair<int64_t, int64_t> LoaderHooks::begin_training_pass(FabricCore& core) {
+std::pair<int64_t, int64_t> LoaderHooks::begin_training_pass(FabricCore& core,
+                                                              const std::source_location& loop) {
+  dist::set_loop_site(loop);
   if (!std::exchange(core.loaders_checked, true)) core.identity.check_same_loader_on_every_rank();
   core.ensure_resumed();
   core.accumulation.reset();
@@ -182,6 +185,8 @@ std::pair<int64_t, int64_t> LoaderHooks::begin_training_pass(FabricCore& core) {
   }
   return {core.state.epoch, core.state.position};
 }
+
+void LoaderHooks::leave_training_loop(FabricCore&) { dist::set_loop_site(std::nullopt); }
 
 std::pair<int64_t, int64_t> LoaderHooks::next_training_pass(FabricCore& core) {
   core.ensure_resumed();

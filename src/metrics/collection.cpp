@@ -3,6 +3,7 @@
 
 #include "metrics/common.h"
 #include "metrics/state_sync.h"
+#include "rankwise/dist/process_group.h"
 #include "rankwise/error.h"
 
 namespace rankwise::metrics {
@@ -20,7 +21,8 @@ void MetricCollection::add_metric(const std::string& name, std::shared_ptr<Metri
   metrics_.emplace_back(name, std::move(metric));
 }
 
-std::map<std::string, torch::Tensor> MetricCollection::compute() {
+std::map<std::string, torch::Tensor> MetricCollection::compute(std::source_location site) {
+  const dist::CallerSite caller(site);
   std::vector<const Metric*> all;
   for (const auto& entry : metrics_) all.push_back(entry.second.get());
   SyncStats stats;

@@ -8,6 +8,7 @@
 
 #include "metrics/common.h"
 #include "metrics/state_sync.h"
+#include "rankwise/dist/process_group.h"
 #include "rankwise/error.h"
 
 namespace rankwise::metrics {
@@ -191,7 +192,8 @@ c10::Dict<std::string, torch::Tensor> Metric::merge_states(
   return merged;
 }
 
-torch::Tensor Metric::compute() {
+torch::Tensor Metric::compute(std::source_location site) {
+  const dist::CallerSite caller(site);
   SyncStats stats;
   auto states = sync_states({this}, stats);
   last_sync_ = stats;

@@ -84,7 +84,8 @@ void ProgressBar::start_epoch(int64_t epoch, int64_t total_epochs, int64_t steps
   wait_ns_at_reduction_ = diag::collective_clock().total().count();
 }
 
-bool ProgressBar::update(int64_t samples, const torch::Tensor& loss) {
+bool ProgressBar::update(int64_t samples, const torch::Tensor& loss, std::source_location site) {
+  const dist::CallerSite caller(site);
   ++step_;
   ++pending_calls_;
   pending_samples_ += samples;
@@ -100,7 +101,8 @@ bool ProgressBar::update(int64_t samples, const torch::Tensor& loss) {
   return true;
 }
 
-bool ProgressBar::end_epoch() {
+bool ProgressBar::end_epoch(std::source_location site) {
+  const dist::CallerSite caller(site);
   const bool reducing = pending_calls_ > 0;  // the count decides: the same on every rank
   if (reducing) reduce();
   show(/*final_of_epoch=*/true);

@@ -3,15 +3,17 @@
 // for the launcher's deadlock and root-cause tests
 // (tests/unit/launch/watch/deadlock_test.cpp). 3 epochs of 8 batches per rank.
 //
-//   torch_fabric_mistakes barrier|all-reduce|broadcast mid|end
-//       Rank 0 alone calls fabric.barrier(), fabric.all_reduce(metric) or
-//       fabric.broadcast(t) inside `if (fabric.rank() == 0)`: after step 3
+//   torch_fabric_mistakes barrier|all-reduce|broadcast|metrics mid|end
+//       Rank 0 alone calls fabric.barrier(), fabric.all_reduce(metric),
+//       fabric.broadcast(t) or a MetricCollection's compute() inside
+//       `if (fabric.rank() == 0)`: after step 3
 //       (mid) or after epoch 1's batches (end). Prints "site LINE" first.
 //   torch_fabric_mistakes break | return | exit
 //       Rank 0 alone stops early: breaks out of fabric.epochs() after epoch 1
 //       and returns 0 (`break`), returns 0 from the training function at step
 //       3 (`return`), or calls std::exit(0) there (`exit`). The others go on.
-//       Prints "site LINE" (the others' gradient all_reduce: the backward).
+//       Prints "site LINE" (the training loop's line, where rankwise reports
+//       the others' collectives inside DDP).
 //   torch_fabric_mistakes first-throws
 //       Rank 0's block in fabric.rank_zero_first() throws ("the download
 //       failed") before training; the others wait for it there.
@@ -72,6 +74,11 @@ void alone(rankwise::Fabric& fabric, const std::string& what) {
   } else if (what == "all-reduce") {
     site(fabric, __LINE__ + 1);
     fabric.all_reduce(0.5);
+  } else if (what == "metrics") {
+    rankwise::metrics::MetricCollection metrics;
+    metrics.add("loss", std::make_shared<rankwise::metrics::Mean>())->update(t);
+    site(fabric, __LINE__ + 1);
+    metrics.compute();
   } else {
     site(fabric, __LINE__ + 1);
     fabric.broadcast(t);
@@ -97,6 +104,7 @@ int train(int argc, char** argv) {
     });
   }
   const bool one_rank = fabric.rank() == 0;
+  const int loop_line = __LINE__ + 2;
   for (int64_t epoch : fabric.epochs(3)) {
     for (auto& batch : loader) {
       if (fabric.step() == 3) {
@@ -106,7 +114,7 @@ int train(int argc, char** argv) {
       }
       optimizer.zero_grad();
       auto loss = torch::cross_entropy_loss(ddp.forward(batch.data), batch.target);
-      if (epoch == 0 && fabric.step() == 0) site(fabric, __LINE__ + 1);
+      if (epoch == 0 && fabric.step() == 0) site(fabric, loop_line);
       fabric.backward(loss);
       optimizer.step();
       if (arg == "mid" && fabric.step() == 3) alone(fabric, mode);

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <source_location>
 #include <string>
 #include <type_traits>
 
@@ -19,14 +20,14 @@ namespace rankwise::dist {
 
 /// True on every rank when `value` is true on at least one rank (an
 /// all_reduce of one int64 with MAX). Collective.
-bool any(bool value);
+bool any(bool value, std::source_location site = std::source_location::current());
 
 /// True on every rank when `value` is true on every rank (all_reduce, MIN). Collective.
-bool all(bool value);
+bool all(bool value, std::source_location site = std::source_location::current());
 
 namespace detail {
-int64_t broadcast_int64(int64_t value, int root);
-double broadcast_double(double value, int root);
+int64_t broadcast_int64(int64_t value, int root, const std::source_location& site);
+double broadcast_double(double value, int root, const std::source_location& site);
 }  // namespace detail
 
 /// Rank `root`'s `decision`, returned on every rank (a broadcast of one
@@ -34,14 +35,14 @@ double broadcast_double(double value, int root);
 /// (carried as float64). Collective. Throws ConfigError when root is not a
 /// rank of the group.
 template <typename T>
-T broadcast_decision(T decision, int root = 0) {
+T broadcast_decision(T decision, int root = 0, std::source_location site = std::source_location::current()) {
   static_assert(std::is_arithmetic<T>::value, "broadcast_decision takes bool, integers or floats");
   if constexpr (std::is_floating_point<T>::value) {
-    return static_cast<T>(detail::broadcast_double(static_cast<double>(decision), root));
+    return static_cast<T>(detail::broadcast_double(static_cast<double>(decision), root, site));
   } else if constexpr (std::is_same<T, bool>::value) {
-    return detail::broadcast_int64(decision ? 1 : 0, root) != 0;
+    return detail::broadcast_int64(decision ? 1 : 0, root, site) != 0;
   } else {
-    return static_cast<T>(detail::broadcast_int64(static_cast<int64_t>(decision), root));
+    return static_cast<T>(detail::broadcast_int64(static_cast<int64_t>(decision), root, site));
   }
 }
 

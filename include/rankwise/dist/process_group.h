@@ -182,6 +182,22 @@ int local_rank();
 int rank_or_zero();
 int world_size_or_one();
 
+/// While one lives, every collective this thread runs names `site` (the
+/// outermost CallerSite wins) in reports, errors and hang diagnoses: public
+/// functions that run collectives hold one for their caller's line. Local.
+class CallerSite {
+ public:
+  explicit CallerSite(const std::source_location& site);
+  ~CallerSite();
+  CallerSite(const CallerSite&) = delete;
+  CallerSite& operator=(const CallerSite&) = delete;
+  /// The innermost-held caller's site, else `own`.
+  static std::source_location reported(const std::source_location& own);
+
+ private:
+  bool outermost_;
+};
+
 /// Shorthands for the global group's collectives (collective: every rank, same order;
 /// tensors on the CPU or, with a CUDA libtorch, on a GPU).
 void all_reduce(torch::Tensor& tensor, ReduceOp op = ReduceOp::kSum,

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <vector>
 
 #include "rankwise/data/distributed_sampler.h"
@@ -39,7 +40,11 @@ struct LoaderHooks {
   /// Start of a pass of the training loader: resumes from the checkpoint
   /// first (once), resets the tracked metrics at an epoch's start, and returns
   /// the epoch and the position (indices of this rank's shard already used).
-  static std::pair<int64_t, int64_t> begin_training_pass(FabricCore& core);
+  /// `loop` is the training loop's line: collectives inside rankwise during
+  /// the pass (DDP's step, the progress) are reported there.
+  static std::pair<int64_t, int64_t> begin_training_pass(FabricCore& core, const std::source_location& loop);
+  /// The training loop was left (its end, `break` or an exception).
+  static void leave_training_loop(FabricCore& core);
   /// The current epoch's earlier stretches at other world sizes (a run that
   /// resumed it at another world size): for DistributedSampler::resume_epoch.
   static std::vector<data::DistributedSampler::Stretch> epoch_stretches(FabricCore& core);
@@ -125,9 +130,9 @@ class FabricLoader {
   /// Starts a pass (see the class comment). Training loader: collective in
   /// effect (a resumed run restores its checkpoint here on every rank, and
   /// the batches that follow run DDP).
-  Iterator begin() {
+  Iterator begin(std::source_location loop = std::source_location::current()) {
     if (training_) {
-      const auto [epoch, position] = LoaderHooks::begin_training_pass(*core_);
+      const auto [epoch, position] = LoaderHooks::begin_training_pass(*core_, loop);
       epoch_ = epoch;
       position_ = position;
     } else {
@@ -219,7 +224,10 @@ class FabricLoader {
   }
   // Held by the pass's iterators: when the last one goes, so does the autocast.
   std::shared_ptr<void> pass_scope() {
-    return std::shared_ptr<void>(nullptr, [this](void*) { autocast_.reset(); });
+    return std::shared_ptr<void>(nullptr, [this](void*) {
+      autocast_.reset();
+      if (training_) LoaderHooks::leave_training_loop(*core_);
+    });
   }
   void finish() {
     autocast_.reset();

@@ -5,6 +5,7 @@
 /// flat buffer.
 
 #include <memory>
+#include <source_location>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,7 +33,7 @@ class MetricCollection {
 
   /// The value of every metric, by name (see Metric::compute()). Collective:
   /// every rank, same order, every rank holding the same metrics.
-  std::map<std::string, torch::Tensor> compute();
+  std::map<std::string, torch::Tensor> compute(std::source_location site = std::source_location::current());
   /// reset() of every metric. Local.
   void reset();
   /// Every metric's state() under keys "name.state" (this rank's part). Local.

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,7 @@ class Metric {
   /// across ranks, then computed once, so every rank gets the same value at any world size.
   /// The local state is unchanged. Collective: every rank, same order (with a process group).
   /// Shape and dtype per metric (most: 0-d float64). Throws Error when a collective fails.
-  torch::Tensor compute();
+  torch::Tensor compute(std::source_location site = std::source_location::current());
 
   /// Restores every state to its default (local; no communication).
   void reset();

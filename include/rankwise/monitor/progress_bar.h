@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -72,11 +73,11 @@ class ProgressBar {
   /// `loss` (scalar tensor on any device; undefined: no loss). Collective on every
   /// every_n_steps-th call (one all_gather), local otherwise. Returns true when this call
   /// reduced (the same on every rank): loss() and samples_per_second() are then new.
-  bool update(int64_t samples, const torch::Tensor& loss = {});
+  bool update(int64_t samples, const torch::Tensor& loss = {}, std::source_location site = std::source_location::current());
   /// Collective (every rank): reduces the steps since the last reduction
   /// (if any; the count decides, identically everywhere) and shows the
   /// epoch's final state; ends the bar's line. Returns true when it reduced.
-  bool end_epoch();
+  bool end_epoch(std::source_location site = std::source_location::current());
 
   /// The last reduced values (same on every rank): samples per second over
   /// all ranks between the last two reductions (rank 0's clock), and the

@@ -11,6 +11,7 @@
 #include <torch/nn/pimpl.h>
 
 #include <memory>
+#include <source_location>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -193,11 +194,17 @@ class DistributedDataParallel {
   /// With UnevenInputs::kError (default) a rank that joins while others still
   /// train makes every rank throw Error naming the rank(s) that ran out; with
   /// kJoin it shadows the others' steps with zero gradients until all joined.
-  void join() { engine_->join(); }
+  void join(std::source_location site = std::source_location::current()) {
+    const dist::CallerSite caller(site);
+    engine_->join();
+  }
 
   /// Debug helper (collective): compares every parameter's checksum across
   /// ranks; throws Error naming the parameters and ranks that differ.
-  void check_replicas() { engine_->check_replicas(); }
+  void check_replicas(std::source_location site = std::source_location::current()) {
+    const dist::CallerSite caller(site);
+    engine_->check_replicas();
+  }
 
   /// The Reducer's gradient buckets now, in the order their all_reduce runs
   /// in backward (one all_reduce per bucket and step): for each bucket the

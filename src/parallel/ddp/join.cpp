@@ -40,7 +40,7 @@ c10::intrusive_ptr<c10d::Work> DdpJoin::launch_count(torch::Tensor count, std::s
   call.sizes = count.sizes().vec();
   call.reduce_op = "sum";
   call.name = std::move(what);
-  const auto site = std::source_location::current();
+  const auto site = dist::CallerSite::reported(std::source_location::current());
   call.file = site.file_name();
   call.line = site.line();
   group_->record_launched(std::move(call), work);

@@ -65,7 +65,7 @@ class RecordedGroup final : public c10d::ProcessGroup {
       call.sizes = tensors[0].sizes().vec();
     }
     call.name = std::move(name);
-    const auto site = std::source_location::current();
+    const auto site = dist::CallerSite::reported(std::source_location::current());
     call.file = site.file_name();
     call.line = site.line();
     return call;

@@ -53,7 +53,7 @@ void expect_named(const std::string& what, const std::string& when, int nproc,
   const std::regex alone("rankwise-run: rank 0 entered " + collective + " #\\d+[^\\n]* at " +
                          site(r, 1) + " alone, while " + others +
                          " waited in all_reduce 'DistributedDataParallel step \\d+: [a-z ]+' "
-                         "#\\d+ \\(Long \\[1\\], sum\\) at join\\.cpp:\\d+; the others never "
+                         "#\\d+ \\(Long \\[1\\], sum\\) at " + site(r, 0) + "; the others never "
                          "entered it\\.");
   EXPECT_TRUE(std::regex_search(r.err, alone)) << r.out << r.err;
   EXPECT_TRUE(std::regex_search(
@@ -68,6 +68,11 @@ TEST(Deadlock, BarrierOnRankZeroMidEpochAtTheDefaults) {
 }
 TEST(Deadlock, MetricAllReduceOnRankZeroMidEpoch) {
   expect_named("all-reduce", "mid", 2, "all_reduce");
+}
+// Inside rankwise (the metrics' state sync), the report names the user's
+// compute() call.
+TEST(Deadlock, MetricCollectionComputeOnRankZeroNamesTheCaller) {
+  expect_named("metrics", "mid", 2, "all_reduce");
 }
 TEST(Deadlock, BroadcastOnRankZeroMidEpoch) { expect_named("broadcast", "mid", 2, "broadcast"); }
 TEST(Deadlock, BarrierOnRankZeroAtEpochEnd) { expect_named("barrier", "end", 2, "barrier"); }
