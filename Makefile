@@ -30,7 +30,7 @@ else
 $(error TORCH=$(TORCH): use TORCH=debian (Debian's libtorch 1.13) or TORCH=wheel (PyPI's torch))
 endif
 
-.PHONY: all setup configure build test demo bench fuzz gpu-dry-run clean
+.PHONY: all setup configure build test demo bench stress fuzz gpu-dry-run clean
 
 all: build
 
@@ -57,6 +57,11 @@ demo: configure
 
 bench: build
 	bash bench/run $(BUILD)
+# Every multi-process test STRESS_RUNS times at -j2 (scripts/stress): flakes
+# under load. Not part of `make test`: hours on a 2-core machine.
+STRESS_RUNS ?= 20
+stress: build
+	bash scripts/stress $(BUILD) $(STRESS_RUNS)
 
 # libFuzzer targets (clang, ASan + UBSan), each run FUZZ_SECONDS; not part of
 # `make test`. Fails when a target finds a crash (fuzz/run).
