@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 #include <mutex>
+#include <optional>
 
 #include "rankwise/diag/flight_recorder.h"
 #include "rankwise/run_main.h"
@@ -23,16 +24,35 @@ core::At handler_at;
 std::terminate_handler previous_handler = nullptr;
 bool installed = false;
 
-// The last collective this rank entered, described; "" when none.
-std::string last_collective() {
+// The last collective this rank entered; nullopt when none.
+std::optional<diag::CollectiveRecord> last_collective() {
   std::shared_ptr<const diag::FlightRecorder> recorder;
   {
     std::lock_guard<std::mutex> lock(handler_mutex);
     recorder = handler_recorder.lock();
   }
-  if (!recorder) return "";
-  const diag::CollectiveRecord last = recorder->last_entered();
-  return last.sequence == 0 ? "" : diag::describe(last);
+  if (!recorder) return std::nullopt;
+  diag::CollectiveRecord last = recorder->last_entered();
+  if (last.sequence == 0) return std::nullopt;
+  return last;
+}
+
+// What to do about ranks that sent different sizes to `last`.
+std::string size_advice(const diag::CollectiveRecord* last) {
+  if (last != nullptr && !last->checked && !last->name.empty()) {
+    return fmt::format(
+        "'{}' is one of rankwise's own collectives, which are not checked ahead: the ranks ran "
+        "different steps of the model here (a FullyShardedDataParallel unit or a DDP bucket "
+        "skipped, or run in another order, on some rank, or a peer in another collective): every "
+        "rank must run the same model code in the same order",
+        last->name);
+  }
+  if (last != nullptr && last->checked) {
+    return "Every rank's call was compared before it ran and agreed, so a peer's bytes came from "
+           "another collective; compare the ranks' flight records (RANKWISE_FLIGHT_RECORDER_DIR)";
+  }
+  return "Give every rank a tensor of the same shape and dtype there; RANKWISE_DEBUG=detail "
+         "(or InitOptions::check_collectives) names each rank's shape before Gloo sees them";
 }
 
 [[noreturn]] void on_terminate() {
@@ -45,7 +65,8 @@ std::string last_collective() {
         std::lock_guard<std::mutex> lock(handler_mutex);
         at = handler_at;
       }
-      const std::string message = explain_gloo_abort(ex.what(), last_collective(), at);
+      const auto last = last_collective();
+      const std::string message = explain_gloo_abort(ex.what(), last ? &*last : nullptr, at);
       if (!message.empty()) {
         std::fprintf(stderr, "%s\n",
                      fmt::format(wire::kUncaughtExceptionFormat, at.rank, message).c_str());
@@ -61,24 +82,17 @@ std::string last_collective() {
 
 }  // namespace
 
-std::string explain_gloo_abort(const std::string& what, const std::string& collective,
+std::string explain_gloo_abort(const std::string& what, const diag::CollectiveRecord* last,
                                core::At at) {
   if (what.find(kEnforce) == std::string::npos) return "";
-  const std::string in = collective.empty() ? "" : fmt::format(" in {}", collective);
+  const std::string in = last == nullptr ? "" : fmt::format(" in {}", diag::describe(*last));
   const auto size_check = what.find(kSizeCheck);
   if (size_check == std::string::npos) {
     return core::message(at, "a fatal check of Gloo's (or c10's) failed{}: {}", in, what);
   }
   long long sent = 0, expected = 0;
   const std::string sizes = what.substr(size_check + kSizeCheck.size());
-  // FullyShardedDataParallel's gathers are not checked ahead (as the Reducer's buckets are not).
-  const std::string fix =
-      collective.find("FullyShardedDataParallel") != std::string::npos
-          ? "The ranks ran different FullyShardedDataParallel units here (a unit skipped, or "
-            "units run in another order, on some rank, or a peer in another collective): every "
-            "rank must run the same units in the same order"
-          : "Give every rank a tensor of the same shape and dtype there; RANKWISE_DEBUG=detail "
-            "(or InitOptions::check_collectives) names each rank's shape before Gloo sees them";
+  const std::string fix = size_advice(last);
   const bool known = std::sscanf(sizes.c_str(), " %lld vs %lld", &sent, &expected) == 2;
   return core::message(
       at,

@@ -16,15 +16,16 @@
 
 namespace rankwise::diag {
 class FlightRecorder;
+struct CollectiveRecord;
 }
 
 namespace rankwise::dist {
 
 /// The message for an uncaught exception whose text is `what` on rank `at`,
 /// when it is a fatal check of Gloo's or c10's ("[enforce fail at ..."),
-/// naming `collective` (diag::describe of this rank's last collective, ""
-/// when none); "" for any other text. Pure.
-std::string explain_gloo_abort(const std::string& what, const std::string& collective, core::At at);
+/// naming `last`, this rank's last collective (null when none), with advice
+/// by whether it was checked ahead; "" for any other text. Pure.
+std::string explain_gloo_abort(const std::string& what, const diag::CollectiveRecord* last, core::At at);
 
 /// Installs a std::terminate handler that, for an exception explained by
 /// explain_gloo_abort, prints the message as run_main does for an uncaught

@@ -340,6 +340,7 @@ void ProcessGroup::check_call(const diag::CollectiveRecord& call, const torch::T
 
 void ProcessGroup::recorded(diag::CollectiveRecord call,
                             const std::function<void(uint64_t sequence)>& body) {
+  call.checked = options_.check_collectives() && env_.world_size > 1 && call.operation != "monitored_barrier";
   const uint64_t sequence = recorder_->enter(std::move(call));
   diag::collective_clock().begin(sequence);
   if (publisher_) publisher_->notify();

@@ -31,6 +31,9 @@ struct CollectiveRecord {
   /// monitored_barrier's name, or what one of rankwise's own collectives is
   /// for ("DistributedDataParallel step 10: ranks with inputs"), else "".
   std::string name;
+  /// Every rank's call was compared before it ran (checked collectives);
+  /// false for rankwise's own (DDP's buckets, FSDP's gathers) and unchecked ones.
+  bool checked = false;
   std::string file;       ///< the caller's source file (std::source_location)
   uint32_t line = 0;      ///< the caller's line
   /// Wall-clock times (system_clock, so that ranks can be compared): when the
