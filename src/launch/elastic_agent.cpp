@@ -144,16 +144,9 @@ class ElasticAgent {
 
   workers::AttemptConfig round_config(const LaunchOptions& ro, int round,
                                       const std::string& key) const {
-    workers::AttemptConfig config;
-    config.options = &ro;
+    workers::AttemptConfig config = workers::attempt_config(ro, rdzv_.port(), setup_.host, setup_.error_dir,
+                                                            setup_.base_env, key);
     config.attempt = round;
-    config.master_port = rdzv_.port();
-    config.host = setup_.host;
-    config.error_dir = setup_.error_dir;
-    config.base_env = setup_.base_env;
-    config.hang_check = (o_.hang_timeout.count() > 0 || o_.deadlock_timeout.count() > 0) &&
-                        ro.world_size() > 1;
-    config.job_key = key;
     return config;
   }
 

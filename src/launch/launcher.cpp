@@ -339,15 +339,8 @@ int run(LaunchOptions o) {
   std::optional<rendezvous::LauncherHeartbeat> heartbeat;
   if (o.nnodes > 1) heartbeat.emplace(o.master_addr, rdzv->port(), key, o.node_rank);
 
-  workers::AttemptConfig config;
-  config.options = &o;
-  config.master_port = rdzv->port();
-  config.host = host;
-  config.error_dir = error_dir.path();
-  config.base_env = std::move(base_env);
-  config.hang_check =
-      (o.hang_timeout.count() > 0 || o.deadlock_timeout.count() > 0) && o.world_size() > 1;
-  config.job_key = key;
+  workers::AttemptConfig config =
+      workers::attempt_config(o, rdzv->port(), host, error_dir.path(), std::move(base_env), key);
   return run_job(o, host_store, config, *rdzv);
 }
 

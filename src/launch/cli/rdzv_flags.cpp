@@ -109,26 +109,27 @@ RdzvConf parse_rdzv_conf(const std::string& text) {
     const std::string value = eq == std::string::npos ? "" : trimmed(item.substr(eq + 1));
     if (key.empty()) {
       throw UsageError(fmt::format(
-          "--rdzv-conf '{}': '{}' is not key=value; give key=value pairs separated by commas, "
-          "e.g. --rdzv-conf join_timeout=600,is_host=1",
-          text, item));
+          "--rdzv-conf {}: not key=value; give key=value pairs separated by commas, e.g. "
+          "--rdzv-conf join_timeout=600,is_host=1",
+          item));
     }
     if (value.empty()) {
-      throw UsageError(fmt::format("--rdzv-conf '{}': {} has no value; e.g. --rdzv-conf {}=...",
-                                   text, key, key));
+      throw UsageError(fmt::format("--rdzv-conf {}=: {} has no value; e.g. --rdzv-conf {}=600", key,
+                                   key, key));
     }
     const std::string name = key == "timeout" ? "join_timeout" : key;
     if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
-      throw UsageError(fmt::format("--rdzv-conf '{}': {} is given twice", text, name));
+      throw UsageError(fmt::format("--rdzv-conf {}={}: {} is given twice; give it once", key, value, name));
     }
     seen.push_back(name);
     const auto seconds = [&] {
       char* end = nullptr;
       const double s = std::strtod(value.c_str(), &end);
-      if (*end != '\0') {
-        throw UsageError(fmt::format("--rdzv-conf {}={}: not a number of seconds", key, value));
+      if (*end != '\0' || !(s > 0) || s > 1e9) {
+        throw UsageError(fmt::format(
+            "--rdzv-conf {}={}: not a number of seconds above 0 (and at most 1e9)", key, value));
       }
-      return cli::seconds_to_ms(s, fmt::format("--rdzv-conf {}", key).c_str(), false);
+      return cli::seconds_to_ms(s, "--rdzv-conf", false);
     };
     if (name == "join_timeout") {
       conf.join_timeout = seconds();
@@ -152,9 +153,9 @@ RdzvConf parse_rdzv_conf(const std::string& text) {
       }
     } else {
       throw UsageError(fmt::format(
-          "--rdzv-conf '{}': unknown key '{}'; rankwise-run supports {} (and timeout, the same "
-          "as join_timeout)",
-          text, key, kSupportedConf));
+          "--rdzv-conf {}={}: unknown key {}; rankwise-run supports {} (and timeout, the same as "
+          "join_timeout)",
+          key, value, key, kSupportedConf));
     }
   }
   return conf;

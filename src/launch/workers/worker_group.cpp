@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <utility>
 
 #include "launch/workers/attempt_runner.h"
 #include "util/text.h"
@@ -96,6 +97,20 @@ std::vector<std::string> worker_environment(const AttemptConfig& c, int local_ra
 }
 
 AttemptResult run_attempt(const AttemptConfig& config) { return AttemptRunner(config).run(); }
+
+AttemptConfig attempt_config(const LaunchOptions& o, int master_port, std::string host,
+                             std::string error_dir, std::vector<std::string> base_env,
+                             std::string job_key) {
+  AttemptConfig config;
+  config.options = &o;
+  config.master_port = master_port;
+  config.host = std::move(host);
+  config.error_dir = std::move(error_dir);
+  config.base_env = std::move(base_env);
+  config.hang_check = (o.hang_timeout.count() > 0 || o.deadlock_timeout.count() > 0) && o.world_size() > 1;
+  config.job_key = std::move(job_key);
+  return config;
+}
 
 int signaled_exit_code(const AttemptResult& result) {
   if (result.preempted) {

@@ -38,6 +38,13 @@ struct AttemptConfig {
   std::function<bool()> membership_changed;
 };
 
+/// An attempt of the job `o` describes (the whole job's options, or an
+/// elastic round's view of them), its store at `master_port`, its workers'
+/// keys under `job_key`; hang_check when `o` asks for one and has peers.
+AttemptConfig attempt_config(const LaunchOptions& o, int master_port, std::string host,
+                             std::string error_dir, std::vector<std::string> base_env,
+                             std::string job_key);
+
 /// How an attempt ended.
 struct AttemptResult {
   /// kMembershipChanged: stopped for a new rendezvous round (membership_changed).
