@@ -65,7 +65,7 @@ enum class Resume {
   /// (else start from epoch 1, and say so). A checkpoint of another run is
   /// refused: other training data (dataset size), or another batch size
   /// mid-epoch. At another world size mid-epoch the epoch goes on with the
-  /// samples not yet seen (TrainingState::epoch_stretches).
+  /// samples not yet seen, each once.
   kLatest,
   /// Remove an earlier run's checkpoints, then start a new run.
   kOverwrite,

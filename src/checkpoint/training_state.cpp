@@ -137,15 +137,16 @@ void check_optimizer_and_scheduler(const Checkpoint& checkpoint, const TrainingS
   }
   if (state.lr_scheduler && !checkpoint.contains("lr_scheduler")) {
     core::raise<CheckpointError>(
-        "the checkpoint has no learning-rate scheduler state (it was saved without "
-        "TrainingState::lr_scheduler); resuming would restart the schedule. Leave lr_scheduler "
-        "unset to resume without it");
+        "the checkpoint has no learning-rate scheduler state (its run tracked none: no "
+        "fabric.track(scheduler), or TrainingState::lr_scheduler unset); resuming would restart "
+        "the schedule. Resume without the scheduler (do not track it) to go on anyway");
   }
   if (!state.lr_scheduler && checkpoint.contains("lr_scheduler")) {
     io::note(
         core::message("note: the checkpoint holds a learning-rate scheduler state that this run "
-                      "does not restore (TrainingState::lr_scheduler is unset): the learning rates "
-                      "come back as saved, but a scheduler made now starts its count at 0"));
+                      "does not restore (it tracks no scheduler: call fabric.track(scheduler), or "
+                      "set TrainingState::lr_scheduler): the learning rates come back as saved, "
+                      "but a scheduler made now starts its count at 0"));
   }
 }
 
