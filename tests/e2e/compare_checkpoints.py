@@ -3,8 +3,9 @@ checkpoints are bitwise equal where a resumed run must equal an uninterrupted
 one: model parameters, step, epoch, position, world size, and (when present)
 the optimizer state_dict (every per-parameter tensor and every param_group
 option), the learning-rate scheduler state and every rank's RNG states.
-Prints what differs otherwise. Read with Python's torch.load (Debian
-python3-torch), which is also an interop check."""
+Prints what differs otherwise. Read with Python's torch.load and its defaults
+(weights_only=True from torch 2.6; False on Debian's 1.13, whose weights-only
+unpickler reads no float), which is also an interop check."""
 import sys
 
 import torch
@@ -23,8 +24,8 @@ def same(x, y):
 
 
 def main(a_path, b_path):
-    a = torch.load(a_path, map_location="cpu", weights_only=False)
-    b = torch.load(b_path, map_location="cpu", weights_only=False)
+    a = torch.load(a_path, map_location="cpu")
+    b = torch.load(b_path, map_location="cpu")
     problems = []
     for key in ("format", "step", "epoch", "position", "world_size"):
         if a[key] != b[key]:

@@ -19,7 +19,7 @@ out=$("$run" --nproc-per-node "$world" "$program" 1 $((4 * accum)) 2 "$work/L" 2
 out=$("$run" --nproc-per-node "$world" "$program" "$accum" 4 2 "$work/A" 2>&1) || fail "run A: $out"
 "$python" - "$work/L/final.pt" "$work/A/final.pt" <<'PY' || fail "accumulating differs from the large batch"
 import sys, torch
-large, acc = (torch.load(p, map_location="cpu", weights_only=False) for p in sys.argv[1:3])
+large, acc = (torch.load(p, map_location="cpu") for p in sys.argv[1:3])
 for key in ("step", "epoch", "position"):
     assert large[key] == acc[key], f"{key}: {large[key]} != {acc[key]}"
 def close(x, y, where):

@@ -30,7 +30,7 @@ grep -q "at step 70 (epoch 2" <<<"$out" || fail "run B did not resume at step 70
   || fail "run B differs from the uninterrupted run"
 "$python" - "$work/A/final.pt" "$work/B/final.pt" "$precision" <<'PY' || fail "the GradScaler's state differs"
 import sys, torch
-a, b = (torch.load(p, map_location="cpu", weights_only=False)["extras"] for p in sys.argv[1:3])
+a, b = (torch.load(p, map_location="cpu")["extras"] for p in sys.argv[1:3])
 if sys.argv[3] == "16-mixed":
     assert "grad_scaler" in a, "no GradScaler state in final.pt"
     assert a["grad_scaler"] == b["grad_scaler"], f"{a['grad_scaler']} != {b['grad_scaler']}"

@@ -15,7 +15,9 @@
                                            checkpoint {"model", "ema", "optimizer", "epoch"}
                                            to SD + ".full"
 
-Net matches tests/programs/torch_interop_model.cpp.
+Net matches tests/programs/torch_interop_model.cpp. Files are read with torch.load's
+defaults: weights_only=True from torch 2.6, False on Debian's 1.13 (whose weights-only
+unpickler reads no float).
 """
 import collections
 import sys
@@ -39,7 +41,7 @@ class Net(nn.Module):
 
 def fingerprint(path, key=None):
     """CRC-32 over the entries sorted by name: name, NUL, the tensor's bytes."""
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = torch.load(path, map_location="cpu")
     if key is not None:
         state = state[key]
     crc = 0
@@ -57,7 +59,7 @@ def check_cpp(path, atol=None):
         if bad is not None:
             print(f"zip entry {bad} has a wrong CRC-32")
             return 1
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+    checkpoint = torch.load(path, map_location="cpu")
     net = Net()
     net.load_state_dict(checkpoint["model"], strict=True)
     net.eval()

@@ -63,7 +63,7 @@ def train(kind, start, steps, out):
     if start is None:
         optimizer = make_optimizer(kind, model.parameters(), other=False)
     else:
-        ckpt = torch.load(start, map_location="cpu", weights_only=False)
+        ckpt = torch.load(start, map_location="cpu")
         model.load_state_dict(ckpt["model"])
         optimizer = make_optimizer(kind, model.parameters(), other=True)
         optimizer.load_state_dict(ckpt["optimizer"])
@@ -81,8 +81,8 @@ def train(kind, start, steps, out):
 
 
 def compare(a_path, b_path):
-    a = torch.load(a_path, map_location="cpu", weights_only=False)["model"]
-    b = torch.load(b_path, map_location="cpu", weights_only=False)["model"]
+    a = torch.load(a_path, map_location="cpu")["model"]
+    b = torch.load(b_path, map_location="cpu")["model"]
     return max((a[k].double() - b[k].double()).abs().max().item() for k in a)
 
 

@@ -47,7 +47,7 @@ def reference(kind, src, prefix):
                 value = dcp_interop.expected(torch, shape, dtype, k, int(seed))
                 flat[key] = value.reshape(-1) if layout == "flat" else value
     else:
-        flatten("", torch.load(src, weights_only=False), flat)
+        flatten("", torch.load(src), flat)
     return {k[len(prefix):]: v for k, v in flat.items() if k.startswith(prefix) and len(k) > len(prefix)}
 
 

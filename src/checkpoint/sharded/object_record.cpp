@@ -2,8 +2,8 @@
 
 #include "core/check.h"
 
-#include <torch/serialize.h>
-
+#include "checkpoint/pickle/torch_save_pickle.h"
+#include "checkpoint/torch_save/archive.h"
 #include "checkpoint/torch_save/checkpoint_file.h"
 #include "checkpoint/pickle/unpickled_value.h"
 #include "rankwise/error.h"
@@ -20,7 +20,10 @@ std::vector<char> object_record_bytes(const c10::IValue& value, const std::strin
         key);
   }
   try {
-    return torch::pickle_save(value);
+    std::vector<char> bytes;
+    const auto append = [&](const char* data, std::size_t size) { bytes.insert(bytes.end(), data, data + size); };
+    torch_save::write_torch_save_archive(pickle::torch_save_pickle(value).bytes, {}, append);
+    return bytes;
   } catch (const std::exception& e) {
     core::raise<CheckpointError>("save_sharded: the object entry '{}' (a {}) cannot be pickled: {}",
                                  key, value.tagKind(), e.what());

@@ -11,8 +11,8 @@
 
 namespace rankwise::checkpoint::sharded {
 
-/// The torch.save bytes of `value`, written by libtorch's own pickler and zip
-/// writer (torch::pickle_save), which Python's torch.load reads. Throws
+/// The torch.save bytes of `value` (torch_save_pickle.h: what Python's
+/// torch.load reads, with weights_only=True too). Throws
 /// CheckpointError naming `key` when `value` holds a tensor (tensors are
 /// entries of their own) or something libtorch cannot pickle.
 std::vector<char> object_record_bytes(const c10::IValue& value, const std::string& key);

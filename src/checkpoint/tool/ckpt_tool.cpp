@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
-#include <torch/serialize.h>
 
 #include <algorithm>
 #include <cstring>
@@ -20,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/pickle/torch_save_pickle.h"
 #include "checkpoint/safetensors/checkpoint_source.h"
 #include "checkpoint/safetensors/safetensors_file.h"
 #include "checkpoint/torch_save/checkpoint_file.h"
@@ -311,6 +311,12 @@ std::string tensor_difference(const at::Tensor& a, const at::Tensor& b, const To
                      da.reshape({-1})[first].item<double>(), db.reshape({-1})[first].item<double>(), max_abs);
 }
 
+// Whether two values (no tensors in them) pickle alike, whatever the types of
+// their containers: a List[int] read from a tagged pickle equals Python's list.
+bool same_value(const c10::IValue& a, const c10::IValue& b) {
+  return pickle::torch_save_pickle(a).bytes == pickle::torch_save_pickle(b).bytes;
+}
+
 int diff(const std::string& path_a, const std::string& path_b, const Tolerance& tol, std::ostream& out) {
   auto a = open_source(path_a);
   auto b = open_source(path_b);
@@ -334,7 +340,7 @@ int diff(const std::string& path_a, const std::string& path_b, const Tolerance& 
     } else if (ea.is_tensor) {
       const auto why = tensor_difference(a->tensor(ea), b->tensor(eb), tol);
       if (!why.empty()) report(fmt::format("differ: {}: {}", ea.key, why));
-    } else if (torch::pickle_save(a->value(ea)) != torch::pickle_save(b->value(eb))) {
+    } else if (!same_value(a->value(ea), b->value(eb))) {
       report(fmt::format("differ: {}: {} vs {}", ea.key, rankwise::checkpoint::safetensors::describe_value(a->value(ea)),
                          rankwise::checkpoint::safetensors::describe_value(b->value(eb))));
     }

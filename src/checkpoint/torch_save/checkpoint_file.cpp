@@ -26,6 +26,7 @@
 #include "checkpoint/pickle/python_pickle.h"
 #include "checkpoint/io/read_checksums.h"
 #include "checkpoint/pickle/saveable_value.h"
+#include "checkpoint/pickle/torch_save_pickle.h"
 #include "checkpoint/torch_save/archive.h"
 #include "checkpoint/pickle/unpickled_value.h"
 #include "util/crc32.h"
@@ -438,14 +439,11 @@ c10::IValue parse_source(const ByteSource& source, Integrity found, io::ReadChec
 
 void write_checkpoint_file(const c10::IValue& value, const std::string& path) {
   pickle::check_saveable(value);
-  std::string pickle;
+  pickle::TorchSavePickle pickled;
   std::vector<torch::jit::WriteableTensorData> tensors;  // each storage's bytes (a CUDA one copied to the CPU)
   try {
-    torch::jit::Pickler pickler([&](const char* data, std::size_t size) { pickle.append(data, size); });
-    pickler.protocol();
-    pickler.pushIValue(value);
-    pickler.stop();
-    for (const at::Tensor& t : pickler.tensorData()) tensors.push_back(torch::jit::getWriteableTensorData(t));
+    pickled = pickle::torch_save_pickle(value);
+    for (const at::Tensor& t : pickled.storages) tensors.push_back(torch::jit::getWriteableTensorData(t));
   } catch (const c10::Error& e) {
     core::raise<CheckpointError>("serializing the checkpoint failed: {}",
                                  e.what_without_backtrace());
@@ -454,7 +452,7 @@ void write_checkpoint_file(const c10::IValue& value, const std::string& path) {
   for (const auto& t : tensors) storages.push_back(storage_from_memory(t.data(), t.sizeInBytes()));
   io::AtomicFile file(path);
   const WrittenArchive archive = write_torch_save_archive(
-      pickle, storages, [&](const char* data, std::size_t size) { file.write(data, size); }, kTrailerSize);
+      pickled.bytes, storages, [&](const char* data, std::size_t size) { file.write(data, size); }, kTrailerSize);
   char trailer[kTrailerSize + 1];
   std::snprintf(trailer, sizeof(trailer), "%s%08x", kMarker, static_cast<unsigned>(archive.crc32()));
   file.write(trailer, kTrailerSize);

@@ -216,7 +216,7 @@ TEST(GradScaler, StateDictCrossesToPythonAndBack) {
   rankwise::checkpoint::save((dir / "cpp.pt").string(), checkpoint);
   const std::string out = rankwise::test::shell(
       rankwise::test::python() + "-c 'import sys, torch\n"
-      "s = torch.load(sys.argv[1], weights_only=False)[\"scaler\"]\n"
+      "s = torch.load(sys.argv[1])[\"scaler\"]\n"
       "print(\" \".join(f\"{k}={v!r}:{type(v).__name__}\" for k, v in s.items()))\n"
       "torch.save({\"scaler\": {\"scale\": 8.0, \"growth_factor\": 4.0, \"backoff_factor\": 0.25,"
       " \"growth_interval\": 5, \"_growth_tracker\": 3}}, sys.argv[2])' " +

@@ -39,7 +39,7 @@ rankwise::checkpoint::Checkpoint nested(const torch::Device& device) {
 std::vector<torch::Tensor> tensors_of(const rankwise::checkpoint::Checkpoint& c) {
   const auto model = c.at("model").toGenericDict();
   return {c.at("w").toTensor(), model.at("fc.weight").toTensor(), model.at("fc.bias").toTensor(),
-          c.at("bufs").toTensorVector()[0], c.at("pair").toTupleRef().elements()[0].toTensor()};
+          c.at("bufs").toListRef()[0].toTensor(), c.at("pair").toTupleRef().elements()[0].toTensor()};
 }
 
 void expect_same_values_on(const rankwise::checkpoint::Checkpoint& got, const rankwise::checkpoint::Checkpoint& want,

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <torch/serialize.h>
 
 #include <filesystem>
 #include <fstream>
@@ -228,6 +229,28 @@ void diff_lists_changes_within_a_tolerance() {
   EXPECT_TRUE(has_line(r.out, "only in B: only_b")) << r.out;
   EXPECT_TRUE(has_line(r.out, "differ: step: 1 vs 2")) << r.out;
   EXPECT_TRUE(has_line(r.out, "3 differences (bitwise)")) << r.out;
+  fs::remove_all(dir);
+}
+
+// The same values in a typed List[int] (libtorch's tagged pickle, as
+// rankwise wrote checkpoints up to 0.2.0) and in a plain list (Python's, and
+// rankwise's now) are no difference.
+TEST(CkptTool, DiffComparesValuesWhateverTheirContainersTypes) {
+  const auto dir = rankwise::test::fresh_dir("rankwise_ckpt_tool", "types");
+  c10::impl::GenericList plain(c10::AnyType::get());
+  plain.push_back(int64_t{0});
+  plain.push_back(int64_t{1});
+  const std::pair<std::string, c10::IValue> files[] = {{"typed.pt", c10::List<int64_t>({0, 1})},
+                                                       {"plain.pt", plain}};
+  for (const auto& [name, params] : files) {
+    c10::impl::GenericDict state(c10::StringType::get(), c10::AnyType::get());
+    state.insert("params", params);
+    const std::vector<char> bytes = torch::pickle_save(state);
+    std::ofstream(dir / name, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  const auto r = ckpt_tool({"diff", (dir / "typed.pt").string(), (dir / "plain.pt").string()});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_TRUE(has_line(r.out, "identical: 1 entries (bitwise)")) << r.out;
   fs::remove_all(dir);
 }
 
