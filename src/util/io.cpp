@@ -15,19 +15,20 @@
 
 namespace rankwise::util {
 
-void write_text(int fd, std::string_view text) {
+bool write_all(int fd, std::string_view text) {
   const char* p = text.data();
   std::size_t left = text.size();
   while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
     p += n;
     left -= static_cast<std::size_t>(n);
   }
+  return true;
 }
+
+void write_text(int fd, std::string_view text) { (void)write_all(fd, text); }
 
 void write_line(int fd, const std::string& line) { write_text(fd, line + "\n"); }
 

@@ -19,6 +19,10 @@ void write_text(int fd, std::string_view text);
 /// Writes `line` and "\n" to `fd` in one write_text(); errors are ignored.
 void write_line(int fd, const std::string& line);
 
+/// Writes all of `text` to `fd` (retrying on EINTR and short writes).
+/// Returns false, errno set, when a write fails; what went before stays.
+bool write_all(int fd, std::string_view text);
+
 /// Why a write failed, for a message: strerror(`error`), and for EFBIG
 /// under a file size limit, the limit and how to raise it (`ulimit -f`).
 std::string write_error_text(int error);
