@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
-#include "util/io.h"
+#include "monitor/record_file.h"
 #include "rankwise/error.h"
 #include "rankwise/log.h"
 #include "rankwise/dist/process_group.h"
@@ -23,7 +23,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-int open_file(const std::string& path, bool append, const char* what) {
+std::unique_ptr<RecordFile> open_file(const std::string& path, bool append, const char* what) {
   RANKWISE_CHECK(!path.empty(), ConfigError,
                  "metrics log: the {} path is empty; give a file name (e.g. metrics.jsonl)", what);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : 0), 0644);
@@ -49,7 +49,7 @@ int open_file(const std::string& path, bool append, const char* what) {
     RANKWISE_CHECK(false, ConfigError, "metrics log: cannot truncate the {} '{}': {}", what, path,
                    std::strerror(error));
   }
-  return fd;
+  return std::make_unique<RecordFile>(fd, path);
 }
 
 std::string utc_now() {
@@ -100,14 +100,10 @@ std::vector<std::pair<std::string, double>> tensorboard_scalars(const LogRecord&
 }  // namespace
 
 struct MetricsLog::Files {
-  int jsonl = -1;
-  int csv = -1;
+  std::unique_ptr<RecordFile> jsonl;
+  std::unique_ptr<RecordFile> csv;  // null without a CSV path
   std::unique_ptr<TensorBoardWriter> tensorboard;
   double started_unix = 0;  // the wall clock when the log was opened (Unix seconds)
-  ~Files() {
-    if (jsonl >= 0) ::close(jsonl);
-    if (csv >= 0) ::close(csv);
-  }
 };
 
 std::string format_record(const LogRecord& record, double time) {
@@ -156,10 +152,9 @@ MetricsLog::MetricsLog(MetricsLogOptions options, const RunConfig& config)
   Json values = Json::object();
   for (const auto& [key, value] : config) values[key] = to_json(value);
   line["config"] = std::move(values);
-  util::write_line(files_->jsonl, line.dump());
-  if (files_->csv < 0) return;
-  if (!csv_existed) util::write_line(files_->csv, "kind,step,epoch,time,name,value");
-  std::string rows;
+  files_->jsonl->append(line.dump() + "\n");
+  if (!files_->csv) return;
+  std::string rows = csv_existed ? "" : "kind,step,epoch,time,name,value\n";
   auto add_rows = [&rows](const Json& object, bool skip_own) {
     for (const auto& item : object.items()) {
       const Json& value = item.value();
@@ -170,8 +165,7 @@ MetricsLog::MetricsLog(MetricsLogOptions options, const RunConfig& config)
   };
   add_rows(line, /*skip_own=*/true);
   add_rows(line["config"], /*skip_own=*/false);
-  rows.pop_back();  // write_line adds the last newline
-  util::write_line(files_->csv, rows);
+  files_->csv->append(rows);
 }
 
 MetricsLog::~MetricsLog() = default;
@@ -179,18 +173,16 @@ MetricsLog::~MetricsLog() = default;
 void MetricsLog::write(const LogRecord& record) {
   if (!files_) return;
   const double time = elapsed_seconds();
-  util::write_line(files_->jsonl, format_record(record, time));
+  files_->jsonl->append(format_record(record, time) + "\n");
   if (files_->tensorboard) {
     files_->tensorboard->add_scalars(record.step, tensorboard_scalars(record), files_->started_unix + time);
   }
-  if (files_->csv < 0) return;
+  if (!files_->csv) return;
   const std::string prefix = fmt::format("{},{},{},{},", csv_field(record.kind), record.step, record.epoch, time);
   std::string rows;
   for (const auto& [name, value] : record.metrics) rows += prefix + csv_field(name) + "," + csv_number(value) + "\n";
   if (record.samples_per_s) rows += prefix + "samples_per_s," + csv_number(*record.samples_per_s) + "\n";
-  if (rows.empty()) return;
-  rows.pop_back();
-  util::write_line(files_->csv, rows);
+  if (!rows.empty()) files_->csv->append(rows);
 }
 
 void MetricsLog::log_step(int64_t step, int64_t epoch, const MetricValues& metrics,

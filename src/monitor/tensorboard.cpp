@@ -12,12 +12,12 @@
 #include <system_error>
 
 #include "core/check.h"
+#include "monitor/record_file.h"
 #include "monitor/tensorboard_event.h"
 #include "rankwise/error.h"
 #include "rankwise/log.h"
 #include "util/crc32.h"
 #include "util/host_name.h"
-#include "util/io.h"
 
 namespace rankwise::monitor {
 namespace {
@@ -64,21 +64,21 @@ TensorBoardWriter::TensorBoardWriter(std::string directory) : directory_(std::mo
                                        static_cast<long long>(std::time(nullptr)), util::host_name(), ::getpid());
   // A new file, never an existing one (a second writer in this process within
   // the same second gets the next free suffix).
+  int fd = -1;
   for (int n = 1;; ++n) {
     path_ = n == 1 ? base : fmt::format("{}.{}", base, n);
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd_ >= 0 || errno != EEXIST || n == 1000) break;
+    fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0 || errno != EEXIST || n == 1000) break;
   }
-  RANKWISE_CHECK(fd_ >= 0, ConfigError,
+  RANKWISE_CHECK(fd >= 0, ConfigError,
                  "tensorboard: cannot create an event file in the directory '{}' ({}): {}; check that "
                  "it is a writable directory, or choose another",
                  directory_, path_, std::strerror(errno));
-  append(tfrecord(serialize_file_version_event(unix_now())));
+  file_ = std::make_unique<RecordFile>(fd, path_);
+  file_->append(tfrecord(serialize_file_version_event(unix_now())));
 }
 
-TensorBoardWriter::~TensorBoardWriter() {
-  if (fd_ >= 0) ::close(fd_);
-}
+TensorBoardWriter::~TensorBoardWriter() = default;
 
 void TensorBoardWriter::add_scalar(const std::string& tag, double value, int64_t step,
                                    std::optional<double> wall_time) {
@@ -87,24 +87,11 @@ void TensorBoardWriter::add_scalar(const std::string& tag, double value, int64_t
 
 void TensorBoardWriter::add_scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values,
                                     std::optional<double> wall_time) {
-  if (fd_ < 0 || values.empty()) return;
-  append(tfrecord(serialize_scalars_event(wall_time ? *wall_time : unix_now(), step, values)));
+  if (!writing() || values.empty()) return;
+  file_->append(tfrecord(serialize_scalars_event(wall_time ? *wall_time : unix_now(), step, values)));
 }
 
-void TensorBoardWriter::append(const std::string& record) {
-  util::write_text(fd_, record);
-  const off_t end = ::lseek(fd_, 0, SEEK_CUR);
-  if (end >= 0 && static_cast<uint64_t>(end) == size_ + record.size()) {
-    size_ += record.size();
-    return;
-  }
-  // A failed or short write (disk full): cut the torn record off, so that
-  // TensorBoard reads every whole record before it and after it.
-  (void)!::ftruncate(fd_, static_cast<off_t>(size_));
-  ::lseek(fd_, static_cast<off_t>(size_), SEEK_SET);
-}
-
-bool TensorBoardWriter::writing() const { return fd_ >= 0; }
+bool TensorBoardWriter::writing() const { return file_ && file_->is_open(); }
 
 const std::string& TensorBoardWriter::directory() const { return directory_; }
 

@@ -19,6 +19,20 @@ void write_text(int fd, std::string_view text);
 /// Writes `line` and "\n" to `fd` in one write_text(); errors are ignored.
 void write_line(int fd, const std::string& line);
 
+/// Writes all of `text` to `fd` (retrying on EINTR and short writes).
+/// Returns false, errno set, when a write fails; what went before stays.
+bool write_all(int fd, std::string_view text);
+
+/// Why a write failed, for a message: strerror(`error`), and for EFBIG
+/// under a file size limit, the limit and how to raise it (`ulimit -f`).
+std::string write_error_text(int error);
+
+/// Makes a write past the file size limit (RLIMIT_FSIZE) fail with EFBIG
+/// instead of SIGXFSZ killing the process: sets SIGXFSZ to ignored, once,
+/// process-wide, unless the program set its own disposition. Called before
+/// rankwise writes a file (docs/checkpoints.md#a-file-size-limit).
+void ignore_file_size_signal();
+
 /// Writes `text` to `path`.part, then renames it to `path`, so that a reader
 /// sees the old file or the whole new one. Not fsynced: for files that need
 /// not survive a crash. Returns false (errno set) when a step fails.

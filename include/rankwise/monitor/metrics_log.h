@@ -2,7 +2,7 @@
 /// \file metrics_log.h
 /// The metrics log of a run: JSON Lines (a config record, then step and epoch records) that
 /// `rankwise-report` draws. Every rank constructs it and calls its methods; only rank 0
-/// writes, each record one write(2) of a whole line. It never communicates: pass values
+/// writes, each record a whole line or none. It never communicates: pass values
 /// already reduced over ranks, computed on every rank.
 /// See docs/monitoring.md#the-metrics-log.
 
@@ -74,8 +74,9 @@ class MetricsLog {
   MetricsLog& operator=(const MetricsLog&) = delete;
 
   /// Appends `record` (rank 0; a no-op elsewhere), and its scalars to the
-  /// TensorBoard file when there is one. Local. A write that fails (disk
-  /// full) is not reported: the log never stops training.
+  /// TensorBoard file when there is one. Local. A file whose write fails
+  /// (disk full, `ulimit -f`) loses the torn record, warns once on stderr
+  /// naming itself and the reason, and takes no more; training goes on.
   void write(const LogRecord& record);
   /// write() of a "step" record.
   void log_step(int64_t step, int64_t epoch, const MetricValues& metrics,

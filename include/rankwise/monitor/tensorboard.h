@@ -7,12 +7,15 @@
 /// See docs/monitoring.md#live-tensorboard.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace rankwise::monitor {
+
+class RecordFile;
 
 /// Writes scalars to a TensorBoard event file, live (see the file comment).
 class TensorBoardWriter {
@@ -28,9 +31,9 @@ class TensorBoardWriter {
 
   /// Appends one Event with the scalar `tag` = `value` at `step` (rank 0; a
   /// no-op elsewhere). `wall_time`: seconds since the Unix epoch, default
-  /// now. Local. A write that fails (disk full) is not reported, and the
-  /// torn record is cut off, so later records stay readable: the writer
-  /// never stops training.
+  /// now. Local. A write that fails (disk full, `ulimit -f`) cuts the torn
+  /// record off, warns once on stderr naming the file and the reason, and
+  /// ends the writing (later calls do nothing); training goes on.
   void add_scalar(const std::string& tag, double value, int64_t step,
                   std::optional<double> wall_time = std::nullopt);
   /// Appends one Event holding every (tag, value) of `values` at `step`, in
@@ -38,7 +41,7 @@ class TensorBoardWriter {
   void add_scalars(int64_t step, const std::vector<std::pair<std::string, double>>& values,
                    std::optional<double> wall_time = std::nullopt);
 
-  /// True on the rank that writes (rank 0).
+  /// True on the rank that writes (rank 0), until a write failed.
   bool writing() const;
   /// The directory given.
   const std::string& directory() const;
@@ -46,12 +49,9 @@ class TensorBoardWriter {
   const std::string& path() const;
 
  private:
-  void append(const std::string& record);
-
   std::string directory_;
   std::string path_;
-  int fd_ = -1;        // -1 on ranks other than 0
-  uint64_t size_ = 0;  // bytes of whole records in the file
+  std::unique_ptr<RecordFile> file_;  // null on ranks other than 0
 };
 
 }  // namespace rankwise::monitor

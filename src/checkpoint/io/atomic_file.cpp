@@ -13,6 +13,7 @@
 
 #include "checkpoint/io/fault_injection.h"
 #include "rankwise/error.h"
+#include "util/io.h"
 
 namespace rankwise::checkpoint::io {
 
@@ -33,6 +34,7 @@ std::string directory_of(const std::string& path) {
 }
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  util::ignore_file_size_signal();  // past `ulimit -f`: EFBIG, a CheckpointError, not SIGXFSZ
   tmp_ = path_ + ".tmp." + std::to_string(::getpid()) + ".XXXXXX";
   fd_ = ::mkstemp(tmp_.data());
   if (fd_ < 0) {
@@ -55,7 +57,7 @@ void AtomicFile::fail(const std::string& step, int error) {
   core::raise<CheckpointError>(
       "checkpoint write of '{}' failed at {}: {}. Check that the directory exists, is writable and "
       "has free space; the previous checkpoint at this path is untouched",
-      path_, step, std::strerror(error));
+      path_, step, util::write_error_text(error));
 }
 
 void AtomicFile::write(const void* data, std::size_t size) {

@@ -9,7 +9,8 @@ namespace rankwise::checkpoint::io {
 /// fsyncs the directory (POSIX rename is atomic; fsync(2) notes that the
 /// directory needs its own fsync). Destroying an uncommitted AtomicFile
 /// removes the temporary file, so the target is never torn or half-written.
-/// Every failure is a CheckpointError naming the target, the step and errno.
+/// Every failure is a CheckpointError naming the target, the step and errno;
+/// it ignores SIGXFSZ (util::ignore_file_size_signal), so `ulimit -f` is one.
 class AtomicFile {
  public:
   explicit AtomicFile(std::string path);

@@ -1,10 +1,12 @@
 // rankwise::monitor::MetricsLog in one process (rank 0): the records it
 // writes (JSON Lines, exact fields and order), appending a resumed run's
-// segment, the CSV long form, and the errors for a path it cannot open.
+// segment, the CSV long form, the errors for a path it cannot open, and a
+// full disk (whole records kept, one warning per file, training goes on).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 
 #include "rankwise/error.h"
 #include "rankwise/monitor/metrics_log.h"
+#include "support/file_size_limit.h"
 
 namespace rankwise::monitor {
 namespace {
@@ -183,6 +186,39 @@ TEST(MetricsLogLock, ASecondWriterIsRefusedAndTheFirstLogStaysWhole) {
   EXPECT_EQ(records[2]["step"], 20);
 }
 
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A file size limit with SIGXFSZ ignored: the record that crosses it is
+// written in part (a short write), then EFBIG, as on a disk that fills up.
+TEST(MetricsLogFullDisk, TheRecordThatDoesNotFitIsCutOffAndEachFileWarnsOnce) {
+  const std::string path = temp_path("full.jsonl"), csv = temp_path("full.csv");
+  constexpr std::size_t kLimit = 4096;
+  ::testing::internal::CaptureStderr();
+  {
+    test::FileSizeLimit limit(kLimit);
+    MetricsLog log(MetricsLogOptions(path).csv_path(csv));
+    for (int step = 1; step <= 100; ++step) log.log_step(step, 1, {{"loss", 0.5}, {"lr", 0.125}}, 1000.0);
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  for (const auto& file : {path, csv}) {
+    EXPECT_EQ(count(err, "warning: cannot write to '" + file + "': File too large"), 1) << err;
+    const auto size = std::filesystem::file_size(file);
+    EXPECT_GT(size, kLimit / 2);
+    EXPECT_LE(size, kLimit);
+    std::ifstream in(file);
+    in.seekg(-1, std::ios::end);
+    EXPECT_EQ(in.get(), '\n') << file << " ends in a torn record";
+  }
+  EXPECT_NE(err.find("file size limit (RLIMIT_FSIZE) of 4096 bytes (`ulimit -f` 4)"), std::string::npos) << err;
+  const auto records = read_records(path);  // throws on a torn line
+  EXPECT_GT(records.size(), 10u);
+  EXPECT_EQ(records.back()["step"], records.size() - 1);  // records in order, none lost in between
+  for (const auto& line : read_lines(csv)) EXPECT_EQ(count(line, ","), 5) << line;
+}
+
 }  // namespace
 }  // namespace rankwise::monitor
-

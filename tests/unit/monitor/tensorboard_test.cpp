@@ -1,6 +1,6 @@
 // rankwise::monitor::TensorBoardWriter in one process (rank 0): its records
 // byte by byte (the expected bytes made by TensorBoard's own protos and
-// crc32c, see below), the file's name, the errors; and MetricsLog's live
+// crc32c, see below), the file's name, the errors, a full disk; and MetricsLog's live
 // TensorBoard file read back by TensorBoard's EventAccumulator while the log
 // is still open, tag for tag equal to what rankwise-report --tensorboard
 // exports from the same log (skipped without a Python that has tensorboard).
@@ -22,6 +22,7 @@
 #include "rankwise/error.h"
 #include "rankwise/monitor/metrics_log.h"
 #include "rankwise/monitor/tensorboard.h"
+#include "support/file_size_limit.h"
 #include "support/shell.h"
 #include "util/crc32.h"
 #include "util/host_name.h"
@@ -153,6 +154,35 @@ TEST(TensorBoardWriter, ThrowsConfigErrorNamingTheDirectoryAndTheReason) {
   EXPECT_THROW(TensorBoardWriter(""), ConfigError);
   // Through MetricsLog: the same error, from its constructor.
   EXPECT_THROW(MetricsLog(MetricsLogOptions(dir + "/m.jsonl").tensorboard_dir(file + "/board")), ConfigError);
+}
+
+// A file size limit (SIGXFSZ ignored) met in the middle of a record: the
+// file ends after the last whole TFRecord, one warning names it, and the
+// writer stops (TensorBoard would stop reading at a torn record).
+TEST(TensorBoardWriter, AFullDiskCutsTheTornRecordWarnsOnceAndStops) {
+  const std::string dir = temp_dir("full");
+  std::string path;
+  ::testing::internal::CaptureStderr();
+  {
+    test::FileSizeLimit limit(1000);
+    TensorBoardWriter board(dir);
+    for (int step = 1; step < 100; ++step) board.add_scalar("loss", 0.25, step, 1.5);  // 42 bytes each
+    EXPECT_FALSE(board.writing());
+    path = board.path();
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  const auto bytes = read_bytes(path);
+  std::size_t at = 40;  // after the file_version record
+  while (at < bytes.size() && at + kLossRecord.size() <= bytes.size()) {
+    EXPECT_EQ(std::vector<unsigned char>(bytes.begin() + at, bytes.begin() + at + 12),
+              std::vector<unsigned char>(kLossRecord.begin(), kLossRecord.begin() + 12));
+    at += kLossRecord.size();
+  }
+  EXPECT_EQ(at, bytes.size()) << "a torn record at the end";
+  EXPECT_GT(bytes.size(), 1000 - kLossRecord.size());
+  const std::string warning = "rankwise: warning: cannot write to '" + path + "': File too large";
+  EXPECT_NE(err.find(warning), std::string::npos) << err;
+  EXPECT_EQ(err.find(warning), err.rfind(warning)) << err;
 }
 
 // The first Python among the build's two that has the tensorboard package, or "".

@@ -2,10 +2,12 @@
 // src/checkpoint/io/fault_injection.h): a writer SIGKILLed at 15 points
 // of a save (8 of a background save) never costs the last good checkpoint,
 // and the next save works;
-// writers racing on one path never publish a torn file.
+// writers racing on one path never publish a torn file; a file size limit
+// (`ulimit -f`) is a CheckpointError, not death by SIGXFSZ.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -132,24 +134,49 @@ TEST(CheckpointFaults, WritersRacingOnOnePathNeverPublishATornFile) {
   fs::remove_all(dir);
 }
 
-TEST(CheckpointFaults, DiskFullIsACheckpointErrorAndKeepsThePreviousFile) {
-  const auto dir = fs::temp_directory_path() / ("rankwise_full_" + std::to_string(::getpid()));
+// Saves value 2 over a saved value 1 at `path` under a 1 MiB file-size
+// limit (`ulimit -f 1024`; `trap`: also SIGXFSZ ignored by the shell), which
+// the 4 MiB payload cannot fit; returns the writer's output and "rc=N". The
+// previous file must still hold value 1, with no temporary file left.
+static std::string save_over_a_file_size_limit(const fs::path& dir, const std::string& trap) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   const std::string path = (dir / "a.pt").string();
-  ASSERT_NE(writer("plain " + path + " 1").find("saved\nrc=0"), std::string::npos);
-  // A 1 MiB file-size limit (SIGXFSZ ignored, so write(2) fails with EFBIG)
-  // stands in for a full disk: the 4 MiB payload cannot be written.
-  const std::string out = shell("bash -c \"trap '' XFSZ; ulimit -f 1024; exec " + kWriter +
-                                " plain " + path + " 2\" 2>&1; echo rc=$?");
-  EXPECT_NE(out.find("error: rankwise: checkpoint write of '" + path + "' failed at write: File too large"),
-            std::string::npos)
-      << out;
-  EXPECT_NE(out.find("the previous checkpoint at this path is untouched"), std::string::npos) << out;
-  EXPECT_NE(out.find("rc=1"), std::string::npos) << out;
+  EXPECT_NE(writer("plain " + path + " 1").find("saved\nrc=0"), std::string::npos);
+  auto* inherited = ::signal(SIGXFSZ, SIG_DFL);  // the writer starts with SIGXFSZ's default action
+  const std::string out = shell("bash -c \"" + trap + "ulimit -f 1024; exec " + kWriter + " plain " + path +
+                                " 2\" 2>&1; echo rc=$?");
+  ::signal(SIGXFSZ, inherited);
   EXPECT_EQ(shell(kWriter + " check " + path + " - 2>&1"), "value 1\n");
   for (auto& e : fs::directory_iterator(dir)) {
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
   }
   fs::remove_all(dir);
+  return out;
+}
+
+TEST(CheckpointFaults, DiskFullIsACheckpointErrorAndKeepsThePreviousFile) {
+  const auto dir = fs::temp_directory_path() / ("rankwise_full_" + std::to_string(::getpid()));
+  const std::string out = save_over_a_file_size_limit(dir, "trap '' XFSZ; ");
+  EXPECT_NE(out.find("error: rankwise: checkpoint write of '" + (dir / "a.pt").string() +
+                     "' failed at write: File too large"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("the previous checkpoint at this path is untouched"), std::string::npos) << out;
+  EXPECT_NE(out.find("rc=1"), std::string::npos) << out;
+}
+
+// Without the shell's trap, SIGXFSZ's default action would kill the writer
+// (rc=153): rankwise ignores the signal before it writes, so the limit is a
+// CheckpointError that names it and says how to raise it.
+TEST(CheckpointFaults, AFileSizeLimitIsACheckpointErrorNamingTheLimitNotSIGXFSZ) {
+  const auto dir = fs::temp_directory_path() / ("rankwise_fsize_" + std::to_string(::getpid()));
+  const std::string out = save_over_a_file_size_limit(dir, "");
+  EXPECT_NE(out.find("failed at write: File too large: the file reached this process's file size limit "
+                     "(RLIMIT_FSIZE) of 1048576 bytes (`ulimit -f` 1024); raise it, e.g. `ulimit -f "
+                     "unlimited` in the shell that starts the job"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("the previous checkpoint at this path is untouched"), std::string::npos) << out;
+  EXPECT_NE(out.find("rc=1"), std::string::npos) << out;
 }
