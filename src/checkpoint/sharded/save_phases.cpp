@@ -20,6 +20,7 @@
 #include <optional>
 #include <sstream>
 #include <tuple>
+#include "checkpoint/io/atomic_file.h"
 #include "checkpoint/io/file_lock.h"
 #include "checkpoint/io/leftovers.h"
 #include "checkpoint/ranks/rank_failures.h"
