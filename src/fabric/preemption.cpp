@@ -7,7 +7,6 @@
 #include <atomic>
 
 #include "rankwise/dist/consensus.h"
-#include "rankwise/dist/process_group.h"
 #include "wire/preemption.h"
 
 namespace rankwise::fabric {
@@ -64,7 +63,7 @@ bool Preemption::after_batch() {
 
 bool Preemption::check_now() {
   if (!armed_) return false;
-  if (!agreed_) agreed_ = dist::is_initialized() ? dist::any(sigterm_noted.load()) : sigterm_noted.load();
+  if (!agreed_) agreed_ = dist::any(sigterm_noted.load());  // local without a group
   return agreed_;
 }
 
