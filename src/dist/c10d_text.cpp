@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include <fmt/format.h>
+
 #include <regex>
 #include <utility>
 #include <vector>
@@ -44,6 +46,19 @@ std::string message_of(const std::exception& e) {
     return c10_error->what_without_backtrace();
   }
   return e.what();
+}
+
+std::string rendezvous_failure_cause(const std::string& text, std::chrono::milliseconds timeout) {
+  static const std::regex closed("closed by peer|reset by peer|broken pipe", std::regex::icase);
+  static const std::regex timed_out("timed out|timeout", std::regex::icase);
+  if (std::regex_search(text, closed)) {
+    return "another rank closed its connection: it exited or was killed during the rendezvous "
+           "(its own error, if any, comes first)";
+  }
+  if (std::regex_search(text, timed_out)) {
+    return fmt::format("not every rank arrived within {} ms (InitOptions::timeout)", timeout.count());
+  }
+  return "";
 }
 
 }  // namespace rankwise::dist

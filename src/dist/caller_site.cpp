@@ -11,7 +11,8 @@ namespace {
 thread_local std::optional<std::source_location> caller_site;
 thread_local std::optional<std::source_location> loop_site;
 
-// The repository's root as this file's path shows it ("" when relative).
+// The repository's root as this file's path shows it: "rankwise/", as
+// CMakeLists.txt maps it ("" when relative).
 std::string_view source_root() {
   constexpr std::string_view self = __FILE__;
   constexpr std::string_view tail = "src/dist/caller_site.cpp";

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "dist/c10_logging.h"
+#include "dist/c10d_text.h"
 #include "dist/collective_check.h"
 #include "dist/collective_wait.h"
 #include "compat/barrier.h"
@@ -153,6 +154,12 @@ bool debug_detail(const LaunchEnv& env) {
       *text);
 }
 
+// ": CAUSE" for a failed rendezvous's message, or "".
+std::string rendezvous_cause(const std::exception& e, std::chrono::milliseconds timeout) {
+  const std::string cause = rendezvous_failure_cause(e.what(), timeout);
+  return cause.empty() ? "" : ": " + cause;
+}
+
 std::string store_prefix(const LaunchEnv& env) {
   // A prefix per restart keeps keys of a failed attempt from leaking into the next.
   return wire::attempt_prefix(env.restart_count,
@@ -222,9 +229,9 @@ ProcessGroup::ProcessGroup(const LaunchEnv& env, const InitOptions& options)
   } catch (const std::exception& e) {
     core::raise<RendezvousError>(
         core::At{env_.rank, env_.world_size},
-        "rendezvous at {}:{} failed (timeout {} ms). Check that every rank was started with the "
-        "same MASTER_ADDR, MASTER_PORT and WORLD_SIZE. Original error: {}",
-        env_.master_addr, env_.master_port, options_.timeout().count(), e.what());
+        "rendezvous at {}:{} failed{}. Check that every rank was started with the same "
+        "MASTER_ADDR, MASTER_PORT and WORLD_SIZE. Original error: {}",
+        env_.master_addr, env_.master_port, rendezvous_cause(e, options_.timeout()), e.what());
   }
   if (env_.world_size > 1) {
     try {
