@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
+#include <ctime>
+#include <exception>
 
 #include "rankwise/dist/consensus.h"
 #include "wire/preemption.h"
@@ -13,7 +16,18 @@ namespace rankwise::fabric {
 namespace {
 
 std::atomic<bool> sigterm_noted{false};
+std::atomic<int64_t> first_sigterm_ns{0};  // CLOCK_MONOTONIC of the noted SIGTERM
 struct sigaction earlier_action {};
+
+// The copies of one stop request: a scheduler that signals every process of
+// the job (Slurm, systemd) and rankwise-run's forwarded copy arrive together.
+constexpr int64_t kSameRequestNs = 2'000'000'000;
+
+int64_t monotonic_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);  // async-signal-safe
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
 
 void write_stderr(const char* text) {
   std::size_t n = 0;
@@ -22,17 +36,24 @@ void write_stderr(const char* text) {
 }
 
 // Async-signal-safe: notes the first SIGTERM; the launcher's own stop or a
-// second SIGTERM ends the process as SIGTERM's default action would.
+// SIGTERM 2 s or more after the noted one ends the process as SIGTERM's
+// default action would.
 void on_sigterm(int, siginfo_t* info, void*) {
   const bool stop_now = info != nullptr && info->si_code == SI_QUEUE &&
                         info->si_value.sival_int == wire::kStopNowSignalValue;
-  if (stop_now || sigterm_noted.exchange(true)) {
-    ::signal(SIGTERM, SIG_DFL);
-    ::raise(SIGTERM);
-    return;
+  if (!stop_now) {
+    const int64_t now = monotonic_ns();
+    int64_t first = 0;
+    if (first_sigterm_ns.compare_exchange_strong(first, now)) {
+      sigterm_noted = true;
+      write_stderr("rankwise: SIGTERM: this rank saves a checkpoint at the next check, then exits "
+                   "(a SIGTERM 2 s or more later ends it now)\n");
+      return;
+    }
+    if (now - first < kSameRequestNs) return;  // another copy of the same request
   }
-  write_stderr("rankwise: SIGTERM: this rank saves a checkpoint at the next check, then exits (a "
-               "second SIGTERM ends it now)\n");
+  ::signal(SIGTERM, SIG_DFL);
+  ::raise(SIGTERM);
 }
 
 }  // namespace
@@ -52,7 +73,10 @@ void Preemption::disarm() {
   if (!armed_) return;
   armed_ = false;
   ::sigaction(SIGTERM, &earlier_action, nullptr);
-  if (sigterm_noted.exchange(false)) ::raise(SIGTERM);
+  first_sigterm_ns = 0;
+  // While an error unwinds the run (a preemption save that failed), the
+  // error ends the process and is reported; the noted SIGTERM is dropped.
+  if (sigterm_noted.exchange(false) && std::uncaught_exceptions() == 0) ::raise(SIGTERM);
 }
 
 bool Preemption::after_batch() {

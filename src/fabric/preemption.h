@@ -3,9 +3,10 @@
 // Fabric::epochs() runs with a checkpoint directory, a SIGTERM (forwarded by
 // rankwise-run from a scheduler) is only noted; the ranks agree on it at the
 // next check (every `every` training batches, and at each epoch's end), save
-// the current step and exit with wire::kPreemptedExitCode. A second SIGTERM,
-// or the launcher's own stop (wire::kStopNowSignalValue), ends the process at
-// once. One per process.
+// the current step and exit with wire::kPreemptedExitCode. A SIGTERM 2 s or
+// more after the noted one (sooner, it is a copy of the same request), or the
+// launcher's own stop (wire::kStopNowSignalValue), ends the process at once.
+// One per process.
 #include <cstdint>
 
 namespace rankwise::fabric {
@@ -20,7 +21,8 @@ class Preemption {
   // Installs the SIGTERM handler (once); checks every `every` batches.
   void arm(int64_t every);
   // Restores SIGTERM's earlier disposition; a SIGTERM noted and not yet
-  // acted on is raised again (the process ends as it would have).
+  // acted on is raised again (the process ends as it would have), unless an
+  // exception is unwinding (it ends the process, reported).
   void disarm();
   bool armed() const { return armed_; }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fabric_preempt.sh RUN PROGRAM CKPT_TOOL STRATEGY WORLD WORKDIR [async]:
+# fabric_preempt.sh RUN PROGRAM CKPT_TOOL STRATEGY WORLD WORKDIR MODE [every-process]:
 # preemption of a Fabric run (torch_fabric_strategy: Adam, a tracked StepLR,
 # dropout per rank, --accumulate 2, checkpoints every 5 steps and at epoch
 # ends; 30 epochs). Run A is uninterrupted. Run B is a chain of jobs: each
@@ -9,8 +9,11 @@
 # job ends with 0. B's last checkpoint must equal A's byte for byte: no
 # optimizer step lost, none trained twice. With `async` saves run in the
 # background (--checkpoint-async), so a SIGTERM often falls during one.
+# With `every-process` SIGTERM goes to every worker, then the launcher, as
+# Slurm and systemd send it: the launcher's forwarded copy must not count as
+# a worker's second SIGTERM (which ends it without a save).
 set -uo pipefail
-run=$1; program=$2; ckpt=$3; strategy=$4; world=$5; work=$6; mode=${7:-}
+run=$1; program=$2; ckpt=$3; strategy=$4; world=$5; work=$6; mode=${7:-}; targets=${8:-launcher}
 fail() { echo "FAIL: $*"; exit 1; }
 rm -rf "$work"; mkdir -p "$work/A" "$work/B"
 epochs=30
@@ -32,7 +35,11 @@ for job in 1 2 3 4; do
     # Until this job has trained (a new checkpoint) or has ended.
     while kill -0 "$pid" 2>/dev/null && [ "$(latest)" = "$before" ]; do sleep 0.01; done
     sleep "0.$(printf '%03d' $((RANDOM % 400)))"
-    kill -TERM "$pid" 2>/dev/null
+    if [ "$targets" = every-process ]; then
+      kill -TERM $(pgrep -P "$pid") "$pid" 2>/dev/null
+    else
+      kill -TERM "$pid" 2>/dev/null
+    fi
   fi
   wait "$pid"; rc=$?
   # Training ended before the signal came: the job is done.

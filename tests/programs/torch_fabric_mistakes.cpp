@@ -23,10 +23,18 @@
 //   torch_fabric_mistakes batch-size
 //       The last rank sets up its training loader with batch size 4, the
 //       others with 2.
+//   torch_fabric_mistakes preempted DIR
+//       Checkpoints in DIR, the preemption check after every batch: in step
+//       3 rank 0 sends SIGTERM to rankwise-run (its parent), as a scheduler
+//       would. Run with RANKWISE_CHECKPOINT_FAULT=fail_at=... to fail the
+//       preemption's save.
 //   torch_fabric_mistakes slow SECONDS
 //       Rank 1 computes SECONDS in step 3 (outside any collective) while the
 //       others wait for it in DDP's gradient all_reduce; everyone finishes.
 #include <torch/torch.h>
+
+#include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -88,7 +96,12 @@ void alone(rankwise::Fabric& fabric, const std::string& what) {
 int train(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   const std::string arg = argc > 2 ? argv[2] : "";
-  rankwise::Fabric fabric(rankwise::FabricOptions().print_header(false).seed(3));
+  rankwise::FabricOptions options = rankwise::FabricOptions().print_header(false).seed(3);
+  if (mode == "preempted") {
+    options.checkpoint_dir(arg).progress(rankwise::monitor::ProgressBarOptions().every_n_steps(1).style(
+        rankwise::monitor::ProgressBarStyle::kOff));
+  }
+  rankwise::Fabric fabric(options);
   auto net = torch::nn::Linear(2, 2);
   torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.1));
   auto ddp = fabric.setup(net, optimizer);
@@ -111,6 +124,7 @@ int train(int argc, char** argv) {
         if (mode == "return" && one_rank) return 0;
         if (mode == "exit" && one_rank) std::exit(0);
         if (mode == "slow" && fabric.rank() == 1) compute(std::stod(arg));
+        if (mode == "preempted" && one_rank) ::kill(::getppid(), SIGTERM);
       }
       optimizer.zero_grad();
       auto loss = torch::cross_entropy_loss(ddp.forward(batch.data), batch.target);

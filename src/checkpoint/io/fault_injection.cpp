@@ -17,9 +17,9 @@ namespace {
 constexpr const char* kVariable = "RANKWISE_CHECKPOINT_FAULT";
 
 struct Fault {
-  std::string kind;  // "", "sleep_ms", "kill_at_byte", "kill_at"
-  std::string value;  // kill_at: the phase, without its "@N"
-  int64_t arrivals = 1;  // kill_at: die at the N-th arrival at the phase
+  std::string kind;  // "", "sleep_ms", "kill_at_byte", "kill_at", "fail_at"
+  std::string value;  // kill_at, fail_at: the phase, without its "@N"
+  int64_t arrivals = 1;  // kill_at, fail_at: act at the N-th arrival at the phase
   bool slept = false;
 };
 
@@ -48,15 +48,15 @@ Fault& fault() {
     bool ok = eq != std::string::npos && !f.value.empty();
     if (ok && (f.kind == "sleep_ms" || f.kind == "kill_at_byte")) {
       ok = f.value.find_first_not_of("0123456789") == std::string::npos;
-    } else if (ok && f.kind == "kill_at") {
+    } else if (ok && (f.kind == "kill_at" || f.kind == "fail_at")) {
       ok = parse_phase(f);
     } else {
       ok = false;
     }
     if (!ok) {
       core::raise<ConfigError>(
-          "{}='{}' is not sleep_ms=N, kill_at_byte=N, kill_at=PHASE or kill_at=PHASE@N (a testing "
-          "knob; unset it)",
+          "{}='{}' is not sleep_ms=N, kill_at_byte=N, kill_at=PHASE[@N] or fail_at=PHASE[@N] (a "
+          "testing knob; unset it)",
           kVariable, *text);
     }
     return f;
@@ -83,7 +83,10 @@ void fault_after_bytes(std::size_t written) {
 
 void fault_at(const char* phase) {
   Fault& f = fault();
-  if (f.kind == "kill_at" && f.value == phase && --f.arrivals == 0) die();
+  if ((f.kind != "kill_at" && f.kind != "fail_at") || f.value != phase || --f.arrivals != 0) return;
+  if (f.kind == "kill_at") die();
+  core::raise<CheckpointError>("{}: an injected I/O error at {} (a testing knob; unset it)",
+                               kVariable, phase);
 }
 
 }  // namespace rankwise::checkpoint::io

@@ -8,6 +8,7 @@
 ///                    before-dir-fsync, before-latest, before-prune, before-publish
 ///                    (save_sharded: rank 0, before it renames the directory into place)
 ///   kill_at=PHASE@N  the same at the N-th arrival at PHASE (N >= 1), e.g. the third save's
+///   fail_at=PHASE[@N] throw a CheckpointError there instead (a failed write)
 /// It is read once per process (through get_env). A malformed value is a
 /// ConfigError naming the variable.
 #include <cstddef>

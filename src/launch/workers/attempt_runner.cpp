@@ -38,6 +38,10 @@ AttemptResult AttemptRunner::result() {
     result.preempted = std::all_of(workers_.begin(), workers_.end(), [](const WorkerRecord& w) {
       return w.term_signal == 0 && w.exit_code == wire::kPreemptedExitCode;
     });
+    const bool reported = std::any_of(workers_.begin(), workers_.end(), [](const WorkerRecord& w) {
+      return ::access(w.error_file.c_str(), F_OK) == 0;
+    });
+    if (!result.preempted && reported) result.failure = failure_report();
   } else if (membership_changed_) {
     result.outcome = AttemptResult::Outcome::kMembershipChanged;
   } else if (failed_ || remote_) {

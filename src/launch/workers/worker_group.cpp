@@ -7,8 +7,10 @@
 #include <utility>
 
 #include "launch/workers/attempt_runner.h"
+#include "launch/workers/summary.h"
 #include "util/text.h"
 #include "util/visible_devices.h"
+#include "launch/output/output_merger.h"
 #include "launch/output/say.h"
 #include "wire/error_file.h"
 #include "wire/preemption.h"
@@ -120,6 +122,7 @@ int signaled_exit_code(const AttemptResult& result) {
                             wire::kPreemptedExitCode));
     return wire::kPreemptedExitCode;
   }
+  if (result.failure) output::write_all(2, format_failure_summary(*result.failure));
   output::say(fmt::format("stopped every worker after {}; exit code {}", signal_name(result.signal),
                           128 + result.signal));
   return 128 + result.signal;

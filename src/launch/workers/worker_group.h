@@ -53,11 +53,14 @@ struct AttemptResult {
   int signal = 0;                        ///< with kSignaled: the launcher's signal
   /// With kSignaled: every worker saved and exited wire::kPreemptedExitCode.
   bool preempted = false;
-  std::optional<FailureReport> failure;  ///< with kFailed
+  /// With kFailed; with kSignaled when a worker reported an error after the
+  /// signal (a preemption's save that failed).
+  std::optional<FailureReport> failure;
 };
 
-/// After kSignaled: says how the workers ended and returns the launcher's
-/// exit code, wire::kPreemptedExitCode when `result.preempted`, else 128+signal.
+/// After kSignaled: says how the workers ended (the failure summary first,
+/// when there is one) and returns the launcher's exit code,
+/// wire::kPreemptedExitCode when `result.preempted`, else 128+signal.
 int signaled_exit_code(const AttemptResult& result);
 
 /// Runs one attempt to its end. Throws std::system_error when a worker cannot

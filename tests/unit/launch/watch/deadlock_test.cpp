@@ -7,11 +7,14 @@
 // root cause of its peers' failures.
 #include <gtest/gtest.h>
 
+#include <csignal>
+#include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "support/launcher.h"
+#include "support/workers.h"
 
 namespace {
 
@@ -158,4 +161,22 @@ TEST(LoaderMismatch, AnotherBatchSizeOnOneRankIsNamedAtTheFirstPass) {
                          "dataset size 48 on ranks 0, 1, 2; batch size 2 on ranks 0, 1; 4 on rank 2"))
       << r.err;
   EXPECT_FALSE(has(r.err, "deadlock")) << r.err;
+}
+
+// A preemption whose save fails (a full disk) is that error, in the
+// launcher's failure summary, not a silent SIGTERM death (exit 143 and only
+// "stopped every worker").
+TEST(Preemption, ASaveThatFailsAfterSigtermIsReported) {
+  const std::string dir = fresh_dir("deadlock", "preempt_save_fails").string();
+  const Result r = run({"--nproc-per-node", "2", kMistakes, "preempted", dir},
+                       {{"RANKWISE_CHECKPOINT_FAULT", "fail_at=before-fsync"}});
+  EXPECT_EQ(r.code, 128 + SIGTERM) << r.err;
+  EXPECT_TRUE(has(r.err, "rankwise-run: stopped every worker after SIGTERM")) << r.err;
+  EXPECT_TRUE(has(r.err, "SIGTERM: this rank saves a checkpoint")) << r.err;
+  EXPECT_TRUE(has(r.err, "an injected I/O error at before-fsync")) << r.err;
+  // Every rank raises the save's error (rank 0's outcome is shared): either is named first.
+  EXPECT_TRUE(std::regex_search(r.err, std::regex("root cause \\(first failure\\): rank [01] [^\\n]*\\n"
+                                                  "(.*\\n)*  error: +rankwise: RANKWISE_CHECKPOINT_FAULT")))
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/latest")) << r.err;
 }
