@@ -238,25 +238,43 @@ int convert_to_safetensors(const ConvertOptions& o, std::ostream& out) {
   return kGood;
 }
 
+// SRC's entries whose keys start with `prefix` (all for ""), keyed without
+// it; BadInput when there is none.
+std::vector<std::pair<std::string, const SourceEntry*>> entries_under(
+    const CheckpointSource& source, const ConvertOptions& o) {
+  std::vector<std::pair<std::string, const SourceEntry*>> kept;
+  for (const auto& e : source.entries()) {
+    if (e.key.rfind(o.prefix, 0) == 0 && e.key.size() > o.prefix.size()) {
+      kept.emplace_back(e.key.substr(o.prefix.size()), &e);
+    }
+  }
+  if (kept.empty()) {
+    throw BadInput(fmt::format("{}: no key starts with '{}'; list its keys with `rankwise-ckpt "
+                               "inspect {}`", o.src, o.prefix, o.src));
+  }
+  return kept;
+}
+
 int convert_to_torch_save(const ConvertOptions& o, std::ostream& out) {
   auto source = open_source(o.src);
   rankwise::checkpoint::Checkpoint checkpoint;
-  for (const auto& e : source->entries()) {
-    checkpoint.insert(e.key, e.is_tensor ? c10::IValue(source->tensor(e)) : source->value(e));
+  const auto kept = entries_under(*source, o);
+  for (const auto& [key, e] : kept) {
+    checkpoint.insert(key, e->is_tensor ? c10::IValue(source->tensor(*e)) : source->value(*e));
   }
   rankwise::checkpoint::save(o.dst, checkpoint);
-  out << fmt::format("wrote {} entries (flat dotted keys) to {}\n", source->entries().size(), o.dst);
+  out << fmt::format("wrote {} entries (flat dotted keys) to {}\n", kept.size(), o.dst);
   return kGood;
 }
 
 int convert_to_sharded(const ConvertOptions& o, std::ostream& out) {
   auto source = open_source(o.src);
   rankwise::checkpoint::ShardedState state;
-  for (const auto& e : source->entries()) {
-    if (e.is_tensor) {
-      state.emplace(e.key, source->tensor(e));
+  for (const auto& [key, e] : entries_under(*source, o)) {
+    if (e->is_tensor) {
+      state.emplace(key, source->tensor(*e));
     } else {
-      state.emplace(e.key, rankwise::checkpoint::ObjectEntry{source->value(e)});
+      state.emplace(key, rankwise::checkpoint::ObjectEntry{source->value(*e)});
     }
   }
   rankwise::checkpoint::save_sharded(o.dst, state);
@@ -380,7 +398,7 @@ int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err)
                           "model-0000i-of-0000N.safetensors and model.safetensors.index.json (default 0: one file)")
       ->check(CLI::NonNegativeNumber);
   convert_cmd->add_option("--prefix", convert_options.prefix,
-                          "safetensors only: export the keys under this prefix, without it (e.g. model.)");
+                          "only the keys under this prefix, written without it (e.g. model.: the weights alone)");
   convert_cmd->add_option("SRC", convert_options.src, "checkpoint to read")->required();
   convert_cmd->add_option("DST", convert_options.dst, "file or directory to write")->required();
   Tolerance tolerance;

@@ -254,6 +254,34 @@ TEST(CkptTool, DiffComparesValuesWhateverTheirContainersTypes) {
   fs::remove_all(dir);
 }
 
+// --prefix keeps the keys under it, written without it, in every format
+// (it was honoured for safetensors only; torch-save wrote every key).
+TEST(CkptTool, ConvertWithAPrefixKeepsOnlyItsKeysInEveryFormat) {
+  const auto dir = rankwise::test::fresh_dir("rankwise_ckpt_tool", "prefix");
+  ckpt::Checkpoint checkpoint;
+  checkpoint.insert("model.weight", at::arange(6, at::kFloat).reshape({2, 3}));
+  checkpoint.insert("model.bias", at::ones({2}));
+  checkpoint.insert("optimizer.lr", c10::IValue(0.5));
+  ckpt::save((dir / "full.pt").string(), checkpoint);
+  for (const std::string to : {"torch-save", "sharded"}) {
+    const fs::path out = dir / ("weights." + to);
+    const auto r = ckpt_tool({"convert", "--to", to, "--prefix", "model.", (dir / "full.pt").string(),
+                              out.string()});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("wrote 2 entries"), std::string::npos) << r.out;
+    const auto listed = ckpt_tool({"inspect", out.string()});
+    EXPECT_NE(listed.out.find("weight"), std::string::npos) << listed.out;
+    EXPECT_EQ(listed.out.find("model."), std::string::npos) << listed.out;
+    EXPECT_EQ(listed.out.find("lr"), std::string::npos) << listed.out;
+  }
+  const auto none = ckpt_tool({"convert", "--to", "torch-save", "--prefix", "encoder.",
+                               (dir / "full.pt").string(), (dir / "none.pt").string()});
+  EXPECT_EQ(none.status, 2);
+  EXPECT_NE(none.err.find("no key starts with 'encoder.'"), std::string::npos) << none.err;
+  EXPECT_FALSE(fs::exists(dir / "none.pt"));
+  fs::remove_all(dir);
+}
+
 TEST(CkptTool, BadInputIsOneLineOnStderrAndExit2) {
   const auto dir = rankwise::test::fresh_dir("rankwise_ckpt_tool", "bad");
   std::ofstream(dir / "text.txt") << "not a checkpoint\n";
