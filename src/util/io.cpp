@@ -32,11 +32,15 @@ void write_text(int fd, std::string_view text) { (void)write_all(fd, text); }
 
 void write_line(int fd, const std::string& line) { write_text(fd, line + "\n"); }
 
-std::string write_error_text(int error) {
+bool hit_file_size_limit(int error) {
   rlimit limit{};
-  if (error != EFBIG || ::getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) {
-    return std::strerror(error);
-  }
+  return error == EFBIG && ::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+}
+
+std::string write_error_text(int error) {
+  if (!hit_file_size_limit(error)) return std::strerror(error);
+  rlimit limit{};
+  ::getrlimit(RLIMIT_FSIZE, &limit);
   return fmt::format("{}: the file reached this process's file size limit (RLIMIT_FSIZE) of {} bytes "
                      "(`ulimit -f` {}); raise it, e.g. `ulimit -f unlimited` in the shell that starts the job",
                      std::strerror(error), limit.rlim_cur, limit.rlim_cur / 1024);

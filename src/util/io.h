@@ -26,6 +26,8 @@ bool write_all(int fd, std::string_view text);
 /// Why a write failed, for a message: strerror(`error`), and for EFBIG
 /// under a file size limit, the limit and how to raise it (`ulimit -f`).
 std::string write_error_text(int error);
+/// Whether `error` is EFBIG under this process's file size limit.
+bool hit_file_size_limit(int error);
 
 /// Makes a write past the file size limit (RLIMIT_FSIZE) fail with EFBIG
 /// instead of SIGXFSZ killing the process: sets SIGXFSZ to ignored, once,

@@ -54,10 +54,13 @@ void AtomicFile::fail(const std::string& step, int error) {
   fd_ = -1;
   if (!tmp_.empty()) ::unlink(tmp_.c_str());
   tmp_.clear();
+  const char* advice = util::hit_file_size_limit(error)
+                           ? ""
+                           : " Check that the directory exists, is writable and has free space.";
   core::raise<CheckpointError>(
-      "checkpoint write of '{}' failed at {}: {}. Check that the directory exists, is writable and "
-      "has free space; the previous checkpoint at this path is untouched",
-      path_, step, util::write_error_text(error));
+      "checkpoint write of '{}' failed at {}: {}.{} Nothing was replaced: the last good checkpoint "
+      "is as it was",
+      path_, step, util::write_error_text(error), advice);
 }
 
 void AtomicFile::write(const void* data, std::size_t size) {
