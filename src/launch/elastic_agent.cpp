@@ -13,7 +13,6 @@
 #include "launch/rendezvous/elastic_rendezvous.h"
 #include "launch/rendezvous/exit_barrier.h"
 #include "launch/rendezvous/launcher_heartbeat.h"
-#include "launch/output/output_merger.h"
 #include "launch/output/say.h"
 #include "launch/workers/signals.h"
 #include "launch/rendezvous/store_poller.h"
@@ -228,15 +227,10 @@ class ElasticAgent {
                       round, workers::one_line_cause(failure)));
       return std::nullopt;
     }
-    if (restarts_ < o_.max_restarts) {
+    if (workers::restart_after(failure, fmt::format("round {}", round), restarts_,
+                               o_.max_restarts, " in a new rendezvous round")) {
       ++restarts_;
-      output::say(fmt::format("round {} failed ({}); restarting in a new rendezvous round ({}/{})",
-                              round, workers::one_line_cause(failure), restarts_, o_.max_restarts));
       return std::nullopt;
-    }
-    output::write_all(2, workers::format_failure_summary(failure));
-    if (o_.max_restarts > 0) {
-      output::say(fmt::format("giving up after {} restarts", o_.max_restarts));
     }
     rdzv_.close(ro.node_rank, setup_.host,
                 fmt::format("it gave up ({} restarts allowed)", o_.max_restarts), false, round);

@@ -26,7 +26,6 @@
 #include "launch/rendezvous/launcher_heartbeat.h"
 #include "launch/cli/parse.h"
 #include "launch/output/quiet_c10_logging.h"
-#include "launch/output/output_merger.h"
 #include "launch/rendezvous/node_rendezvous.h"
 #include "launch/output/say.h"
 #include "launch/workers/visible_devices.h"
@@ -387,14 +386,10 @@ int run_attempts(const LaunchOptions& o, workers::AttemptConfig& config, rendezv
         if (const auto& remote = result.failure->remote; remote && remote->silent) {
           config.gone_nodes.push_back(remote->node_rank);
         }
-        if (attempt < o.max_restarts) {
-          output::say(fmt::format("attempt {} failed ({}); restarting ({}/{}){}", attempt,
-                          workers::one_line_cause(*result.failure), attempt + 1, o.max_restarts,
-                          o.nnodes > 1 ? " with every node" : ""));
+        if (workers::restart_after(*result.failure, fmt::format("attempt {}", attempt), attempt,
+                                   o.max_restarts, o.nnodes > 1 ? " with every node" : "")) {
           continue;
         }
-        output::write_all(2, workers::format_failure_summary(*result.failure));
-        if (o.max_restarts > 0) output::say(fmt::format("giving up after {} restarts", o.max_restarts));
         return leave_job(kExitWorkerFailed,
                          fmt::format("it gave up ({} restarts allowed)", o.max_restarts));
     }

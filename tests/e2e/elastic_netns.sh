@@ -62,7 +62,7 @@ host_a='node 0 \(host [^)]+\)'
 [ "$(count "$work/a.out" '^rankwise-run: rendezvous round ')" = 3 ] || fail "A: more than three rounds"
 grep -q 'a node is waiting to join the job; stopping every worker' "$work/a.out" \
   || fail "A did not say why round 0 ended"
-grep -Eq 'round 1 failed \(.*\); restarting in a new rendezvous round \(1/3\)' "$work/a.out" \
+grep -Eq 'round 1 failed \(.*\); restarting \(1/3\) in a new rendezvous round' "$work/a.out" \
   || fail "A: round 1's failure was not counted as restart 1 of 3"
 # The job resumed from an epoch-end checkpoint at each new round, and ended.
 [ "$(count "$work/a.out" '^\[rank0\]: resumed from .*checkpoint-[0-9]+\.pt at step [0-9]+ \(epoch [2-8], 0 samples into it')" = 2 ] \

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "launch/output/output_merger.h"
+#include "launch/output/say.h"
 #include "wire/error_file.h"
 
 namespace rankwise::launch::workers {
@@ -261,6 +263,18 @@ std::string format_failure_summary(const FailureReport& r) {
 std::string one_line_cause(const FailureReport& r) {
   if (r.remote) return r.remote->root_cause;
   return fmt::format("rank {} {}", r.root_cause.rank, describe_root_cause(r.root_cause));
+}
+
+bool restart_after(const FailureReport& failure, const std::string& attempt, int restarts,
+                   int max_restarts, const std::string& how) {
+  if (restarts < max_restarts) {
+    output::say(fmt::format("{} failed ({}); restarting ({}/{}){}", attempt, one_line_cause(failure),
+                            restarts + 1, max_restarts, how));
+    return true;
+  }
+  output::write_all(2, format_failure_summary(failure));
+  if (max_restarts > 0) output::say(fmt::format("giving up after {} restarts", max_restarts));
+  return false;
 }
 
 }  // namespace rankwise::launch::workers

@@ -109,4 +109,11 @@ std::string format_failure_summary(const FailureReport& report);
 /// the other node's when it failed first, else "rank R <what happened>".
 std::string one_line_cause(const FailureReport& report);
 
+/// After the failed `attempt` ("attempt 0", "round 2"): true when a restart
+/// is left (`restarts` of `max_restarts` used), after "ATTEMPT failed (CAUSE);
+/// restarting (i/K)HOW" on stderr; else false, after the failure summary and
+/// "giving up after K restarts".
+bool restart_after(const FailureReport& failure, const std::string& attempt, int restarts,
+                   int max_restarts, const std::string& how = "");
+
 }  // namespace rankwise::launch::workers
