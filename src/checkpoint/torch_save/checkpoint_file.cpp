@@ -19,7 +19,6 @@
 #include <filesystem>
 #include <fstream>
 #include <system_error>
-#include <thread>
 
 #include "checkpoint/io/atomic_file.h"
 #include "util/io.h"
@@ -28,6 +27,7 @@
 #include "checkpoint/pickle/saveable_value.h"
 #include "checkpoint/pickle/torch_save_pickle.h"
 #include "checkpoint/torch_save/archive.h"
+#include "checkpoint/torch_save/byte_source.h"
 #include "checkpoint/pickle/unpickled_value.h"
 #include "util/crc32.h"
 #include "rankwise/error.h"
@@ -44,118 +44,6 @@ constexpr std::size_t kTrailerSize = kMarkerSize + 8;  // + 8 hex digits
 uint32_t read_le32(const unsigned char* p) {
   return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
 }
-
-// An open file, closed on scope exit.
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
-void read_exactly(int fd, void* buffer, std::size_t size, uint64_t offset, const std::string& path) {
-  std::size_t done = 0;
-  try {
-    done = util::pread_all(fd, buffer, size, offset);
-  } catch (const std::system_error& e) {
-    core::raise<CheckpointError>("reading checkpoint '{}' failed: {}", path,
-                                 std::strerror(e.code().value()));
-  }
-  if (done < size) {
-    core::raise<CheckpointError>("reading checkpoint '{}' failed: unexpected end of file", path);
-  }
-}
-
-// CRC-32 of [begin, end) of the file, read in 1 MiB chunks: each is
-// checksummed while it is still in the core's cache.
-uint32_t crc_of_range(int fd, uint64_t begin, uint64_t end, const std::string& path) {
-  constexpr std::size_t kChunk = std::size_t{1} << 20;
-  std::vector<unsigned char> buffer(std::min<uint64_t>(kChunk, end - begin));
-  uint32_t crc = 0;
-  for (uint64_t at = begin; at < end;) {
-    const std::size_t n = static_cast<std::size_t>(std::min<uint64_t>(buffer.size(), end - at));
-    read_exactly(fd, buffer.data(), n, at, path);
-    crc = util::crc32_update(crc, buffer.data(), n);
-    at += n;
-  }
-  return crc;
-}
-
-// CRC-32 of [0, end), the two halves on two threads, combined.
-uint32_t crc_of_file_prefix(int fd, uint64_t end, const std::string& path) {
-  const uint64_t half = end / 2;
-  uint32_t second = 0;
-  std::exception_ptr second_error;
-  std::thread worker([&] {
-    try {
-      second = crc_of_range(fd, half, end, path);
-    } catch (...) {
-      second_error = std::current_exception();
-    }
-  });
-  uint32_t first = 0;
-  std::exception_ptr first_error;
-  try {
-    first = crc_of_range(fd, 0, half, path);
-  } catch (...) {
-    first_error = std::current_exception();
-  }
-  worker.join();
-  if (first_error) std::rethrow_exception(first_error);
-  if (second_error) std::rethrow_exception(second_error);
-  return util::crc32_combine_lengths(first, second, end - half);
-}
-
-// Where a checkpoint's bytes are read from: an open file, or memory (bytes
-// received from another rank).
-class ByteSource {
- public:
-  ByteSource(std::string path, uint64_t size) : path_(std::move(path)), size_(size) {}
-  virtual ~ByteSource() = default;
-  const std::string& path() const { return path_; }
-  uint64_t size() const { return size_; }
-  // Exactly `n` bytes at `offset`, or CheckpointError naming the path.
-  virtual void read(void* buffer, std::size_t n, uint64_t offset) const = 0;
-  // CRC-32 of [0, end), as one pass on its own.
-  virtual uint32_t crc_of_prefix(uint64_t end) const = 0;
-
- private:
-  std::string path_;
-  uint64_t size_;
-};
-
-class FileSource : public ByteSource {
- public:
-  FileSource(const std::string& path, int fd, uint64_t size) : ByteSource(path, size), fd_(fd) {}
-  void read(void* buffer, std::size_t n, uint64_t offset) const override {
-    read_exactly(fd_, buffer, n, offset, path());
-  }
-  uint32_t crc_of_prefix(uint64_t end) const override {
-    return crc_of_file_prefix(fd_, end, path());
-  }
-
- private:
-  int fd_;
-};
-
-class MemorySource : public ByteSource {
- public:
-  MemorySource(const std::string& path, const std::string& bytes)
-      : ByteSource(path, bytes.size()), bytes_(bytes) {}
-  void read(void* buffer, std::size_t n, uint64_t offset) const override {
-    if (offset > size() || n > size() - offset) {
-      core::raise<CheckpointError>("reading checkpoint '{}' failed: unexpected end of data",
-                                   path());
-    }
-    std::memcpy(buffer, bytes_.data() + offset, n);
-  }
-  uint32_t crc_of_prefix(uint64_t end) const override {
-    return util::crc32_update(0, bytes_.data(), static_cast<std::size_t>(end));
-  }
-
- private:
-  const std::string& bytes_;
-};
 
 // Opens `path` (a regular file of at least one zip end record); `file` owns the descriptor.
 uint64_t open_checkpoint(const std::string& path, Fd& file) {
