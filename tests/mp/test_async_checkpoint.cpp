@@ -84,7 +84,7 @@ TEST(AsyncCheckpoint, AFailedWriteOnRankZeroIsRaisedOnEveryRank) {
     const std::string text = e.what();
     EXPECT_NE(text.find("the asynchronous save of '" + failed + "' failed"), std::string::npos) << text;
     if (pg.rank() != 0) {
-      EXPECT_NE(text.find("(raised on rank 1 for the asynchronous save by rank 0)"), std::string::npos) << text;
+      EXPECT_NE(text.find("(rank 0's error, raised on rank 1 for the asynchronous save by rank 0)"), std::string::npos) << text;
     }
   }
   full.reset();

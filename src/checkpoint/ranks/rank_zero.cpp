@@ -53,8 +53,11 @@ void on_rank_zero(const std::function<void()>& work, const std::string& what) {
   if (my_rank == 0) error = outcome_of(work, what);
   if (distributed) error = share_outcome(dist::process_group(), error);
   if (!error.empty() && !distributed) throw CheckpointError(error);  // one process: nothing to add
-  if (!error.empty()) {
-    throw CheckpointError(fmt::format("{} (raised on rank {} for {})", error, my_rank, what));
+  if (!error.empty() && my_rank == 0) {
+    throw CheckpointError(fmt::format("{} (raised on rank 0 for {})", error, what));
+  }
+  if (!error.empty()) {  // wire::echoed_rank reads rank 0 from it: the root cause is rank 0's
+    throw CheckpointError(fmt::format("{} (rank 0's error, raised on rank {} for {})", error, my_rank, what));
   }
 }
 

@@ -10,7 +10,8 @@ namespace rankwise::checkpoint::ranks {
 /// order) when a process group is initialized; the broadcast of rank 0's
 /// outcome doubles as the barrier, so no rank returns before the work is
 /// done. If `work` throws on rank 0, every rank throws CheckpointError with
-/// its message and `what` (e.g. "the save by rank 0").
+/// its message and `what` (e.g. "the save by rank 0"), on the others as
+/// "(rank 0's error, raised on rank N for WHAT)".
 void on_rank_zero(const std::function<void()>& work, const std::string& what);
 
 /// Runs `work` on the ranks where `mine` is true (each storage node's
