@@ -239,12 +239,11 @@ class Fabric {
   void setup_optimizers(torch::optim::Optimizer& optimizer);
 
   /// The training loader (see FabricLoader): this rank's shard of `dataset`
-  /// (dataset.size() samples; DistributedSampler with PyTorch's padding,
-  /// shuffled with FabricOptions::seed and the epoch when `shuffle`), in
-  /// batches of `batch_size`. Its dataset size and batch size identify the
-  /// run in checkpoints, and must be alike on every rank (the first pass
-  /// checks: ConfigError). One per Fabric (ConfigError for a second, or a
-  /// batch size below 1). Local.
+  /// (DistributedSampler with PyTorch's padding; shuffled with
+  /// FabricOptions::seed and the epoch when `shuffle`) in batches of
+  /// `batch_size`. Dataset and batch sizes identify the run in checkpoints and
+  /// must be alike on every rank (the first pass checks). ConfigError: a
+  /// second loader, a batch size below 1, sizes unlike. Local.
   template <typename Dataset>
   fabric::FabricLoader<Dataset> setup_dataloader(Dataset dataset, int64_t batch_size, bool shuffle = true) {
     const auto size = static_cast<int64_t>(dataset.size().value());
