@@ -25,16 +25,23 @@ grep -q "done at step 120" <<<"$out" || fail "run A did not end at step 120: $ou
 
 latest() { cat "$work/B/ckpt/latest" 2>/dev/null; }
 preemptions=0
-for job in 1 2 3 4; do
+for job in 1 2 3 4 5 6; do
   before=$(latest)
   log="$work/B/job$job.log"
   "$run" --nproc-per-node "$world" --grace-period 30 "$program" "$work/B" 0 "$epochs" \
     --checkpoint-dir "$work/B/ckpt" "${flags[@]}" >"$log" 2>&1 &
   pid=$!
-  if [ "$job" -lt 4 ]; then
-    # Until this job has trained (a new checkpoint) or has ended.
-    while kill -0 "$pid" 2>/dev/null && [ "$(latest)" = "$before" ]; do sleep 0.01; done
-    sleep "0.$(printf '%03d' $((RANDOM % 400)))"
+  if [ "$job" -lt 6 ]; then
+    # Until this job has trained, 1 to 3 new checkpoints (or has ended), then
+    # 0-19 ms more: a random step, often during a save. Counted in
+    # checkpoints, not seconds: a fast machine trains the whole run in one.
+    want=$((1 + RANDOM % 3)); seen=0; last=$before
+    while kill -0 "$pid" 2>/dev/null && [ "$seen" -lt "$want" ]; do
+      now=$(latest)
+      [ "$now" != "$last" ] && { seen=$((seen + 1)); last=$now; }
+      sleep 0.005
+    done
+    sleep "0.0$(printf '%02d' $((RANDOM % 20)))"
     if [ "$targets" = every-process ]; then
       kill -TERM $(pgrep -P "$pid") "$pid" 2>/dev/null
     else
