@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 
+#include "launch/attempt_loop.h"
 #include "launch/rendezvous/elastic_rendezvous.h"
 #include "launch/rendezvous/exit_barrier.h"
 #include "launch/rendezvous/launcher_heartbeat.h"
@@ -49,13 +50,14 @@ std::string who_left(const rendezvous::ElasticRound& before, const rendezvous::E
 
 namespace {
 
-// How a round's nodes met (ElasticAgent::meet_round_nodes).
+// How a round's nodes met (ElasticMembership::meet_round_nodes).
 enum class RoundStart { kStarted, kFailed, kInterrupted };
 
-// This node's rounds, from its first join to the end of the job.
-class ElasticAgent {
+// This node's rounds, from its first join to the end of the job: each round
+// is an attempt of the loop (attempt_loop.h) with that round's nodes.
+class ElasticMembership : public AttemptMembership {
  public:
-  ElasticAgent(const LaunchOptions& o, ElasticSetup setup, rendezvous::NodeRendezvous& rdzv)
+  ElasticMembership(const LaunchOptions& o, ElasticSetup setup, rendezvous::NodeRendezvous& rdzv)
       : o_(o),
         setup_(std::move(setup)),
         rdzv_(rdzv),
@@ -65,12 +67,86 @@ class ElasticAgent {
         me_{elastic_.take_member_id(setup_.host_store, setup_.store_timeout), setup_.host,
             static_cast<int>(::getpid())} {}
 
-  int run() {
-    for (;;) {
-      std::optional<rendezvous::ElasticRound> round;
-      if (const std::optional<int> code = join_round(round)) return *code;
-      if (const std::optional<int> code = run_round(*round)) return *code;
+  // The next round this node is let into, its nodes met; nullptr when that
+  // round could not start (the next one follows).
+  workers::AttemptConfig* meet(std::optional<int>& exit_code) override {
+    heartbeat_.reset();  // the last round's, kept through its exit barrier
+    std::optional<rendezvous::ElasticRound> round;
+    if ((exit_code = join_round(round))) return nullptr;
+    say_round(*round);
+    round_ = *round;
+    const int nodes = static_cast<int>(round_.members.size());
+    round_options_ = o_;  // this round's view: a fixed node count
+    round_options_.nnodes = round_options_.min_nnodes = nodes;
+    round_options_.node_rank = round_.node_rank;
+    const std::string key = rendezvous::round_job_key(setup_.job_key, round_.round);
+    rdzv_.set_job_key(key);
+    config_ = workers::attempt_config(round_options_, rdzv_.port(), setup_.host, setup_.error_dir,
+                                      setup_.base_env, key);
+    config_.attempt = round_.round;
+    previous_ = round_;
+    next_round_ = round_.round + 1;
+    switch (meet_round_nodes()) {
+      case RoundStart::kStarted:
+        break;
+      case RoundStart::kFailed:
+        return nullptr;
+      case RoundStart::kInterrupted:
+        exit_code = 128 + pending_;
+        return nullptr;
     }
+    if (nodes > 1) heartbeat_.emplace(o_.master_addr, rdzv_.port(), key, round_.node_rank);
+    newcomer_ = std::make_shared<std::atomic<bool>>(false);
+    if (nodes < o_.nnodes) {
+      watch_for_newcomers();
+      config_.membership_changed = [newcomer = newcomer_] { return newcomer->load(); };
+    }
+    return &config_;
+  }
+
+  void attempt_ended() override {
+    watch_.reset();
+    elastic_.end_round(round_.round);  // the next round may close
+  }
+
+  std::string attempt_name() const override { return fmt::format("round {}", round_.round); }
+  std::string restart_how() const override { return " in a new rendezvous round"; }
+
+  bool failed(const workers::FailureReport& failure) override {
+    if (!newcomer_->load()) return false;
+    output::say(fmt::format("round {} ended ({}) while a node waited to join; a new round (not "
+                            "counted as a restart)",
+                            round_.round, workers::one_line_cause(failure)));
+    return true;
+  }
+
+  int succeeded() override {
+    const int code =
+        rendezvous::exit_barrier(round_options_, setup_.host_store, kExitOk, config_, rdzv_);
+    elastic_.end_job(ended(code == kExitOk,
+                           fmt::format("round {} ({} nodes) {}", round_.round, round_.members.size(),
+                                       code == kExitOk ? "succeeded" : "failed")));
+    return code;
+  }
+
+  // The other nodes of the round stop too, name this one, and go on without
+  // it in the next round.
+  int signaled(const workers::AttemptResult& result) override {
+    const int code = workers::signaled_exit_code(result);
+    rdzv_.close(round_options_.node_rank, setup_.host,
+                fmt::format("it received {}", workers::signal_name(result.signal)), false,
+                round_.round);
+    return code;
+  }
+
+  int gave_up(const workers::FailureReport& failure) override {
+    rdzv_.close(round_options_.node_rank, setup_.host,
+                fmt::format("it gave up ({} restarts allowed)", o_.max_restarts), false,
+                round_.round);
+    elastic_.end_job(ended(false, fmt::format("round {} failed: {}", round_.round,
+                                              workers::one_line_cause(failure))));
+    return rendezvous::exit_barrier(round_options_, setup_.host_store, kExitWorkerFailed, config_,
+                                    rdzv_);
   }
 
  private:
@@ -106,52 +182,10 @@ class ElasticAgent {
         left.empty() ? "" : fmt::format("; left since round {}: {}", previous_->round, left)));
   }
 
-  // One round: its attempt and what follows it. The exit code, or nullopt
-  // for the next round.
-  std::optional<int> run_round(const rendezvous::ElasticRound& round) {
-    say_round(round);
-    const int nodes = static_cast<int>(round.members.size());
-    LaunchOptions ro = o_;  // this round's view: a fixed node count
-    ro.nnodes = ro.min_nnodes = nodes;
-    ro.node_rank = round.node_rank;
-    const std::string key = rendezvous::round_job_key(setup_.job_key, round.round);
-    rdzv_.set_job_key(key);
-    workers::AttemptConfig config = round_config(ro, round.round, key);
-    previous_ = round;
-    next_round_ = round.round + 1;
-    switch (meet_round_nodes(ro, round.round)) {
-      case RoundStart::kStarted:
-        break;
-      case RoundStart::kFailed:
-        return std::nullopt;
-      case RoundStart::kInterrupted:
-        return 128 + pending_;
-    }
-    std::optional<rendezvous::LauncherHeartbeat> heartbeat;
-    if (ro.nnodes > 1) heartbeat.emplace(o_.master_addr, rdzv_.port(), key, ro.node_rank);
-    auto newcomer = std::make_shared<std::atomic<bool>>(false);
-    std::optional<rendezvous::StorePoller> watch;
-    if (nodes < o_.nnodes) {
-      watch_for_newcomers(round, newcomer, watch);
-      config.membership_changed = [newcomer] { return newcomer->load(); };
-    }
-    const workers::AttemptResult result = workers::run_attempt(config);
-    watch.reset();
-    elastic_.end_round(round.round);  // the next round may close
-    return after_attempt(result, ro, round, config, *newcomer);
-  }
-
-  workers::AttemptConfig round_config(const LaunchOptions& ro, int round,
-                                      const std::string& key) const {
-    workers::AttemptConfig config = workers::attempt_config(ro, rdzv_.port(), setup_.host, setup_.error_dir,
-                                                            setup_.base_env, key);
-    config.attempt = round;
-    return config;
-  }
-
   // Every node of the round names itself under the round's key (for the
   // failure watch and the exit barrier) and waits for the others.
-  RoundStart meet_round_nodes(const LaunchOptions& ro, int round) {
+  RoundStart meet_round_nodes() {
+    const LaunchOptions& ro = round_options_;
     try {
       if (!rdzv_.join(ro.node_rank, ro.nnodes, setup_.host, o_.rendezvous_timeout,
                       [this] { return interrupted(); })) {
@@ -159,84 +193,30 @@ class ElasticAgent {
                                 workers::signal_name(pending_)));
         // The round's other nodes stop waiting for this one at once.
         rdzv_.close(ro.node_rank, setup_.host,
-                    fmt::format("it received {}", workers::signal_name(pending_)), false, round);
-        elastic_.end_round(round);
+                    fmt::format("it received {}", workers::signal_name(pending_)), false,
+                    round_.round);
+        elastic_.end_round(round_.round);
         return RoundStart::kInterrupted;
       }
     } catch (const RendezvousError& e) {
       output::say(fmt::format("rendezvous round {} could not start: {}; joining the next round",
-                              round, e.what()));
-      elastic_.end_round(round);
+                              round_.round, e.what()));
+      elastic_.end_round(round_.round);
       return RoundStart::kFailed;
     }
     return RoundStart::kStarted;
   }
 
-  // A round with fewer than MAX nodes: sets `newcomer` when a node not in it
+  // A round with fewer than MAX nodes: sets newcomer_ when a node not in it
   // waits to join.
-  void watch_for_newcomers(const rendezvous::ElasticRound& round,
-                           const std::shared_ptr<std::atomic<bool>>& newcomer,
-                           std::optional<rendezvous::StorePoller>& watch) const {
+  void watch_for_newcomers() {
     std::vector<int> ids;
-    for (const rendezvous::ElasticMember& m : round.members) ids.push_back(m.id);
-    watch.emplace(
+    for (const rendezvous::ElasticMember& m : round_.members) ids.push_back(m.id);
+    watch_.emplace(
         o_.master_addr, rdzv_.port(), kNewcomerPoll,
-        [newcomer, job_key = setup_.job_key, next = next_round_, ids](c10d::TCPStore& store) {
+        [newcomer = newcomer_, job_key = setup_.job_key, next = next_round_, ids](c10d::TCPStore& store) {
           if (rendezvous::newcomer_waiting(store, job_key, next, ids)) *newcomer = true;
         });
-  }
-
-  // After the round's attempt: the exit code, or nullopt for the next round.
-  std::optional<int> after_attempt(const workers::AttemptResult& result, const LaunchOptions& ro,
-                                   const rendezvous::ElasticRound& round,
-                                   const workers::AttemptConfig& config, bool newcomer) {
-    const int nodes = static_cast<int>(round.members.size());
-    switch (result.outcome) {
-      case workers::AttemptResult::Outcome::kSucceeded: {
-        const int code = rendezvous::exit_barrier(ro, setup_.host_store, kExitOk, config, rdzv_);
-        elastic_.end_job(
-            ended(code == kExitOk, fmt::format("round {} ({} nodes) {}", round.round, nodes,
-                                               code == kExitOk ? "succeeded" : "failed")));
-        return code;
-      }
-      case workers::AttemptResult::Outcome::kSignaled: {
-        const int code = workers::signaled_exit_code(result);
-        // The other nodes of the round stop too, name this one, and go on
-        // without it in the next round.
-        rdzv_.close(ro.node_rank, setup_.host,
-                    fmt::format("it received {}", workers::signal_name(result.signal)), false,
-                    round.round);
-        return code;
-      }
-      case workers::AttemptResult::Outcome::kMembershipChanged:
-        return std::nullopt;
-      case workers::AttemptResult::Outcome::kFailed:
-        return after_failure(*result.failure, ro, round.round, config, newcomer);
-    }
-    return std::nullopt;
-  }
-
-  // A failed round: a new round (a node waits to join, or a restart is
-  // left), else the summary and the end of the job.
-  std::optional<int> after_failure(const workers::FailureReport& failure, const LaunchOptions& ro,
-                                   int round, const workers::AttemptConfig& config, bool newcomer) {
-    if (newcomer) {
-      output::say(
-          fmt::format("round {} ended ({}) while a node waited to join; a new round (not "
-                      "counted as a restart)",
-                      round, workers::one_line_cause(failure)));
-      return std::nullopt;
-    }
-    if (workers::restart_after(failure, fmt::format("round {}", round), restarts_,
-                               o_.max_restarts, " in a new rendezvous round")) {
-      ++restarts_;
-      return std::nullopt;
-    }
-    rdzv_.close(ro.node_rank, setup_.host,
-                fmt::format("it gave up ({} restarts allowed)", o_.max_restarts), false, round);
-    elastic_.end_job(
-        ended(false, fmt::format("round {} failed: {}", round, workers::one_line_cause(failure))));
-    return rendezvous::exit_barrier(ro, setup_.host_store, kExitWorkerFailed, config, rdzv_);
   }
 
   const LaunchOptions& o_;
@@ -244,16 +224,24 @@ class ElasticAgent {
   rendezvous::NodeRendezvous& rdzv_;
   rendezvous::ElasticRendezvous elastic_;
   const rendezvous::ElasticMember me_;
-  int pending_ = 0;   // the signal that interrupted a rendezvous
-  int restarts_ = 0;  // failed rounds restarted so far (--max-restarts)
+  int pending_ = 0;  // the signal that interrupted a rendezvous
   int next_round_ = 0;
   std::optional<rendezvous::ElasticRound> previous_;
+  // The round met last, its options (config_.options points here) and what
+  // runs beside its attempt.
+  rendezvous::ElasticRound round_;
+  LaunchOptions round_options_;
+  workers::AttemptConfig config_;
+  std::optional<rendezvous::LauncherHeartbeat> heartbeat_;
+  std::shared_ptr<std::atomic<bool>> newcomer_ = std::make_shared<std::atomic<bool>>(false);
+  std::optional<rendezvous::StorePoller> watch_;
 };
 
 }  // namespace
 
 int run_elastic(const LaunchOptions& o, ElasticSetup setup, rendezvous::NodeRendezvous& rdzv) {
-  return ElasticAgent(o, std::move(setup), rdzv).run();
+  ElasticMembership membership(o, std::move(setup), rdzv);
+  return run_attempt_loop(membership, o.max_restarts);
 }
 
 }  // namespace rankwise::launch

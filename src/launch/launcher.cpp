@@ -20,6 +20,7 @@
 #include "wire/collective_progress.h"
 #include "wire/worker_env.h"
 #include "launch/output/console_streams.h"
+#include "launch/attempt_loop.h"
 #include "launch/elastic_agent.h"
 #include "launch/rendezvous/exit_barrier.h"
 #include "launch/rendezvous/free_port.h"
@@ -153,7 +154,71 @@ std::string job_key(const LaunchOptions& o) {
   return key;
 }
 
-int run_attempts(const LaunchOptions& o, workers::AttemptConfig& config, rendezvous::NodeRendezvous& rdzv);
+// A job of a fixed node count: every attempt has the same nodes. On several
+// nodes a failure anywhere ends the attempt on every node
+// (group_failure.h), and each restart starts with a rendezvous round of every
+// node (a node that does not come back is named). When this node leaves the
+// job, it says why in the store, so that nodes waiting for a restart stop.
+class FixedMembership : public AttemptMembership {
+ public:
+  FixedMembership(const LaunchOptions& o, workers::AttemptConfig& config,
+                  rendezvous::NodeRendezvous& rdzv)
+      : o_(o), config_(config), rdzv_(rdzv) {}
+
+  workers::AttemptConfig* meet(std::optional<int>& exit_code) override {
+    const int attempt = next_attempt_++;
+    if (const int sig = workers::drain_stop_signal()) {
+      output::say(fmt::format("received {} between attempts; exiting", workers::signal_name(sig)));
+      exit_code = leave(128 + sig, fmt::format("it received {}", workers::signal_name(sig)));
+      return nullptr;
+    }
+    if (attempt > 0 && o_.nnodes > 1) {
+      int pending = 0;
+      const bool joined = rdzv_.join(o_.node_rank, o_.nnodes, config_.host, o_.rendezvous_timeout,
+                                     [&] { return (pending = workers::drain_stop_signal()) != 0; }, attempt);
+      if (!joined) {
+        output::say(fmt::format("received {} during the rendezvous for restart {}; exiting",
+                                workers::signal_name(pending), attempt));
+        exit_code = leave(128 + pending, fmt::format("it received {}", workers::signal_name(pending)));
+        return nullptr;
+      }
+    }
+    config_.attempt = last_attempt_ = attempt;
+    return &config_;
+  }
+
+  std::string attempt_name() const override { return fmt::format("attempt {}", config_.attempt); }
+  std::string restart_how() const override { return o_.nnodes > 1 ? " with every node" : ""; }
+
+  bool failed(const workers::FailureReport& failure) override {
+    if (const auto& remote = failure.remote; remote && remote->silent) {
+      config_.gone_nodes.push_back(remote->node_rank);
+    }
+    return false;
+  }
+
+  int succeeded() override { return leave(kExitOk, "its workers succeeded"); }
+  int signaled(const workers::AttemptResult& result) override {
+    return leave(workers::signaled_exit_code(result),
+                 fmt::format("it received {}", workers::signal_name(result.signal)));
+  }
+  int gave_up(const workers::FailureReport&) override {
+    return leave(kExitWorkerFailed, fmt::format("it gave up ({} restarts allowed)", o_.max_restarts));
+  }
+
+ private:
+  int leave(int code, const std::string& why) {
+    if (o_.nnodes > 1) rdzv_.close(o_.node_rank, config_.host, why, code == kExitOk, last_attempt_);
+    return code;
+  }
+
+  const LaunchOptions& o_;
+  workers::AttemptConfig& config_;
+  rendezvous::NodeRendezvous& rdzv_;
+  int next_attempt_ = 0;
+  int last_attempt_ = -1;  // the last attempt this node ran
+};
+
 
 // --redirects/--tee without --log-dir: as torchrun, a new temporary
 // directory (kept after the run: it holds the only copy of what was
@@ -281,7 +346,8 @@ int run_job(const LaunchOptions& o, bool host_store, workers::AttemptConfig& con
             rendezvous::NodeRendezvous& rdzv) {
   int code = kExitWorkerFailed;
   try {
-    code = run_attempts(o, config, rdzv);
+    FixedMembership membership(o, config, rdzv);
+    code = run_attempt_loop(membership, o.max_restarts);
   } catch (const RendezvousError& e) {  // a restart's rendezvous
     if (o.nnodes == 1) throw;
     output::say(fmt::format("error: {}", e.what()));
@@ -341,59 +407,6 @@ int run(LaunchOptions o) {
   workers::AttemptConfig config =
       workers::attempt_config(o, rdzv->port(), host, error_dir.path(), std::move(base_env), key);
   return run_job(o, host_store, config, *rdzv);
-}
-
-// The attempts of this node's workers. On a multi-node job every node runs
-// the same attempts: a failure anywhere ends the attempt on every node
-// (group_failure.h), and each restart starts with a rendezvous round of every
-// node (a node that does not come back is named). When this node leaves the
-// job, it says why in the store, so that nodes waiting for a restart stop.
-int run_attempts(const LaunchOptions& o, workers::AttemptConfig& config, rendezvous::NodeRendezvous& rdzv) {
-  int last_attempt = -1;  // the last attempt this node ran
-  const auto leave_job = [&](int code, const std::string& why) {
-    if (o.nnodes > 1) {
-      rdzv.close(o.node_rank, config.host, why, code == kExitOk, last_attempt);
-    }
-    return code;
-  };
-  for (int attempt = 0;; ++attempt) {
-    if (const int sig = workers::drain_stop_signal()) {
-      output::say(fmt::format("received {} between attempts; exiting", workers::signal_name(sig)));
-      return leave_job(128 + sig, fmt::format("it received {}", workers::signal_name(sig)));
-    }
-    if (attempt > 0 && o.nnodes > 1) {
-      int pending = 0;
-      const bool joined = rdzv.join(o.node_rank, o.nnodes, config.host, o.rendezvous_timeout,
-                                    [&] { return (pending = workers::drain_stop_signal()) != 0; }, attempt);
-      if (!joined) {
-        output::say(fmt::format("received {} during the rendezvous for restart {}; exiting",
-                        workers::signal_name(pending), attempt));
-        return leave_job(128 + pending,
-                         fmt::format("it received {}", workers::signal_name(pending)));
-      }
-    }
-    config.attempt = last_attempt = attempt;
-    const workers::AttemptResult result = workers::run_attempt(config);
-    switch (result.outcome) {
-      case workers::AttemptResult::Outcome::kSucceeded:
-        return leave_job(kExitOk, "its workers succeeded");
-      case workers::AttemptResult::Outcome::kSignaled:
-        return leave_job(workers::signaled_exit_code(result),
-                         fmt::format("it received {}", workers::signal_name(result.signal)));
-      case workers::AttemptResult::Outcome::kMembershipChanged:  // elastic rounds only (elastic_agent.h)
-        continue;
-      case workers::AttemptResult::Outcome::kFailed:
-        if (const auto& remote = result.failure->remote; remote && remote->silent) {
-          config.gone_nodes.push_back(remote->node_rank);
-        }
-        if (workers::restart_after(*result.failure, fmt::format("attempt {}", attempt), attempt,
-                                   o.max_restarts, o.nnodes > 1 ? " with every node" : "")) {
-          continue;
-        }
-        return leave_job(kExitWorkerFailed,
-                         fmt::format("it gave up ({} restarts allowed)", o.max_restarts));
-    }
-  }
 }
 
 }  // namespace
