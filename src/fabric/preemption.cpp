@@ -15,8 +15,8 @@
 namespace rankwise::fabric {
 namespace {
 
-std::atomic<bool> sigterm_noted{false};
-std::atomic<int64_t> first_sigterm_ns{0};  // CLOCK_MONOTONIC of the noted SIGTERM
+// CLOCK_MONOTONIC of the noted SIGTERM; 0 while none is noted.
+std::atomic<int64_t> noted_ns{0};
 struct sigaction earlier_action {};
 
 // The copies of one stop request: a scheduler that signals every process of
@@ -44,8 +44,7 @@ void on_sigterm(int, siginfo_t* info, void*) {
   if (!stop_now) {
     const int64_t now = monotonic_ns();
     int64_t first = 0;
-    if (first_sigterm_ns.compare_exchange_strong(first, now)) {
-      sigterm_noted = true;
+    if (noted_ns.compare_exchange_strong(first, now)) {
       write_stderr("rankwise: SIGTERM: this rank saves a checkpoint at the next check, then exits "
                    "(a SIGTERM 2 s or more later ends it now)\n");
       return;
@@ -73,10 +72,9 @@ void Preemption::disarm() {
   if (!armed_) return;
   armed_ = false;
   ::sigaction(SIGTERM, &earlier_action, nullptr);
-  first_sigterm_ns = 0;
   // While an error unwinds the run (a preemption save that failed), the
   // error ends the process and is reported; the noted SIGTERM is dropped.
-  if (sigterm_noted.exchange(false) && std::uncaught_exceptions() == 0) ::raise(SIGTERM);
+  if (noted_ns.exchange(0) != 0 && std::uncaught_exceptions() == 0) ::raise(SIGTERM);
 }
 
 bool Preemption::after_batch() {
@@ -87,7 +85,7 @@ bool Preemption::after_batch() {
 
 bool Preemption::check_now() {
   if (!armed_) return false;
-  if (!agreed_) agreed_ = dist::any(sigterm_noted.load());  // local without a group
+  if (!agreed_) agreed_ = dist::any(noted_ns.load() != 0);  // local without a group
   return agreed_;
 }
 

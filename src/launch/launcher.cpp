@@ -219,7 +219,6 @@ class FixedMembership : public AttemptMembership {
   int last_attempt_ = -1;  // the last attempt this node ran
 };
 
-
 // --redirects/--tee without --log-dir: as torchrun, a new temporary
 // directory (kept after the run: it holds the only copy of what was
 // redirected), named on stderr.

@@ -38,10 +38,7 @@ AttemptResult AttemptRunner::result() {
     result.preempted = std::all_of(workers_.begin(), workers_.end(), [](const WorkerRecord& w) {
       return w.term_signal == 0 && w.exit_code == wire::kPreemptedExitCode;
     });
-    const bool reported = std::any_of(workers_.begin(), workers_.end(), [](const WorkerRecord& w) {
-      return ::access(w.error_file.c_str(), F_OK) == 0;
-    });
-    if (!result.preempted && reported) result.failure = failure_report();
+    if (!result.preempted && worker_reported(/*running_only=*/false)) result.failure = failure_report();
   } else if (membership_changed_) {
     result.outcome = AttemptResult::Outcome::kMembershipChanged;
   } else if (failed_ || remote_) {
@@ -122,7 +119,7 @@ void AttemptRunner::poll_pipes(std::chrono::milliseconds timeout) {
 // period.
 void AttemptRunner::run_checks() {
   if (report_deadline_ && !stopping_ && !killed_ &&
-      (Clock::now() >= *report_deadline_ || running_worker_reported())) {
+      (Clock::now() >= *report_deadline_ || worker_reported(/*running_only=*/true))) {
     stop_for_local_failure();
   }
   check_group();

@@ -101,7 +101,8 @@ class AttemptRunner {
   void stop_all(int sig, bool forwarded = false);
   void reap();
   void on_failure(const WorkerRecord& w);
-  bool running_worker_reported() const;
+  // Whether a worker (with `running_only`, a running one) wrote its error file.
+  bool worker_reported(bool running_only) const;
   void on_signal(int sig);
   void check_membership();
 

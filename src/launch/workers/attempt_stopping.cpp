@@ -92,10 +92,10 @@ void AttemptRunner::on_failure(const WorkerRecord& w) {
   stop_for_local_failure();
 }
 
-// During the report window: a running worker has written its error file.
-bool AttemptRunner::running_worker_reported() const {
-  return std::any_of(workers_.begin(), workers_.end(), [](const WorkerRecord& w) {
-    return w.state == WorkerState::kRunning && ::access(w.error_file.c_str(), F_OK) == 0;
+bool AttemptRunner::worker_reported(bool running_only) const {
+  return std::any_of(workers_.begin(), workers_.end(), [&](const WorkerRecord& w) {
+    return (!running_only || w.state == WorkerState::kRunning) &&
+           ::access(w.error_file.c_str(), F_OK) == 0;
   });
 }
 
